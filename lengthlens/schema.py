@@ -1,0 +1,228 @@
+"""The normalized per-run record: one definition for the reader, the flat-file loader and the JSON Schema.
+
+Every input format (the study's raw folder layout, flat JSONL/CSV/Parquet tables from other
+generators) is turned into rows of exactly this record before anything else happens. The JSON
+Schema in ``data_schema/run_record.v1.schema.json`` is generated from :class:`RunRecord`
+(``python -m lengthlens.schema > data_schema/run_record.v1.schema.json``) and a test keeps the two
+in sync.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SCHEMA_VERSION = "1"
+
+#: The value of ``params`` (and ``method``) that marks the lossless baseline arm.
+STRICT = "strict"
+
+#: finish_reason values meaning the run stopped because it hit the token budget.
+LENGTH_FINISH_REASONS = frozenset({"length", "max_tokens", "max_new_tokens"})
+
+
+def _integral(v: Any, field: str) -> Any:
+    """Counters are logged as floats by vLLM's metrics (``56.0``); accept them only when integral."""
+    if isinstance(v, float):
+        if not math.isfinite(v) or v != int(v):
+            raise ValueError(f"{field} must be a whole number, got {v!r}")
+        return int(v)
+    return v
+
+
+class RunRecord(BaseModel):
+    """One generation run of one item under one arm, normalized.
+
+    An *arm* is (target, draft, dataset, method, params). ``method == params == "strict"`` is the
+    lossless baseline of the same (target, draft, dataset).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
+
+    # --- identity -------------------------------------------------------------------------
+    target: str = Field(min_length=1, description="Target (verifier) model name, e.g. config.json `model`.")
+    draft: str = Field(min_length=1, description="Draft model name, e.g. config.json `draft_model`.")
+    dataset: str = Field(min_length=1, description="Dataset name (the folder under the runs root).")
+    method: str = Field(
+        min_length=1,
+        description="Verification rule: `strict` for the lossless baseline, else the relaxed rule "
+        "(`mentored_dec`, `cactus`, `spec_casc_opt`, `spec_casc_tok`, `r_fuzzy`, or any other name).",
+    )
+    params: str = Field(
+        min_length=1,
+        description="Parameter folder name: `strict`, `alpha0.35`, `alphaneg0.3`, with optional "
+        "suffixes such as `_k8` or `_t28000`.",
+    )
+    alpha: float | None = Field(
+        default=None, description="Relaxation parameter parsed from params; null for strict."
+    )
+    item_id: str = Field(min_length=1, description="Item (prompt) identifier, e.g. `case_001`.")
+    seed: int = Field(ge=0, description="Sampling seed of the run.")
+
+    # --- outcome --------------------------------------------------------------------------
+    status: str = Field(min_length=1, description="`ok` for a finished run; anything else is skipped.")
+    output_tokens: int | None = Field(default=None, ge=0, description="Completion length in tokens.")
+    finish_reason: str | None = Field(
+        default=None, description="`stop` (EOS) or `length` (hit the token budget), as the engine reported."
+    )
+    max_new_tokens: int | None = Field(default=None, gt=0, description="Token budget of the run.")
+    draft_rounds: int | None = Field(default=None, ge=0, description="Verifier rounds (target forward passes).")
+    accepted_tokens: int | None = Field(
+        default=None, ge=0, description="Draft tokens accepted over the run (bonus tokens excluded)."
+    )
+    draft_tokens: int | None = Field(default=None, ge=0, description="Draft tokens proposed over the run.")
+    wall_time_s: float | None = Field(default=None, ge=0, description="Wall-clock time of the request, seconds.")
+
+    # --- optional -------------------------------------------------------------------------
+    correct: bool | None = Field(default=None, description="Graded correctness, when known.")
+    temperature: float | None = Field(default=None, ge=0, description="Sampling temperature.")
+    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling threshold.")
+    input_tokens: int | None = Field(default=None, ge=0, description="Prompt length in tokens.")
+    l_bar_logged: float | None = Field(
+        default=None, ge=0, description="Per-run l_bar as the generator logged it (checked, never trusted)."
+    )
+    analysis_chars: int | None = Field(
+        default=None, ge=0, description="Thinking-channel characters as the generator logged them."
+    )
+    final_chars: int | None = Field(
+        default=None, ge=0, description="Answer-channel characters as the generator logged them."
+    )
+    reached_final_channel: bool | None = Field(
+        default=None, description="Whether the run opened its answer channel (generator's own flag)."
+    )
+    reference_answer: str | None = Field(default=None, description="Reference answer of the item, if any.")
+    prompt_source_id: str | None = Field(default=None, description="Source id of the prompt (dataset:split:index).")
+    backend: str | None = Field(default=None, description="Generation backend (`vllm`, `reference`, ...).")
+    engine_version: str | None = Field(default=None, description="Engine version, e.g. the vLLM version.")
+    text: str | None = Field(default=None, description="The raw completion text (output.txt).")
+    source: str | None = Field(default=None, description="Where the record came from (run folder, or file:line).")
+
+    @field_validator("draft_rounds", "accepted_tokens", "draft_tokens", "output_tokens",
+                     "max_new_tokens", "input_tokens", "analysis_chars", "final_chars", mode="before")
+    @classmethod
+    def _whole(cls, v: Any, info: Any) -> Any:
+        return _integral(v, info.field_name)
+
+    @field_validator("seed", mode="before")
+    @classmethod
+    def _whole_seed(cls, v: Any) -> Any:
+        return _integral(v, "seed")
+
+    @field_validator("item_id", mode="before")
+    @classmethod
+    def _item_str(cls, v: Any) -> Any:
+        # Flat files often store numeric ids; ids are labels, not numbers.
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
+    @model_validator(mode="after")
+    def _ok_runs_have_counters(self) -> "RunRecord":
+        if self.status == "ok":
+            missing = [
+                f for f in ("output_tokens", "max_new_tokens", "draft_rounds", "accepted_tokens",
+                            "draft_tokens", "wall_time_s")
+                if getattr(self, f) is None
+            ]
+            if missing:
+                raise ValueError(f"status is 'ok' but required counters are missing: {', '.join(missing)}")
+        if (self.method == STRICT) != (self.params == STRICT):
+            raise ValueError(f"method {self.method!r} with params {self.params!r}: `strict` must be both or neither")
+        return self
+
+
+#: Column order and dtypes of the normalized table, derived from the record (one place).
+_PL_TYPES: dict[str, pl.DataType] = {
+    "target": pl.String, "draft": pl.String, "dataset": pl.String, "method": pl.String,
+    "params": pl.String, "alpha": pl.Float64, "item_id": pl.String, "seed": pl.Int64,
+    "status": pl.String, "output_tokens": pl.Int64, "finish_reason": pl.String,
+    "max_new_tokens": pl.Int64, "draft_rounds": pl.Int64, "accepted_tokens": pl.Int64,
+    "draft_tokens": pl.Int64, "wall_time_s": pl.Float64, "correct": pl.Boolean,
+    "temperature": pl.Float64, "top_p": pl.Float64, "input_tokens": pl.Int64,
+    "l_bar_logged": pl.Float64, "analysis_chars": pl.Int64, "final_chars": pl.Int64,
+    "reached_final_channel": pl.Boolean, "reference_answer": pl.String,
+    "prompt_source_id": pl.String, "backend": pl.String, "engine_version": pl.String,
+    "text": pl.String, "source": pl.String,
+}
+assert list(_PL_TYPES) == list(RunRecord.model_fields), "polars schema out of sync with RunRecord"
+POLARS_SCHEMA = pl.Schema(_PL_TYPES)
+
+REQUIRED_FIELDS = tuple(n for n, f in RunRecord.model_fields.items() if f.is_required())
+ARM_KEY = ("target", "draft", "dataset", "method", "params")
+GROUP_KEY = ("target", "draft", "dataset")
+UNIT_KEY = ("item_id", "seed")
+
+
+class FieldError(BaseModel):
+    """One problem with one field of one record, located in its file."""
+
+    model_config = ConfigDict(frozen=True)
+    file: str
+    line: int | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: field '{self.field}': {self.message}"
+
+
+def validate_record(data: dict[str, Any], file: str, line: int | None = None) -> tuple[RunRecord | None, list[FieldError]]:
+    """Validate one raw mapping; return the record or every field error with its location."""
+    try:
+        return RunRecord.model_validate(data), []
+    except ValidationError as exc:
+        errors = []
+        for e in exc.errors():
+            field = ".".join(str(p) for p in e["loc"]) or "(record)"
+            msg = e["msg"]
+            if e["type"] == "extra_forbidden":
+                msg = "unknown field (not in the run record schema v" + SCHEMA_VERSION + ")"
+            errors.append(FieldError(file=file, line=line, field=field, message=msg))
+        return None, errors
+
+
+def json_schema() -> dict[str, Any]:
+    """The versioned JSON Schema of the normalized record (the file in data_schema/)."""
+    schema = RunRecord.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://lengthlens.dev/schema/run_record.v{SCHEMA_VERSION}.schema.json"
+    schema["title"] = f"lengthlens normalized run record, version {SCHEMA_VERSION}"
+    schema["x-schema-version"] = SCHEMA_VERSION
+    return schema
+
+
+def parse_alpha(params: str) -> float | None:
+    """Alpha from a params folder name: ``alpha0.35`` -> 0.35, ``alphaneg0.3_k8`` -> -0.3, ``strict`` -> None.
+
+    Raises ValueError for a name that is neither ``strict`` nor starts with ``alpha<number>``.
+    """
+    if params == STRICT:
+        return None
+    head = params.split("_", 1)[0]
+    if not head.startswith("alpha"):
+        raise ValueError(f"params {params!r}: expected 'strict' or 'alpha<number>[_suffix]'")
+    num = head[len("alpha"):]
+    sign = 1.0
+    if num.startswith("neg"):
+        sign, num = -1.0, num[3:]
+    elif num.startswith("-"):
+        sign, num = -1.0, num[1:]
+    try:
+        value = float(num)
+    except ValueError:
+        raise ValueError(f"params {params!r}: cannot read a number after 'alpha'") from None
+    if not math.isfinite(value):
+        raise ValueError(f"params {params!r}: alpha must be finite")
+    return sign * value
+
+
+def is_censored(output_tokens: int, max_new_tokens: int, finish_reason: str | None) -> bool:
+    """A run is right-censored when it stopped at the token budget."""
+    return (finish_reason in LENGTH_FINISH_REASONS) or output_tokens >= max_new_tokens
+
+
+if __name__ == "__main__":  # pragma: no cover - regenerates the committed schema file
+    print(json.dumps(json_schema(), indent=2))
