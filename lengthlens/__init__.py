@@ -1,3 +1,18 @@
-"""lengthlens: does a lossy speculative-decoding rule's longer acceptance length survive longer completions?"""
+"""lengthlens: does a lossy speculative-decoding rule's longer acceptance length survive longer completions?
+
+The library prints and writes nothing unless asked::
+
+    import lengthlens as ll
+    runs = ll.load("runs/")            # raw layout or flat JSONL/CSV/Parquet
+    cells = ll.cells(runs)             # per-cell metrics with paired bootstrap intervals
+    ll.table3(cells)                   # the study's Table 3 (pandas)
+"""
 
 __version__ = "0.1.0"
+
+from lengthlens.estimate import cells  # noqa: E402
+from lengthlens.loading import LoadError, RunSet, load  # noqa: E402
+from lengthlens.results import Cell, CellTable, ConfidenceInterval, Estimate  # noqa: E402
+from lengthlens.tables import arms, table3  # noqa: E402
+
+__all__ = ["load", "cells", "arms", "table3", "RunSet", "LoadError", "Cell", "CellTable", "ConfidenceInterval", "Estimate", "__version__"]

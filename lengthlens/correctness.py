@@ -1,0 +1,67 @@
+"""Attach per-run correctness to the normalized table, in the documented order of precedence.
+
+1. ``correct`` already in the record (flat files); 2. grade files such as the study's
+``campaign/grades/<dataset>.json``; 3. lengthlens' own graders on the output text (see
+:mod:`lengthlens.grading`). A grade is attached only when it provably belongs to the run: the
+keys match and, where the grade file logged it, the output length matches too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+
+_KEY = ["dataset", "method", "params", "item_id", "seed"]
+
+
+def find_grade_files(raw_roots: Iterable[Path]) -> list[Path]:
+    """Grade files of the study's layout next to raw roots: ``<x>/campaign/grades/*.json`` for x at or above the root."""
+    found: list[Path] = []
+    for root in raw_roots:
+        root = root.resolve()
+        for base in (root, root.parent, root.parent.parent):
+            g = base / "campaign" / "grades"
+            if g.is_dir():
+                found.extend(sorted(g.glob("*.json")))
+                break
+    return list(dict.fromkeys(found))
+
+
+def attach_grades(table: pl.DataFrame, files: Iterable[Path]) -> tuple[pl.DataFrame, list[str]]:
+    """Fill ``correct`` (where still null) from grade files; return the table and warnings.
+
+    A grade whose logged output_tokens differs from the run's is not applied and is counted in a
+    warning: it grades another run (e.g. an older campaign stored under the same keys).
+    """
+    from lengthlens.grading import load_grade_file
+
+    warnings: list[str] = []
+    frames = []
+    for f in files:
+        g = load_grade_file(f)
+        frames.append(g.with_columns(pl.lit(str(f)).alias("_grade_file")))
+    if not frames:
+        return table, warnings
+    grades = pl.concat(frames, how="diagonal_relaxed")
+    if "output_tokens" not in grades.columns:
+        grades = grades.with_columns(pl.lit(None, dtype=pl.Int64).alias("output_tokens"))
+    dup = grades.filter(pl.struct(_KEY).is_duplicated())
+    if dup.height:
+        warnings.append(f"{dup.height} grade entries share their (dataset, method, params, case, seed) with another; the first is used")
+    grades = grades.unique(subset=_KEY, keep="first", maintain_order=True).select(
+        *_KEY, pl.col("correct").alias("_g_correct"), pl.col("output_tokens").cast(pl.Int64).alias("_g_tokens"), "_grade_file")
+    t = table.join(grades, on=_KEY, how="left", nulls_equal=True)
+    matched = pl.col("_g_correct").is_not_null()
+    mismatch = matched & pl.col("_g_tokens").is_not_null() & (pl.col("_g_tokens") != pl.col("output_tokens"))
+    n_mismatch = t.filter(mismatch).height
+    if n_mismatch:
+        ex = t.filter(mismatch).row(0, named=True)
+        warnings.append(
+            f"{n_mismatch} grade entries were not applied because their output_tokens differ from the run they name "
+            f"(e.g. {ex['source']}: run has {ex['output_tokens']}, {ex['_grade_file']} says {ex['_g_tokens']})"
+        )
+    apply = matched & ~mismatch & pl.col("correct").is_null()
+    t = t.with_columns(pl.when(apply).then(pl.col("_g_correct")).otherwise(pl.col("correct")).alias("correct"))
+    return t.drop("_g_correct", "_g_tokens", "_grade_file"), warnings

@@ -1,0 +1,120 @@
+"""Per-cell point estimates and paired bootstrap intervals, for all cells of a group in one matrix product.
+
+For each (target, draft, dataset) group: items are the baseline's items, sorted; X[i, (cell, q)]
+is the sum of per-run quantity q (metrics.SUM_FIELDS) over cell's paired runs of item i (several
+seeds of an item are summed: the item is the resampling unit). With the group's count matrix C
+(B x n_items), C @ X gives every sum of every cell in every resample at once; metrics follow.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import polars as pl
+
+from lengthlens.loading import RunSet
+from lengthlens.metrics import ACCURACY_DROP_PP, METRICS, SUM_FIELDS, evaluate
+from lengthlens.pairing import CELL_KEY, cell_units
+from lengthlens.resample import (DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, bca_interval, counts_for_group,
+                                 jackknife_sums, percentile_interval)
+from lengthlens.results import Cell, CellTable, ConfidenceInterval, Estimate
+from lengthlens.schema import GROUP_KEY, UNIT_KEY
+
+
+def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:
+    """Per paired run, the quantities that metrics sum (columns named as metrics.SUM_FIELDS)."""
+    graded = pl.col("correct").is_not_null() & pl.col("correct_star").is_not_null()
+    return units.select(
+        *CELL_KEY, *UNIT_KEY,
+        pl.lit(1.0).alias("n"),
+        pl.col("output_tokens").cast(pl.Float64).alias("L"),
+        pl.col("output_tokens_star").cast(pl.Float64).alias("L_star"),
+        pl.col("draft_rounds").cast(pl.Float64).alias("R"),
+        pl.col("draft_rounds_star").cast(pl.Float64).alias("R_star"),
+        pl.col("wall_time_s").alias("T"),
+        pl.col("wall_time_s_star").alias("T_star"),
+        pl.col("l_bar").fill_null(0.0).alias("lbar"),
+        pl.col("l_bar_star").fill_null(0.0).alias("lbar_star"),
+        pl.col("l_bar").is_not_null().cast(pl.Float64).alias("n_lbar"),
+        pl.col("l_bar_star").is_not_null().cast(pl.Float64).alias("n_lbar_star"),
+        pl.col("accepted_tokens").cast(pl.Float64).alias("A"),
+        pl.col("accepted_tokens_star").cast(pl.Float64).alias("A_star"),
+        graded.cast(pl.Float64).alias("n_graded"),
+        (graded & pl.col("correct")).cast(pl.Float64).alias("c"),
+        (graded & pl.col("correct_star")).cast(pl.Float64).alias("c_star"),
+        pl.col("censored").cast(pl.Float64).alias("cens"),
+        pl.col("censored_star").cast(pl.Float64).alias("cens_star"),
+        (pl.col("draft_rounds") / pl.col("draft_rounds_star")).alias("_rounds_ratio_unit"),
+        (pl.col("wall_time_s") / pl.col("wall_time_s_star")).alias("_time_ratio_unit"),
+        pl.col("max_new_tokens").alias("_budget"),
+    )
+
+
+def _interval(method: str, reps: np.ndarray, point: np.ndarray, jack: np.ndarray | None, level: float):
+    if method == "bca":
+        return bca_interval(reps, point, jack, level)
+    return percentile_interval(reps, level)
+
+
+def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
+          ci: Literal["percentile", "bca"] = "percentile", confidence_level: float = DEFAULT_CONFIDENCE) -> CellTable:
+    """Every cell (relaxed arm x its baseline on shared items) with item-level paired bootstrap intervals.
+
+    Parameters
+    ----------
+    n_resamples : bootstrap resamples per group (the same draws serve every arm of the group).
+    seed : with the group's names, fixes the draws: same seed, same numbers, bit for bit.
+    ci : ``percentile`` (default) or ``bca`` (bias-corrected and accelerated, jackknife over items).
+    """
+    if ci not in ("percentile", "bca"):
+        raise ValueError(f"ci must be 'percentile' or 'bca', not {ci!r}")
+    units = cell_units(runs.paired)
+    q = unit_quantities(units)
+    out: list[Cell] = []
+    base = runs.paired.filter(pl.col("method") == "strict")
+    for group_df in q.partition_by(list(GROUP_KEY), maintain_order=True):
+        group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
+        items = (base.filter(*[pl.col(k) == v for k, v in zip(GROUP_KEY, group)])
+                 .get_column("item_id").unique().sort().to_list())
+        item_index = {it: i for i, it in enumerate(items)}
+        arm_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
+        n_cells, n_q = len(arm_frames), len(SUM_FIELDS)
+        X = np.zeros((len(items), n_cells, n_q))
+        for j, af in enumerate(arm_frames):
+            idx = np.fromiter((item_index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
+            vals = af.select(SUM_FIELDS).to_numpy().astype(np.float64)
+            np.add.at(X[:, j, :], idx, vals)
+        X2 = X.reshape(len(items), n_cells * n_q)
+        counts = counts_for_group(seed, group, len(items), n_resamples)
+        boot = (counts.astype(np.float64) @ X2).reshape(n_resamples, n_cells, n_q)
+        point_sums = X.sum(axis=0)
+        point = evaluate(point_sums)
+        reps = evaluate(boot)
+        jack = evaluate(jackknife_sums(X2).reshape(len(items), n_cells, n_q)) if ci == "bca" else {}
+        for j, af in enumerate(arm_frames):
+            key = af.row(0, named=True)
+            ests: dict[str, Estimate] = {}
+            for m in METRICS:
+                p = float(point[m.name][j])
+                if m.interval:
+                    lo, hi, und = _interval(ci, reps[m.name][:, j], np.asarray(point[m.name][j]),
+                                            jack.get(m.name, np.empty((0, n_cells)))[:, j] if ci == "bca" else None,
+                                            confidence_level)
+                    ests[m.name] = Estimate(p, ConfidenceInterval(float(lo), float(hi)), int(und))
+                else:
+                    ests[m.name] = Estimate(p)
+            n_graded = int(point_sums[j, SUM_FIELDS.index("n_graded")])
+            delta = ests["accuracy_delta_pp"].point
+            extras = {
+                "drop_2pp": (bool(delta <= -ACCURACY_DROP_PP) if n_graded else None),
+                "rounds_ratio_median_item": float(af.get_column("_rounds_ratio_unit").median()),
+                "time_ratio_median_item": float(af.get_column("_time_ratio_unit").median()),
+                "budget": int(af.get_column("_budget").max()),
+            }
+            out.append(Cell(
+                target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"],
+                params=key["params"], alpha=key["alpha"], n_items=int(af.get_column("item_id").n_unique()),
+                n_runs=af.height, n_graded=n_graded, estimates=ests, extras=extras,
+            ))
+    return CellTable(cells=tuple(out), n_resamples=n_resamples, seed=seed, ci_method=ci, confidence_level=confidence_level)

@@ -1,0 +1,225 @@
+"""Read the study's raw run-log layout into normalized run records.
+
+Layout: ``<dataset>/<method>/<params>/case_NNN/seed_K/{run.json, config.json, output.txt[, proposals.jsonl]}``.
+A root may be any folder above run folders: ``runs/``, one dataset folder, one arm folder, or a
+folder holding several such trees. Every ``seed_K`` folder found under a ``case_*`` folder is a
+run: it is turned into a record, or reported as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from lengthlens.schema import STRICT, parse_alpha
+
+_CASE = re.compile(r"^case_.+$")
+_SEED = re.compile(r"^seed_(\d+)$")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """A run folder found on disk with the arm coordinates its path gives."""
+
+    path: str
+    dataset: str
+    method: str
+    params: str
+    item_id: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class RawResult:
+    """What reading one run folder gave: a record mapping, or the reason it could not be read."""
+
+    path: str
+    record: dict[str, Any] | None
+    reason: str | None
+
+
+def discover(root: str | os.PathLike[str]) -> tuple[list[RunDir], list[tuple[str, str]]]:
+    """Find every run folder under ``root``; also return folders that look like runs but cannot be placed.
+
+    The dataset/method/params of a run are the three folders above its ``case_*`` folder, so the
+    root may sit anywhere above them; a ``seed_K`` folder with fewer than three named folders
+    between it and the root's parent cannot be placed and is reported.
+    """
+    root_path = Path(root).resolve()
+    found: list[RunDir] = []
+    unplaced: list[tuple[str, str]] = []
+    # The root itself may be a case folder or deeper, so path components above it count too.
+    base_parts = root_path.parts
+
+    def walk(d: str, depth_parts: tuple[str, ...]) -> None:
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            unplaced.append((d, f"cannot list folder: {exc.strerror}"))
+            return
+        for e in entries:
+            if not e.is_dir(follow_symlinks=True) or e.name.startswith("."):
+                continue
+            parts = depth_parts + (e.name,)
+            if _CASE.match(e.name):
+                for s in sorted(os.scandir(e.path), key=lambda x: x.name):
+                    m = _SEED.match(s.name)
+                    if not (m and s.is_dir(follow_symlinks=True)):
+                        continue
+                    if len(parts) < 4:
+                        unplaced.append((s.path, "run folder is not under <dataset>/<method>/<params>/"))
+                        continue
+                    dataset, method, params = parts[-4], parts[-3], parts[-2]
+                    found.append(RunDir(s.path, dataset, method, params, e.name, int(m.group(1))))
+            else:
+                walk(e.path, parts)
+
+    if _SEED.match(root_path.name) and _CASE.match(root_path.parent.name):
+        # A single run folder given as root.
+        parts = base_parts
+        if len(parts) >= 5:
+            found.append(RunDir(str(root_path), parts[-5], parts[-4], parts[-3], parts[-2], int(_SEED.match(parts[-1]).group(1))))
+        return found, unplaced
+    if _CASE.match(root_path.name):
+        walk(str(root_path.parent), base_parts[:-1])
+        found = [r for r in found if Path(r.path).parent == root_path]
+        return found, unplaced
+    walk(str(root_path), base_parts)
+    return found, unplaced
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}:1: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _alpha_of(params: str, cfg: dict[str, Any]) -> float | None:
+    lp = cfg.get("lossy_parameters") or {}
+    if params == STRICT:
+        return None
+    if isinstance(lp, dict) and isinstance(lp.get("alpha"), (int, float)) and not isinstance(lp.get("alpha"), bool):
+        return float(lp["alpha"])
+    return parse_alpha(params)
+
+
+def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
+    """Turn one run folder into a normalized record mapping (not yet validated), or a skip reason."""
+    p = run.path
+    run_json = os.path.join(p, "run.json")
+    cfg_json = os.path.join(p, "config.json")
+    try:
+        rj = _read_json(run_json)
+    except FileNotFoundError:
+        return RawResult(p, None, "missing run.json")
+    except (OSError, UnicodeDecodeError) as exc:
+        return RawResult(p, None, f"unreadable run.json: {exc}")
+    except ValueError as exc:
+        return RawResult(p, None, f"unreadable run.json: {exc}")
+    try:
+        cfg = _read_json(cfg_json)
+    except FileNotFoundError:
+        return RawResult(p, None, "missing config.json (target, draft and budget are unknown)")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return RawResult(p, None, f"unreadable config.json: {exc}")
+
+    text = None
+    if with_text:
+        try:
+            with open(os.path.join(p, "output.txt"), encoding="utf-8", errors="surrogateescape") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            text = None
+
+    try:
+        alpha = _alpha_of(run.params, cfg)
+    except ValueError as exc:
+        return RawResult(p, None, f"folder name: {exc}")
+    vllm = cfg.get("vllm")
+    engine_version = vllm.get("version") if isinstance(vllm, dict) else cfg.get("engine_version")
+    record: dict[str, Any] = {
+        "target": cfg.get("model"),
+        "draft": cfg.get("draft_model"),
+        "dataset": run.dataset,
+        "method": run.method,
+        "params": run.params,
+        "alpha": alpha,
+        "item_id": run.item_id,
+        "seed": run.seed,
+        "status": rj.get("status"),
+        "output_tokens": rj.get("output_tokens"),
+        "finish_reason": rj.get("finish_reason"),
+        "max_new_tokens": cfg.get("max_new_tokens"),
+        "draft_rounds": rj.get("draft_rounds"),
+        "accepted_tokens": rj.get("accepted_tokens"),
+        "draft_tokens": rj.get("draft_tokens"),
+        "wall_time_s": rj.get("wall_time_seconds", rj.get("wall_time_s")),
+        "correct": None,
+        "temperature": cfg.get("temperature"),
+        "top_p": cfg.get("top_p"),
+        "input_tokens": rj.get("input_tokens"),
+        "l_bar_logged": rj.get("l_bar"),
+        "analysis_chars": rj.get("analysis_chars"),
+        "final_chars": rj.get("final_chars"),
+        "reached_final_channel": rj.get("reached_final_channel"),
+        "reference_answer": None if cfg.get("reference_answer") is None else str(cfg.get("reference_answer")),
+        "prompt_source_id": cfg.get("prompt_source_id"),
+        "backend": rj.get("backend", cfg.get("backend")),
+        "engine_version": None if engine_version is None else str(engine_version),
+        "text": text,
+        "source": p,
+    }
+    # The seed in config.json must agree with the folder; a mismatch means files were moved.
+    if isinstance(cfg.get("seed"), int) and cfg["seed"] != run.seed:
+        return RawResult(p, None, f"config.json: field 'seed' is {cfg['seed']} but the folder says seed_{run.seed}")
+    return RawResult(p, record, None)
+
+
+def _read_chunk(args: tuple[list[RunDir], bool]) -> list[RawResult]:
+    runs, with_text = args
+    return [read_run(r, with_text=with_text) for r in runs]
+
+
+def read_runs(runs: list[RunDir], *, with_text: bool = True, workers: int | None = None,
+              progress: Any = None, chunk_size: int = 2000) -> Iterator[RawResult]:
+    """Read many run folders, in parallel processes when there are many; results keep the input order."""
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8)
+    chunks = [runs[i:i + chunk_size] for i in range(0, len(runs), chunk_size)]
+    if workers <= 1 or len(runs) < 4 * chunk_size:
+        for c in chunks:
+            res = _read_chunk((c, with_text))
+            if progress is not None:
+                progress.update(len(c))
+            yield from res
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for c, res in zip(chunks, pool.map(_read_chunk, [(c, with_text) for c in chunks])):
+            if progress is not None:
+                progress.update(len(c))
+            yield from res
+
+
+def file_fingerprint(runs: Iterable[RunDir]) -> list[tuple[str, int, int]]:
+    """(path, size, mtime_ns) of the files a run's record depends on; the cache key of a raw tree."""
+    out = []
+    for r in runs:
+        for name in ("run.json", "config.json", "output.txt"):
+            f = os.path.join(r.path, name)
+            try:
+                st = os.stat(f)
+                out.append((f, st.st_size, st.st_mtime_ns))
+            except FileNotFoundError:
+                out.append((f, -1, 0))
+    return out

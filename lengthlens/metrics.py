@@ -1,0 +1,136 @@
+"""Every cell metric, defined once, as a function of sums over the cell's paired runs.
+
+Each metric is a ratio or difference of sums, so the same definition serves the point estimate
+(sums over all paired runs), each bootstrap resample (sums weighted by item counts) and the
+jackknife (sums minus one item). The definitions are the study's:
+
+- ``l_bar``: mean over the cell's runs of per-run l_bar = accepted_tokens / draft_rounds
+  (accepted draft tokens per verifier round, bonus token excluded); ``l_bar_pooled`` =
+  sum(accepted) / sum(rounds). Starred names are the strict baseline on the same items.
+- ``gain`` = (l_bar + 1) / (l_bar* + 1): the theoretical per-round gain, not a speed-up.
+- ``lambda`` = mean(output_tokens) / mean(output_tokens*), a ratio of means.
+- ``rounds_ratio`` = mean(draft_rounds) / mean(draft_rounds*); ``time_ratio`` likewise for wall time.
+- ``rounds_ratio_predicted`` = lambda / gain, the length-correction identity R/R* = lambda / gain.
+- ``accuracy_delta_pp`` = 100 (accuracy - accuracy*) on runs graded on both sides.
+- ``censored_frac``: share of runs that stopped at the token budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+#: Per-run quantities summed over a cell's paired runs (columns of the item-sum matrix).
+#: ``_star`` = the strict baseline run of the same item and seed.
+SUM_FIELDS: tuple[str, ...] = (
+    "n", "L", "L_star", "R", "R_star", "T", "T_star",
+    "lbar", "lbar_star", "n_lbar", "n_lbar_star", "A", "A_star",
+    "n_graded", "c", "c_star", "cens", "cens_star",
+)
+SUM_INDEX = {name: i for i, name in enumerate(SUM_FIELDS)}
+
+Sums = Mapping[str, np.ndarray]
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(b != 0, np.asarray(a, dtype=float) / np.where(b != 0, b, 1), np.nan)
+
+
+def l_bar(s: Sums) -> np.ndarray:
+    return _div(s["lbar"], s["n_lbar"])
+
+
+def l_bar_star(s: Sums) -> np.ndarray:
+    return _div(s["lbar_star"], s["n_lbar_star"])
+
+
+def l_bar_pooled(s: Sums) -> np.ndarray:
+    return _div(s["A"], s["R"])
+
+
+def l_bar_pooled_star(s: Sums) -> np.ndarray:
+    return _div(s["A_star"], s["R_star"])
+
+
+def gain(s: Sums) -> np.ndarray:
+    return _div(l_bar(s) + 1.0, l_bar_star(s) + 1.0)
+
+
+def length_ratio(s: Sums) -> np.ndarray:
+    return _div(s["L"], s["L_star"])
+
+
+def rounds_ratio(s: Sums) -> np.ndarray:
+    return _div(s["R"], s["R_star"])
+
+
+def rounds_ratio_predicted(s: Sums) -> np.ndarray:
+    return _div(length_ratio(s), gain(s))
+
+
+def time_ratio(s: Sums) -> np.ndarray:
+    return _div(s["T"], s["T_star"])
+
+
+def accuracy(s: Sums) -> np.ndarray:
+    return _div(s["c"], s["n_graded"])
+
+
+def accuracy_star(s: Sums) -> np.ndarray:
+    return _div(s["c_star"], s["n_graded"])
+
+
+def accuracy_delta_pp(s: Sums) -> np.ndarray:
+    return 100.0 * _div(np.asarray(s["c"], float) - s["c_star"], s["n_graded"])
+
+
+def censored_frac(s: Sums) -> np.ndarray:
+    return _div(s["cens"], s["n"])
+
+
+def censored_frac_star(s: Sums) -> np.ndarray:
+    return _div(s["cens_star"], s["n"])
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A named cell metric; ``interval`` says whether cells.csv carries its bootstrap interval."""
+
+    name: str
+    fn: Callable[[Sums], np.ndarray]
+    interval: bool
+    ci_name: str | None = None  # column stem of the interval when it differs from ``name``
+    description: str = ""
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("l_bar", l_bar, True, description="mean per-run accepted draft tokens per round (relaxed arm)"),
+    Metric("l_bar_star", l_bar_star, False, description="the same for the strict baseline"),
+    Metric("l_bar_pooled", l_bar_pooled, False, description="sum(accepted) / sum(rounds), relaxed arm"),
+    Metric("l_bar_pooled_star", l_bar_pooled_star, False, description="sum(accepted) / sum(rounds), baseline"),
+    Metric("gain", gain, True, description="(l_bar + 1) / (l_bar* + 1): theoretical per-round gain"),
+    Metric("lambda", length_ratio, True, description="mean completion length ratio (relaxed / strict)"),
+    Metric("rounds_ratio", rounds_ratio, True, description="mean verifier rounds ratio R/R*"),
+    Metric("rounds_ratio_predicted", rounds_ratio_predicted, True, description="lambda / gain"),
+    Metric("time_ratio", time_ratio, True, description="mean wall time ratio T/T*"),
+    Metric("accuracy", accuracy, False, description="accuracy of the relaxed arm on graded pairs"),
+    Metric("accuracy_star", accuracy_star, False, description="accuracy of the baseline on the same graded pairs"),
+    Metric("accuracy_delta_pp", accuracy_delta_pp, True, ci_name="accuracy_delta",
+           description="100 (accuracy - accuracy*), percentage points"),
+    Metric("censored_frac", censored_frac, False, description="share of relaxed runs cut at the budget"),
+    Metric("censored_frac_star", censored_frac_star, False, description="share of baseline runs cut at the budget"),
+)
+METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+
+def evaluate(sums: np.ndarray) -> dict[str, np.ndarray]:
+    """All metrics from a sums array whose last axis follows SUM_FIELDS."""
+    s = {name: sums[..., i] for name, i in SUM_INDEX.items()}
+    return {m.name: m.fn(s) for m in METRICS}
+
+
+#: A cell drops accuracy by at least this many points ("drop_2pp" in the study).
+ACCURACY_DROP_PP = 2.0

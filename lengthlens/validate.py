@@ -1,0 +1,122 @@
+"""Cross-record rules on the normalized table: what single-record validation cannot see.
+
+Each rule returns the rows it removes with the reason (they go to the skipped list) or warnings;
+nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from lengthlens.schema import ARM_KEY, GROUP_KEY, LENGTH_FINISH_REASONS, STRICT, UNIT_KEY
+
+#: Settings that must agree between an arm and its baseline for lengths to be comparable.
+PAIRING_SETTINGS = ("max_new_tokens", "temperature", "top_p")
+
+
+def _skips(df: pl.DataFrame, reason: pl.Expr, stage: str) -> pl.DataFrame:
+    return df.select(pl.col("source").fill_null("(unknown)").alias("path"), reason.alias("reason"), pl.lit(stage).alias("stage"))
+
+
+def drop_duplicates(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Keep the first run of each (arm, item, seed) in input order; later copies are skipped, naming the kept one."""
+    key = [*ARM_KEY, *UNIT_KEY]
+    t = table.with_row_index("_row")
+    first = t.group_by(key, maintain_order=True).agg(pl.col("_row").first().alias("_first"), pl.col("source").first().alias("_first_source"))
+    t = t.join(first, on=key, how="left", nulls_equal=True)
+    dup = t.filter(pl.col("_row") != pl.col("_first"))
+    keep = t.filter(pl.col("_row") == pl.col("_first")).sort("_row").drop("_row", "_first", "_first_source")
+    skipped = _skips(dup, pl.format("duplicate of {} (same arm, item and seed)", pl.col("_first_source").fill_null("(unknown)")), "validate")
+    return keep, skipped
+
+
+def drop_over_budget(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A run longer than its own budget is impossible; the record is wrong, so it is skipped."""
+    bad = (pl.col("output_tokens") > pl.col("max_new_tokens")).fill_null(False)
+    skipped = _skips(table.filter(bad), pl.format("field 'output_tokens': {} exceeds max_new_tokens {}", pl.col("output_tokens"), pl.col("max_new_tokens")), "validate")
+    return table.filter(~bad), skipped
+
+
+def finish_reason_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
+    """Runs whose finish_reason and length disagree about reaching the budget (kept; both signals mean censored)."""
+    ok = table.filter(pl.col("status") == "ok")
+    says_length = pl.col("finish_reason").is_in(list(LENGTH_FINISH_REASONS)).fill_null(False)
+    at_budget = (pl.col("output_tokens") >= pl.col("max_new_tokens")).fill_null(False)
+    bad = ok.filter(says_length != at_budget)
+    out = [
+        f"{r['source']}: finish_reason {r['finish_reason']!r} but output_tokens {r['output_tokens']} vs budget {r['max_new_tokens']}"
+        for r in bad.head(limit).iter_rows(named=True)
+    ]
+    if bad.height > limit:
+        out.append(f"... and {bad.height - limit} more runs whose finish_reason and length disagree")
+    return out
+
+
+def l_bar_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
+    """Runs whose logged l_bar differs from accepted_tokens / draft_rounds (the recomputed value is used)."""
+    t = table.filter((pl.col("status") == "ok") & pl.col("l_bar_logged").is_not_null() & (pl.col("draft_rounds") > 0))
+    rel = ((pl.col("l_bar_logged") - pl.col("accepted_tokens") / pl.col("draft_rounds")).abs()
+           / (pl.col("accepted_tokens") / pl.col("draft_rounds")).abs().clip(lower_bound=1e-12))
+    bad = t.filter(rel > 1e-9)
+    out = [f"{r['source']}: logged l_bar {r['l_bar_logged']} != accepted/rounds {r['accepted_tokens']}/{r['draft_rounds']}"
+           for r in bad.head(limit).iter_rows(named=True)]
+    if bad.height > limit:
+        out.append(f"... and {bad.height - limit} more runs with a logged l_bar that disagrees")
+    return out
+
+
+def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    """Mark which ok runs can be paired with their baseline; return (table with `paired`, skipped, warnings).
+
+    A relaxed run is paired when its (target, draft, dataset) has a strict baseline, its settings
+    (budget, temperature, top_p) equal the baseline's, and the baseline has an ok run of the same
+    (item, seed). Baseline runs are paired when they are ok and share the group's settings.
+    """
+    ok = pl.col("status") == "ok"
+    is_base = pl.col("method") == STRICT
+    warnings: list[str] = []
+    base = table.filter(ok & is_base)
+
+    # The baseline's settings per group: the most common combination (a baseline that mixes
+    # settings is itself reported, run by run).
+    settings = (
+        base.group_by([*GROUP_KEY, *PAIRING_SETTINGS]).len()
+        .sort([*GROUP_KEY, "len", *PAIRING_SETTINGS], descending=[False, False, False, True, False, False, False], nulls_last=True)
+        .group_by(GROUP_KEY, maintain_order=True).first().drop("len")
+        .rename({s: f"_base_{s}" for s in PAIRING_SETTINGS})
+    )
+    t = table.with_row_index("_row").join(settings, on=list(GROUP_KEY), how="left", nulls_equal=True)
+    has_base = pl.col("_base_max_new_tokens").is_not_null()
+    mismatch_parts = [
+        pl.when(~pl.col(s).eq_missing(pl.col(f"_base_{s}"))).then(pl.format(f"{s} {{}} != baseline {{}}", pl.col(s), pl.col(f"_base_{s}"))).otherwise(None)
+        for s in PAIRING_SETTINGS
+    ]
+    t = t.with_columns(pl.concat_str(mismatch_parts, separator="; ", ignore_nulls=True).alias("_mismatch"))
+    t = t.with_columns(pl.when(pl.col("_mismatch") == "").then(None).otherwise(pl.col("_mismatch")).alias("_mismatch"))
+
+    base_units = (
+        t.filter(ok & is_base & pl.col("_mismatch").is_null())
+        .select(*GROUP_KEY, *UNIT_KEY).unique().with_columns(pl.lit(True).alias("_unit_in_base"))
+    )
+    t = t.join(base_units, on=[*GROUP_KEY, *UNIT_KEY], how="left", nulls_equal=True).with_columns(pl.col("_unit_in_base").fill_null(False))
+
+    reason = (
+        pl.when(~ok).then(pl.format("status is '{}', not 'ok'", pl.col("status").fill_null("null")))
+        .when(~has_base).then(pl.lit("no ok strict baseline for this target, draft and dataset"))
+        .when(pl.col("_mismatch").is_not_null()).then(pl.format("setting differs from the baseline: {}", pl.col("_mismatch")))
+        .when(~is_base & ~pl.col("_unit_in_base")).then(pl.lit("item/seed missing (or not ok) in the baseline"))
+        .otherwise(None)
+    )
+    t = t.with_columns(reason.alias("_reason")).sort("_row")
+    skipped = _skips(t.filter(pl.col("_reason").is_not_null()), pl.col("_reason"), "pairing")
+    # Arms whose settings conflict are named once, beyond the per-run lines in skipped.
+    conflicts = t.filter(ok & pl.col("_mismatch").is_not_null()).group_by(ARM_KEY).agg(pl.col("_mismatch").first(), pl.len()).sort(ARM_KEY)
+    for r in conflicts.iter_rows(named=True):
+        warnings.append(
+            f"arm {r['target']} / {r['draft']} / {r['dataset']} / {r['method']} / {r['params']}: {r['len']} runs not paired, "
+            f"{r['_mismatch']}"
+        )
+    out = t.with_columns(pl.col("_reason").is_null().alias("paired")).drop(
+        "_row", "_mismatch", "_unit_in_base", "_reason", *[f"_base_{s}" for s in PAIRING_SETTINGS]
+    )
+    return out, skipped, warnings
