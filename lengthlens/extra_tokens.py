@@ -9,8 +9,8 @@ What the trace holds, established on the 198 gsm8k runs (tests/test_extra_tokens
   emitted) or, when all k = 6 drafts were accepted, the ``"bonus"`` token at ``pos_in_round == k``.
   Draft tokens after the first rejection of a round are never logged, so run.json's
   ``draft_tokens`` (= 6 * draft_rounds) is larger than the number of judged rows.
-* Bonus rows have every draft-side field null (p, q, u, the four flags, target_rank, ...); all other
-  rows have them set. ``actually_accepted == lossy_would_accept`` and
+* Bonus rows omit every draft-side field (p, q, u, the four flags, target_rank, ...: absent keys,
+  read as null); all other rows have them set. ``actually_accepted == lossy_would_accept`` and
   ``lossy_only_accepted == lossy_would_accept & ~strict_would_accept`` on every judged row.
 * The strict arm's trace (``relaxation_method`` says ``mentored_dec`` with parameter 1.0) never has
   ``lossy_only_accepted``; ``spec_casc_tok`` has rows the strict test would accept but the relaxed
