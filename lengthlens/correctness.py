@@ -16,21 +16,31 @@ import polars as pl
 _KEY = ["dataset", "method", "params", "item_id", "seed"]
 
 
-def find_grade_files(raw_roots: Iterable[Path]) -> list[Path]:
-    """Grade files of the study's layout next to raw roots: ``<x>/campaign/grades/*.json`` for x at or above the root."""
-    found: list[Path] = []
+def find_grade_files(raw_roots: Iterable[Path]) -> list[tuple[Path, Path]]:
+    """Grade files of the study's layout near raw roots, each with the tree it grades.
+
+    ``<x>/campaign/grades/*.json`` grades the runs under ``<x>``; x is the root, one of its two
+    parents, or one of its subfolders (a folder holding several studies' trees).
+    """
+    found: list[tuple[Path, Path]] = []
     for root in raw_roots:
         root = root.resolve()
-        for base in (root, root.parent, root.parent.parent):
-            g = base / "campaign" / "grades"
-            if g.is_dir():
-                found.extend(sorted(g.glob("*.json")))
-                break
+        bases = [root, root.parent, root.parent.parent]
+        hit = [b for b in bases if (b / "campaign" / "grades").is_dir()]
+        if hit:
+            bases = hit[:1]
+        else:
+            bases = sorted(d for d in root.iterdir() if d.is_dir() and (d / "campaign" / "grades").is_dir())
+        for b in bases:
+            found.extend((f, b) for f in sorted((b / "campaign" / "grades").glob("*.json")))
     return list(dict.fromkeys(found))
 
 
-def attach_grades(table: pl.DataFrame, files: Iterable[Path]) -> tuple[pl.DataFrame, list[str]]:
+def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path | None]]) -> tuple[pl.DataFrame, list[str]]:
     """Fill ``correct`` (where still null) from grade files; return the table and warnings.
+
+    Each file may come with a scope folder: its grades apply only to runs stored under it (the
+    study's keys name no model, so two trees' grade files must not grade each other's runs).
 
     A grade whose logged output_tokens differs from the run's is not applied and is counted in a
     warning: it grades another run (e.g. an older campaign stored under the same keys).
@@ -39,9 +49,11 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path]) -> tuple[pl.DataFr
 
     warnings: list[str] = []
     frames = []
-    for f in files:
+    for entry in files:
+        f, scope = entry if isinstance(entry, tuple) else (entry, None)
         g = load_grade_file(f)
-        frames.append(g.with_columns(pl.lit(str(f)).alias("_grade_file")))
+        frames.append(g.with_columns(pl.lit(str(f)).alias("_grade_file"),
+                                     pl.lit(None if scope is None else str(Path(scope).resolve()) + "/", dtype=pl.String).alias("_scope")))
     if not frames:
         return table, warnings
     grades = pl.concat(frames, how="diagonal_relaxed")
@@ -50,9 +62,14 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path]) -> tuple[pl.DataFr
     dup = grades.filter(pl.struct(_KEY).is_duplicated())
     if dup.height:
         warnings.append(f"{dup.height} grade entries share their (dataset, method, params, case, seed) with another; the first is used")
-    grades = grades.unique(subset=_KEY, keep="first", maintain_order=True).select(
-        *_KEY, pl.col("correct").alias("_g_correct"), pl.col("output_tokens").cast(pl.Int64).alias("_g_tokens"), "_grade_file")
-    t = table.join(grades, on=_KEY, how="left", nulls_equal=True)
+    key = [*_KEY, "_scope"]
+    grades = grades.unique(subset=key, keep="first", maintain_order=True).select(
+        *key, pl.col("correct").alias("_g_correct"), pl.col("output_tokens").cast(pl.Int64).alias("_g_tokens"), "_grade_file")
+    t = table.with_row_index("_row").join(grades, on=_KEY, how="left", nulls_equal=True)
+    in_scope = pl.col("_scope").is_null() | pl.col("source").str.starts_with(pl.col("_scope")).fill_null(False)
+    # A run may match the same keys in several scopes; keep the in-scope grade, else nothing.
+    t = (t.with_columns(pl.when(in_scope).then(pl.col("_g_correct")).otherwise(None).alias("_g_correct"))
+         .sort("_row", pl.col("_g_correct").is_null()).unique(subset="_row", keep="first", maintain_order=True).drop("_row"))
     matched = pl.col("_g_correct").is_not_null()
     mismatch = matched & pl.col("_g_tokens").is_not_null() & (pl.col("_g_tokens") != pl.col("output_tokens"))
     n_mismatch = t.filter(mismatch).height
@@ -64,4 +81,4 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path]) -> tuple[pl.DataFr
         )
     apply = matched & ~mismatch & pl.col("correct").is_null()
     t = t.with_columns(pl.when(apply).then(pl.col("_g_correct")).otherwise(pl.col("correct")).alias("correct"))
-    return t.drop("_g_correct", "_g_tokens", "_grade_file"), warnings
+    return t.drop("_g_correct", "_g_tokens", "_grade_file", "_scope"), warnings

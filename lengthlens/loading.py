@@ -214,7 +214,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     if find_grades or grades:
         from lengthlens.correctness import attach_grades, find_grade_files
 
-        files = [Path(g) for g in (grades or [])]
+        files: list = [Path(g) for g in (grades or [])]
         if find_grades:
             files += find_grade_files(raw_roots)
         if files:

@@ -1,0 +1,3 @@
+from lengthlens.cli import main
+import sys
+sys.exit(main())

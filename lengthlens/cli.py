@@ -1,0 +1,105 @@
+"""The ``lengthlens`` command: a thin layer over the Python API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from lengthlens import __version__
+from lengthlens.resample import DEFAULT_N_RESAMPLES, DEFAULT_SEED
+
+
+def _add_analysis_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n-resamples", type=int, default=DEFAULT_N_RESAMPLES, help="bootstrap resamples (default %(default)s)")
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
+    p.add_argument("--ci", choices=("percentile", "bca"), default="percentile", help="interval method (default %(default)s)")
+    p.add_argument("--alphas", choices=("loosest", "all"), default="loosest",
+                   help="cells entering Table 3: the loosest alpha per rule and dataset, or all (default %(default)s)")
+    p.add_argument("--grades", action="append", default=[], metavar="FILE",
+                   help="grade file(s) in the study's format (campaign/grades next to a root are found anyway)")
+    p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
+    p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
+
+
+def _example_runs(out: Path) -> list[Path]:
+    from lengthlens import synth
+
+    root = out / "example-runs"
+    synth.write_raw(synth.example(), root, seed=0)
+    return [root]
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from lengthlens.analysis import analyse
+    from lengthlens.loading import load
+    from lengthlens.report import write_report
+
+    out = Path(args.out)
+    sources: list[Path] = [Path(s) for s in args.runs]
+    if args.example:
+        sources = _example_runs(out) + sources
+    if not sources:
+        print("lengthlens report: give RUNS (raw-layout folders or flat files) or --example", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    runs = load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache, progress=not args.quiet)
+    t_load = time.perf_counter() - t0
+    analysis = analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas)
+    written = write_report(analysis, out)
+    if not args.quiet:
+        print(runs.summary())
+        print()
+        print(analysis.headline())
+        t3 = analysis.tables["table3"]
+        if not t3.empty:
+            cols = ["method", "n_cells", "gain_mean", "lambda_mean", "rounds_ratio_mean", "rounds_ratio_median",
+                    "time_ratio_mean", "n_lambda_lo_gt_1", "n_drop_2pp", "n_graded"]
+            print()
+            print(t3[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"\nloaded in {t_load:.1f}s, {time.perf_counter() - t0:.1f}s in all; wrote {len(written)} files to {out}:")
+        print("  " + " ".join(p.name for p in written))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lengthlens", description="Paired, censoring-aware evaluation of lossy speculative decoding.")
+    parser.add_argument("--version", action="version", version=f"lengthlens {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rep = sub.add_parser("report", help="analyse run logs and write tables and the report")
+    rep.add_argument("runs", nargs="*", help="raw-layout folders (runs/, old_runs/, a dataset folder) or flat .jsonl/.csv/.parquet files")
+    rep.add_argument("--out", "-o", required=True, help="output folder")
+    rep.add_argument("--example", action="store_true", help="analyse the embedded synthetic example (written to OUT/example-runs)")
+    rep.add_argument("--quiet", "-q", action="store_true", help="print nothing")
+    _add_analysis_options(rep)
+    rep.set_defaults(func=_cmd_report)
+
+    try:
+        from lengthlens.generate.cli import add_parser as add_generate
+    except ImportError:  # the generation module is optional at import time
+        add_generate = None
+    if add_generate is not None:
+        add_generate(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; errors in the input end with one clear line, not a traceback."""
+    from lengthlens.loading import LoadError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except LoadError as exc:
+        print(f"lengthlens: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
