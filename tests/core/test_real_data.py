@@ -1,0 +1,75 @@
+"""The study's own aggregates (campaign/results/*.csv) reproduced from its raw logs."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+import lengthlens as ll
+
+
+@pytest.fixture(scope="module")
+def real(shared_data):
+    runs = ll.load(shared_data / "runs", cache=False)
+    return runs, ll.arms(runs)
+
+
+def _study_rows(shared_data):
+    frames = [pd.read_csv(f) for f in sorted((shared_data / "campaign" / "results").glob("*.csv"))]
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_every_run_loaded_none_skipped(real):
+    runs, _ = real
+    assert runs.n_found == 1143 and runs.table.height == 1143 and runs.skipped.height == 0
+    assert runs.paired.height == 1143
+
+
+def test_campaign_results_reproduced(real, shared_data):
+    """n_cases, mean_l_bar and mean_completion_length of every study row equal arms.csv (relative 1e-9).
+
+    The study's results list only the arms run on all 12 cases: the 3-case arms are its alpha
+    calibration probes (campaign/calibration/<dataset>.json, ``probe_cases``), which its aggregates
+    leave out, while the 12-case arms are exactly the calibration's ``chosen_alphas``. arms.csv
+    keeps the probes (n_items = 3), so the test maps each study row to its arm and checks that
+    exactly the 3-case arms are the ones the study omits (85 of 126 arms are in its results).
+    """
+    _, arms = real
+    study = _study_rows(shared_data)
+    arms = arms.copy()
+    arms["alpha_key"] = [("strict" if m == "strict" else round(a, 9)) for m, a in zip(arms["method"], arms["alpha"])]
+    matched = set()
+    for r in study.itertuples(index=False):
+        key = "strict" if r.method == "strict" else round(float(r.alpha), 9)
+        hit = arms[(arms.dataset == r.dataset) & (arms.method == r.method) & (arms.alpha_key == key)]
+        assert len(hit) == 1, (r.dataset, r.method, r.alpha)
+        a = hit.iloc[0]
+        matched.add((a.dataset, a.method, a.params))
+        assert a.n_ok == r.n_cases
+        assert math.isclose(a.mean_l_bar, r.mean_l_bar, rel_tol=1e-9)
+        assert math.isclose(a.mean_completion_length, r.mean_completion_length, rel_tol=1e-9)
+    omitted = arms[[(d, m, p) not in matched for d, m, p in zip(arms.dataset, arms.method, arms.params)]]
+    assert len(study) == 85 and len(omitted) == 126 - 85
+    assert (omitted.n_ok == 3).all()
+    # ... and the full arms are exactly the calibration's chosen alphas.
+    import json
+
+    for f in sorted((shared_data / "campaign" / "calibration").glob("*.json")):
+        cal = json.loads(f.read_text())
+        chosen = {(m, round(a, 9)) for m, alphas in cal["chosen_alphas"].items() for a in alphas}
+        full = arms[(arms.dataset == cal["dataset"]) & (arms.method != "strict") & (arms.n_ok == 12)]
+        assert set(zip(full.method, full.alpha_key)) == chosen
+
+
+def test_cells_on_real_data_are_sane(real):
+    runs, _ = real
+    table = ll.cells(runs, n_resamples=2000)
+    df = table.to_frame()
+    assert len(df) == 120
+    assert ((df.lambda_lo <= df["lambda"]) & (df["lambda"] <= df.lambda_hi)).all()
+    # gsm8k cactus alpha0.35 by hand from campaign/results: l_bar 4.4461 vs strict 2.6914.
+    c = table.get(dataset="gsm8k", method="cactus", params="alpha0.35")
+    assert c["gain"].point == pytest.approx((4.446071152232115 + 1) / (2.691411545721184 + 1), rel=1e-12)
+    assert c["lambda"].point == pytest.approx(569.5833333333334 / 273.3333333333333, rel=1e-12)
