@@ -118,3 +118,29 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
                 n_runs=af.height, n_graded=n_graded, estimates=ests, extras=extras,
             ))
     return CellTable(cells=tuple(out), n_resamples=n_resamples, seed=seed, ci_method=ci, confidence_level=confidence_level)
+
+
+def group_items(runs: RunSet, group: tuple[str, ...]) -> list[str]:
+    """The resampling units of a group: its baseline's items, sorted (the columns of its count matrix)."""
+    base = runs.paired.filter(pl.col("method") == "strict", *[pl.col(k) == v for k, v in zip(GROUP_KEY, group)])
+    return base.get_column("item_id").unique().sort().to_list()
+
+
+def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,
+                        n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED):
+    """For each cell in ``units``, sums of ``columns`` over its units: point (Q,) and per resample (B, Q).
+
+    Uses the very draws of :func:`cells` (same seed, group and items), so a secondary analysis'
+    intervals are consistent with the cell table's. Yields (cell key dict, point, boot, n_items).
+    """
+    for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
+        group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
+        items = group_items(runs, group)
+        index = {it: i for i, it in enumerate(items)}
+        counts = counts_for_group(seed, group, len(items), n_resamples).astype(np.float64)
+        for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
+            X = np.zeros((len(items), len(columns)))
+            idx = np.fromiter((index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
+            np.add.at(X, idx, af.select(columns).to_numpy().astype(np.float64))
+            key = {k: af.row(0, named=True)[k] for k in CELL_KEY}
+            yield key, X.sum(axis=0), counts @ X, int(af.get_column("item_id").n_unique())

@@ -98,6 +98,9 @@ class RunRecord(BaseModel):
     prompt_source_id: str | None = Field(default=None, description="Source id of the prompt (dataset:split:index).")
     backend: str | None = Field(default=None, description="Generation backend (`vllm`, `reference`, ...).")
     engine_version: str | None = Field(default=None, description="Engine version, e.g. the vLLM version.")
+    force_commit_fired: bool | None = Field(
+        default=None, description="Intervention runs only: whether forcing the thinking closed actually fired."
+    )
     text: str | None = Field(default=None, description="The raw completion text (output.txt).")
     source: str | None = Field(default=None, description="Where the record came from (run folder, or file:line).")
 
@@ -144,7 +147,7 @@ _PL_TYPES: dict[str, pl.DataType] = {
     "l_bar_logged": pl.Float64, "analysis_chars": pl.Int64, "final_chars": pl.Int64,
     "reached_final_channel": pl.Boolean, "reference_answer": pl.String,
     "prompt_source_id": pl.String, "backend": pl.String, "engine_version": pl.String,
-    "text": pl.String, "source": pl.String,
+    "force_commit_fired": pl.Boolean, "text": pl.String, "source": pl.String,
 }
 assert list(_PL_TYPES) == list(RunRecord.model_fields), "polars schema out of sync with RunRecord"
 POLARS_SCHEMA = pl.Schema(_PL_TYPES)

@@ -177,6 +177,7 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
         "prompt_source_id": cfg.get("prompt_source_id"),
         "backend": rj.get("backend", cfg.get("backend")),
         "engine_version": None if engine_version is None else str(engine_version),
+        "force_commit_fired": rj.get("force_commit_fired"),
         "text": text,
         "source": p,
     }

@@ -27,7 +27,7 @@ def _row(method, item, seed, L, status="ok"):
                 finish_reason="stop", max_new_tokens=10_000, draft_rounds=max(1, L // 3), accepted_tokens=L - max(1, L // 3),
                 draft_tokens=4 * max(1, L // 3), wall_time_s=0.01 * L, correct=None, temperature=1.0, top_p=1.0,
                 input_tokens=None, l_bar_logged=None, analysis_chars=None, final_chars=None, reached_final_channel=None,
-                reference_answer=None, prompt_source_id=None, backend=None, engine_version=None, text=None,
+                reference_answer=None, prompt_source_id=None, backend=None, engine_version=None, force_commit_fired=None, text=None,
                 source=f"{method}/i{item}/{seed}")
 
 

@@ -1,0 +1,190 @@
+"""Arm-against-arm comparisons on the same items, and Table 4: forcing the thinking closed near the budget.
+
+An intervention arm ``<method>_force_commit`` with params ``alpha<a>_t<threshold>`` reruns its base
+arm (``<method>``, ``alpha<a>``) with the thinking trace forced closed once it reaches
+``threshold`` tokens. Each intervention run is paired with the base run of the same item and seed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+import polars as pl
+from scipy import stats
+
+from lengthlens.attribution import run_channels
+from lengthlens.estimate import unit_quantities
+from lengthlens.loading import RunSet
+from lengthlens.metrics import METRICS, SUM_FIELDS, evaluate
+from lengthlens.pairing import pair, with_derived
+from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, counts_for_group, percentile_interval
+from lengthlens.results import ConfidenceInterval, Estimate, frame_html
+from lengthlens.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
+
+FORCE_COMMIT_SUFFIX = "_force_commit"
+_THRESHOLD = re.compile(r"_t(\d+)(?=_|$)")
+
+
+def mcnemar_exact(wrong_to_right: int, right_to_wrong: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs against 1/2."""
+    n = wrong_to_right + right_to_wrong
+    if n == 0:
+        return 1.0
+    return float(min(1.0, 2.0 * stats.binom.cdf(min(wrong_to_right, right_to_wrong), n, 0.5)))
+
+
+def _select(table: pl.DataFrame, sel: Mapping[str, Any]) -> pl.DataFrame:
+    conds = []
+    for k, v in sel.items():
+        conds.append(pl.col(k).is_in(list(v)) if isinstance(v, (list, tuple, set)) else pl.col(k).eq_missing(v))
+    return table.filter(*conds) if conds else table
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Arm X against arm Y on the (item, seed) units both have: the cell metrics with X in the relaxed role."""
+
+    x: Mapping[str, Any]
+    y: Mapping[str, Any]
+    n_items: int
+    n_runs: int
+    estimates: Mapping[str, Estimate]
+    wrong_to_right: int
+    right_to_wrong: int
+    mcnemar_p: float
+
+    def __getitem__(self, metric: str) -> Estimate:
+        return self.estimates[metric]
+
+    def to_frame(self) -> pd.DataFrame:
+        rows = [{"metric": k, "estimate": e.point,
+                 "low": e.confidence_interval.low if e.confidence_interval else np.nan,
+                 "high": e.confidence_interval.high if e.confidence_interval else np.nan} for k, e in self.estimates.items()]
+        return pd.DataFrame(rows)
+
+    def _repr_html_(self) -> str:
+        title = (f"{dict(self.x)} against {dict(self.y)}: {self.n_runs} paired runs on {self.n_items} items; "
+                 f"McNemar p = {self.mcnemar_p:.3g} ({self.wrong_to_right} wrong→right, {self.right_to_wrong} right→wrong)")
+        return frame_html(self.to_frame(), title)
+
+
+def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resamples: int = DEFAULT_N_RESAMPLES,
+            seed: int = DEFAULT_SEED, confidence_level: float = DEFAULT_CONFIDENCE) -> Comparison:
+    """Compare arm X with arm Y on shared items (e.g. an intervention against its base arm, or two rules).
+
+    ``x`` and ``y`` select runs by column values, e.g. ``{"method": "cactus", "params": "alpha0.35"}``
+    (a list value selects any of several). Runs pair within the same target, draft and dataset on
+    (item, seed); the bootstrap resamples items within each of those groups (stratified), so metrics
+    pool over several datasets without mixing their items.
+    """
+    t = with_derived(runs.table.filter(pl.col("status") == "ok"))
+    xs, ys = _select(t, x), _select(t, y)
+    if xs.height == 0 or ys.height == 0:
+        raise ValueError(f"no ok runs match {'x' if xs.height == 0 else 'y'} = {dict(x if xs.height == 0 else y)}")
+    units = pair(xs, ys)
+    if units.height == 0:
+        raise ValueError("the two arms share no (target, draft, dataset, item, seed)")
+    q = unit_quantities(units)
+    X_parts, C_parts = [], []
+    for g in q.partition_by(list(GROUP_KEY), maintain_order=True):
+        group = tuple(g.row(0, named=True)[k] for k in GROUP_KEY)
+        items = g.get_column("item_id").unique().sort().to_list()
+        index = {it: i for i, it in enumerate(items)}
+        Xg = np.zeros((len(items), len(SUM_FIELDS)))
+        np.add.at(Xg, np.array([index[i] for i in g.get_column("item_id")]), g.select(SUM_FIELDS).to_numpy().astype(float))
+        X_parts.append(Xg)
+        C_parts.append(counts_for_group(seed, ("compare", *group), len(items), n_resamples))
+    X = np.vstack(X_parts)
+    C = np.hstack(C_parts).astype(np.float64)
+    point, reps = evaluate(X.sum(axis=0)), evaluate(C @ X)
+    ests = {}
+    for m in METRICS:
+        if m.interval:
+            lo, hi, und = percentile_interval(reps[m.name][:, None], confidence_level)
+            ests[m.name] = Estimate(float(point[m.name]), ConfidenceInterval(float(lo[0]), float(hi[0])), int(und[0]))
+        else:
+            ests[m.name] = Estimate(float(point[m.name]))
+    graded = units.filter(pl.col("correct").is_not_null() & pl.col("correct_star").is_not_null())
+    w2r = graded.filter(pl.col("correct") & ~pl.col("correct_star")).height
+    r2w = graded.filter(~pl.col("correct") & pl.col("correct_star")).height
+    return Comparison(x=dict(x), y=dict(y), n_items=X.shape[0], n_runs=units.height, estimates=ests,
+                      wrong_to_right=w2r, right_to_wrong=r2w, mcnemar_p=mcnemar_exact(w2r, r2w))
+
+
+def base_arm_of(method: str, params: str) -> tuple[str, str, int] | None:
+    """(base method, base params, threshold) of an intervention arm, or None for an ordinary arm."""
+    if not method.endswith(FORCE_COMMIT_SUFFIX):
+        return None
+    m = _THRESHOLD.search(params)
+    if not m:
+        return None
+    return method[: -len(FORCE_COMMIT_SUFFIX)], params[: m.start()] + params[m.end():], int(m.group(1))
+
+
+def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
+    """Every intervention run with its base run (``_base`` columns) and whether the intervention fired.
+
+    Fired: the intervention run's own ``force_commit_fired`` when logged; otherwise inferred from the
+    base run, which must have reached the threshold with its thinking open: its thinking never
+    closed and it reached the threshold, or its thinking-token estimate (output tokens times the
+    thinking share of content characters) reached the threshold. The inference is approximate where
+    the base run closed its thinking late; the generator's flag is exact.
+    """
+    t = with_derived(runs.table.filter(pl.col("status") == "ok"))
+    arms = t.select(ARM_KEY).unique()
+    specs = []
+    for r in arms.iter_rows(named=True):
+        b = base_arm_of(r["method"], r["params"])
+        if b:
+            specs.append({**r, "base_method": b[0], "base_params": b[1], "threshold": b[2]})
+    if not specs:
+        return pl.DataFrame()
+    spec = pl.DataFrame(specs)
+    inter = t.join(spec, on=list(ARM_KEY))
+    base = t.rename({"method": "base_method", "params": "base_params"})
+    base, _ = run_channels(base)
+    cols = [c for c in base.columns if c not in (*GROUP_KEY, *UNIT_KEY, "base_method", "base_params")]
+    base = base.select(*GROUP_KEY, *UNIT_KEY, "base_method", "base_params", *[pl.col(c).alias(c + "_base") for c in cols])
+    paired = inter.join(base, on=[*GROUP_KEY, *UNIT_KEY, "base_method", "base_params"], how="inner")
+    think_tokens = pl.when(pl.col("thinking_closed_base").fill_null(False).not_()).then(pl.col("output_tokens_base")).otherwise(
+        pl.col("output_tokens_base") * pl.col("thinking_chars_base")
+        / (pl.col("thinking_chars_base") + pl.col("answer_chars_base")).clip(lower_bound=1))
+    inferred = (pl.col("output_tokens_base") >= pl.col("threshold")) & (think_tokens >= pl.col("threshold"))
+    return paired.with_columns(
+        pl.coalesce(pl.col("force_commit_fired"), inferred).alias("fired"),
+        pl.col("force_commit_fired").is_not_null().alias("fired_logged"),
+    )
+
+
+def table4(runs: RunSet) -> pd.DataFrame:
+    """The study's Table 4: over fired runs, correct before -> after, flips, still capped, McNemar's exact p.
+
+    One row per intervention arm and a total row. ``correct_before``/``correct_after`` count graded
+    fired pairs (``n_graded``); ``still_capped`` counts fired runs that hit the budget even so.
+    """
+    pairs = force_commit_pairs(runs)
+    cols = [*ARM_KEY, "threshold", "fired", "n_graded", "correct_before", "correct_after", "wrong_to_right",
+            "right_to_wrong", "still_capped", "mcnemar_p"]
+    if pairs.is_empty():
+        return pd.DataFrame(columns=cols)
+    fired = pairs.filter(pl.col("fired"))
+
+    def row(d: pl.DataFrame, key: dict) -> dict:
+        g = d.filter(pl.col("correct").is_not_null() & pl.col("correct_base").is_not_null())
+        w2r = g.filter(pl.col("correct") & ~pl.col("correct_base")).height
+        r2w = g.filter(~pl.col("correct") & pl.col("correct_base")).height
+        return {**key, "fired": d.height, "n_graded": g.height,
+                "correct_before": int(g["correct_base"].sum()), "correct_after": int(g["correct"].sum()),
+                "wrong_to_right": w2r, "right_to_wrong": r2w, "still_capped": int(d["censored"].sum()),
+                "mcnemar_p": mcnemar_exact(w2r, r2w)}
+
+    rows = []
+    for arm in pairs.select(*ARM_KEY, "threshold").unique().sort(list(ARM_KEY)).iter_rows(named=True):
+        d = fired.filter(*[pl.col(k) == v for k, v in arm.items()])
+        rows.append(row(d, arm))
+    rows.append(row(fired, {**{k: "all" for k in ARM_KEY}, "threshold": None}))
+    return pd.DataFrame(rows, columns=cols)
