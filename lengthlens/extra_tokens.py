@@ -22,9 +22,9 @@ What the trace holds, established on the 198 gsm8k runs (tests/test_extra_tokens
 * run.json's ``accepted_tokens`` equals the accepted rows of the first ``draft_rounds`` rounds: the
   vLLM metrics miss the final round on 196 of 198 runs (the trace has ``draft_rounds + 1`` rounds).
 
-The aggregation streams: the files are scanned lazily with an explicit schema of the few columns
-used and aggregated by polars' streaming engine; only the p/rank values of the two token classes
-are held per group, for exact medians.
+The aggregation streams: one lazy scan of all the files, with an explicit schema of the few
+columns used, feeds polars' streaming engine; counts aggregate on the fly and only (run id, class,
+p, rank) of the two compared token classes are kept (~17 MB per GB of JSON) for exact medians.
 """
 
 from __future__ import annotations
@@ -98,10 +98,11 @@ def _scan(files: pl.DataFrame, extra: list[str]) -> pl.LazyFrame:
     paths = files[PATH_COL].to_list()
     if not paths:
         # An empty scan list is an error in polars; an empty frame with the right schema is not.
-        schema = {**PROPOSAL_SCHEMA, **{c: files.schema[c] for c in [*ARM_KEY, *UNIT_KEY, *extra]}}
+        schema = {**PROPOSAL_SCHEMA, PATH_COL: pl.String,
+                  **{c: files.schema[c] for c in [*ARM_KEY, *UNIT_KEY, *extra]}}
         return pl.LazyFrame(schema=schema)
-    # A single scan over the file list streams batches from all files and is ~5x faster than
-    # concatenating one scan per file (measured on the gsm8k traces, benchmarks/bench_extra_tokens.py).
+    # One scan over the file list rather than one scan per file concatenated: the latter is 2.5x
+    # slower on the gsm8k traces and 5x on 1 GB (benchmarks/bench_extra_tokens.py --compare).
     lf = pl.scan_ndjson(paths, schema=PROPOSAL_SCHEMA, include_file_paths=PATH_COL)
     keys = files.select(PATH_COL, *ARM_KEY, *UNIT_KEY, *extra).lazy()
     return lf.join(keys, on=PATH_COL, how="inner")
@@ -111,37 +112,122 @@ def scan_proposals(runs: pl.DataFrame, *, with_output_tokens: bool = False) -> p
     """Lazy scan of every run's proposals.jsonl with the run's arm keys, item_id and seed attached.
 
     Runs whose file is missing are skipped; :func:`proposal_files` (or ``ExtraTokens.missing``)
-    says which. Columns: :data:`PROPOSAL_SCHEMA`, the arm keys, item_id, seed and the file path;
+    says which. Columns: :data:`PROPOSAL_SCHEMA`, the file path, the arm keys, item_id and seed;
     plus ``output_tokens`` when ``with_output_tokens``.
     """
     files = proposal_files(runs).filter("has_proposals")
     return _scan(files, ["output_tokens"] if with_output_tokens else [])
 
 
-def _aggregations() -> list[pl.Expr]:
-    """The per-group aggregations; token classes are defined from the logged flags."""
-    judged = pl.col("actually_accepted").is_not_null()  # bonus rows have null flags
+#: Per-run and per-arm token counts, in output order.
+COUNT_COLUMNS = ("n_rows", "n_proposed", "n_accepted", "n_strict_accepted", "n_lossy_only", "n_strict_only_rejected")
+
+
+def _classes() -> dict[str, pl.Expr]:
+    """The token classes, from the logged flags (bonus rows have null flags and belong to none)."""
     acc = pl.col("actually_accepted").fill_null(False)
     lossy_only = pl.col("lossy_only_accepted").fill_null(False)
-    # Accepted tokens the lossless test would also have accepted: the comparison class.
-    strict_acc = acc & pl.col("strict_would_accept").fill_null(False)
-    strict_only_rej = pl.col("strict_would_accept").fill_null(False) & ~pl.col("lossy_would_accept").fill_null(True)
-    return [
+    strict = pl.col("strict_would_accept").fill_null(False)
+    return {
+        "judged": pl.col("actually_accepted").is_not_null(),
+        "accepted": acc,
+        "lossy_only": lossy_only,
+        # The comparison class: accepted tokens the lossless test would also accept (disjoint from
+        # lossy-only by construction; the `& ~lossy_only` only matters for inconsistent logs).
+        "strict_accepted": acc & strict & ~lossy_only,
+        # Tokens the strict test would accept but the relaxed rule rejected (spec_casc_tok does this).
+        "strict_only_rejected": strict & ~pl.col("lossy_would_accept").fill_null(True),
+    }
+
+
+def _stream(
+    paths: list[str], output_tokens: list[int | None] | None, engine: str, per_file: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One pass over the files: per-run counts, and (run, class, p, rank) of the two compared classes.
+
+    Runs are numbered by their position in ``paths`` (an Enum of the path, not the path string, so
+    that the kept values cost 4 bytes of run id per token). The counts aggregate while streaming; the
+    values are what exact medians need, a ~17 MB frame per GB of JSON, so the medians are computed
+    from them in memory. (A streaming ``group_by(...).agg(median)`` holds every projected column of
+    the whole input, path strings included: 700 MB peak on 1 GB against ~300 MB this way.)
+    """
+    c = _classes()
+    if per_file:  # the alternative, kept for benchmarks/bench_extra_tokens.py --compare
+        lf = pl.concat([pl.scan_ndjson(path, schema=PROPOSAL_SCHEMA).with_columns(pl.lit(i, pl.UInt32).alias("run"))
+                        for i, path in enumerate(paths)])
+    else:
+        lf = (pl.scan_ndjson(paths, schema=PROPOSAL_SCHEMA, include_file_paths=PATH_COL)
+              .with_columns(pl.col(PATH_COL).cast(pl.Enum(paths)).to_physical().alias("run"))
+              .drop(PATH_COL))
+    if output_tokens is not None:
+        limits = pl.LazyFrame({"run": pl.Series(range(len(paths)), dtype=pl.UInt32),
+                               "output_tokens": pl.Series(output_tokens, dtype=pl.Int64)})
+        # Runs without an output_tokens count are kept whole.
+        lf = lf.join(limits, on="run").filter(
+            pl.col("output_tokens").is_null() | (pl.col("output_position") < pl.col("output_tokens")))
+    per_run = lf.group_by("run").agg(
         pl.len().alias("n_rows"),
-        judged.sum().alias("n_proposed"),
-        acc.sum().alias("n_accepted"),
-        strict_acc.sum().alias("n_strict_accepted"),
-        lossy_only.sum().alias("n_lossy_only"),
-        strict_only_rej.sum().alias("n_strict_only_rejected"),
-        pl.col("p").filter(lossy_only).median().alias("p_lossy_only_median"),
-        pl.col("p").filter(lossy_only).mean().alias("p_lossy_only_mean"),
-        pl.col("target_rank").filter(lossy_only).median().alias("rank_lossy_only_median"),
-        pl.col("target_rank").filter(lossy_only).mean().alias("rank_lossy_only_mean"),
-        pl.col("p").filter(strict_acc).median().alias("p_strict_accepted_median"),
-        pl.col("p").filter(strict_acc).mean().alias("p_strict_accepted_mean"),
-        pl.col("target_rank").filter(strict_acc).median().alias("rank_strict_accepted_median"),
-        pl.col("target_rank").filter(strict_acc).mean().alias("rank_strict_accepted_mean"),
-    ]
+        c["judged"].sum().alias("n_proposed"),
+        c["accepted"].sum().alias("n_accepted"),
+        c["strict_accepted"].sum().alias("n_strict_accepted"),
+        c["lossy_only"].sum().alias("n_lossy_only"),
+        c["strict_only_rejected"].sum().alias("n_strict_only_rejected"),
+    )
+    values = lf.filter(c["lossy_only"] | c["strict_accepted"]).select(
+        "run", c["lossy_only"].alias("lossy_only"), "p", "target_rank")
+    # collect_all runs both queries over one shared scan (measured: one pass, not two).
+    per_run, values = pl.collect_all([per_run, values], engine=engine)
+    return per_run, values
+
+
+def _compute(
+    runs: pl.DataFrame, units: pl.DataFrame | None, within_output: bool, engine: str, per_file: bool = False
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Per-arm stats, per-run counts and the runs' file table (with has_proposals)."""
+    sel = _ok_runs(runs, units)
+    files = proposal_files(sel)
+    arm_keys = list(ARM_KEY)
+    arms = files.group_by(arm_keys, maintain_order=True).agg(
+        pl.len().cast(pl.Int64).alias("n_runs"),
+        pl.col("has_proposals").sum().cast(pl.Int64).alias("n_runs_with_proposals"),
+    ).with_row_index("arm")
+    present = (files.filter("has_proposals").unique(PATH_COL, keep="first", maintain_order=True)
+               .join(arms.select("arm", *arm_keys), on=arm_keys).with_row_index("run"))
+    count_schema = {k: pl.Int64 for k in COUNT_COLUMNS}
+    if present.height:
+        per_run, values = _stream(present[PATH_COL].to_list(),
+                                  present["output_tokens"].to_list() if within_output else None, engine, per_file)
+    else:
+        per_run = pl.DataFrame(schema={"run": pl.UInt32, **count_schema})
+        values = pl.DataFrame(schema={"run": pl.UInt32, "lossy_only": pl.Boolean, "p": pl.Float64,
+                                      "target_rank": pl.Int64})
+    per_run = present.select("run", "arm", *arm_keys, *UNIT_KEY, "source").join(
+        per_run.cast(count_schema), on="run", how="left").with_columns(pl.col(COUNT_COLUMNS).fill_null(0))
+
+    counts = per_run.group_by("arm").agg(pl.col(COUNT_COLUMNS).sum())
+    run_arm = present.select(pl.col("run").cast(pl.UInt32), "arm")
+    summaries = values.join(run_arm, on="run").group_by("arm", "lossy_only").agg(
+        pl.col("p").median().alias("p_median"), pl.col("p").mean().alias("p_mean"),
+        pl.col("target_rank").median().alias("rank_median"), pl.col("target_rank").mean().alias("rank_mean"),
+    )
+    out = arms.join(counts, on="arm", how="left")
+    for flag, name in ((True, "lossy_only"), (False, "strict_accepted")):
+        part = summaries.filter(pl.col("lossy_only") == flag).select(
+            "arm", *(pl.col(f"{v}_{s}").alias(f"{v}_{name}_{s}")
+                     for v in ("p", "rank") for s in ("median", "mean")))
+        out = out.join(part, on="arm", how="left")
+    out = out.with_columns(pl.col(COUNT_COLUMNS).fill_null(0).cast(pl.Int64)).with_columns(
+        # Null rather than NaN when nothing was proposed/accepted: a rate of 0/0 is undefined.
+        pl.when(pl.col("n_proposed") > 0).then(pl.col("n_lossy_only") / pl.col("n_proposed"))
+        .alias("lossy_only_per_proposed"),
+        pl.when(pl.col("n_accepted") > 0).then(pl.col("n_lossy_only") / pl.col("n_accepted"))
+        .alias("lossy_only_per_accepted"),
+    )
+    if "alpha" in sel.columns:
+        out = out.join(sel.select(*arm_keys, "alpha").unique(arm_keys), on=arm_keys, how="left")
+    lead = [*arm_keys, *(["alpha"] if "alpha" in out.columns else [])]
+    stats = out.select(*lead, *STAT_COLUMNS).sort(arm_keys)
+    return stats, per_run.drop("run", "arm").sort(arm_keys + list(UNIT_KEY)), files
 
 
 def extra_token_stats(
@@ -154,44 +240,23 @@ def extra_token_stats(
     """One row per arm (per cell when ``units`` restricts each arm to its paired units) of lossy-only token stats.
 
     ``units``: columns ARM_KEY + item_id + seed, the (arm, unit) pairs to keep (a cell's relaxed
-    arm on the units where it and its baseline are both ok). ``within_output`` drops trace rows
-    at ``output_position >= output_tokens`` (computed after the completion ended).
-    Rates: ``lossy_only_per_proposed`` = n_lossy_only / n_proposed, where a proposed token is a
-    judged draft row (accepted, or the round's first rejection; bonus rows excluded), and
-    ``lossy_only_per_accepted`` = n_lossy_only / n_accepted.
+    arm on the units where it and its baseline are both ok). Only ``status == "ok"`` runs count.
+    ``within_output`` drops trace rows at ``output_position >= output_tokens`` (computed after the
+    completion ended). Rates: ``lossy_only_per_proposed`` = n_lossy_only / n_proposed, a proposed
+    token being a judged draft row (accepted, or the round's first rejection; bonus rows are not
+    draft tokens), and ``lossy_only_per_accepted`` = n_lossy_only / n_accepted. Medians are exact.
     """
-    sel = _ok_runs(runs, units)
-    files = proposal_files(sel)
-    extra = ["output_tokens"] if within_output else []
-    lf = _scan(files.filter("has_proposals"), extra)
-    if within_output:
-        lf = lf.filter(pl.col("output_position") < pl.col("output_tokens"))
-    agg = lf.group_by(list(ARM_KEY)).agg(_aggregations()).collect(engine=engine)
-
-    arms = files.group_by(list(ARM_KEY)).agg(
-        pl.len().cast(pl.Int64).alias("n_runs"),
-        pl.col("has_proposals").sum().cast(pl.Int64).alias("n_runs_with_proposals"),
-    )
-    if "alpha" in sel.columns:
-        arms = arms.join(sel.select(*ARM_KEY, "alpha").unique(list(ARM_KEY)), on=list(ARM_KEY), how="left")
-    out = arms.join(agg, on=list(ARM_KEY), how="left")
-    counts = ["n_rows", "n_proposed", "n_accepted", "n_strict_accepted", "n_lossy_only", "n_strict_only_rejected"]
-    out = out.with_columns(pl.col(counts).fill_null(0).cast(pl.Int64)).with_columns(
-        # Null rather than NaN when nothing was proposed/accepted: a rate of 0/0 is undefined.
-        pl.when(pl.col("n_proposed") > 0).then(pl.col("n_lossy_only") / pl.col("n_proposed"))
-        .alias("lossy_only_per_proposed"),
-        pl.when(pl.col("n_accepted") > 0).then(pl.col("n_lossy_only") / pl.col("n_accepted"))
-        .alias("lossy_only_per_accepted"),
-    )
-    lead = [*ARM_KEY, *(["alpha"] if "alpha" in out.columns else [])]
-    return out.select(*lead, *STAT_COLUMNS).sort(list(ARM_KEY))
+    return _compute(runs, units, within_output, engine)[0]
 
 
 @dataclass(frozen=True)
 class ExtraTokens:
-    """Lossy-only token stats plus the runs that had no trace, for the report and OUT/extra_tokens.csv."""
+    """Lossy-only token stats per arm or cell, per-run counts, and the runs that had no trace."""
 
     stats: pl.DataFrame
+    #: Token counts (COUNT_COLUMNS) per run with a trace: arm keys, item_id, seed, source.
+    per_run: pl.DataFrame = field(repr=False)
+    #: Selected ok runs without a proposals.jsonl: arm keys, item_id, seed, source.
     missing: pl.DataFrame = field(repr=False)
     per_cell: bool = False
     within_output: bool = False
@@ -221,14 +286,14 @@ class ExtraTokens:
 def extra_tokens(
     runs: pl.DataFrame, units: pl.DataFrame | None = None, *, within_output: bool = False
 ) -> ExtraTokens:
-    """Compute :func:`extra_token_stats` and list the (ok, selected) runs that lacked a proposals.jsonl."""
-    stats = extra_token_stats(runs, units, within_output=within_output)
-    files = proposal_files(_ok_runs(runs, units))
+    """:func:`extra_token_stats` with per-run counts and the (ok, selected) runs that lacked a proposals.jsonl."""
+    stats, per_run, files = _compute(runs, units, within_output, "streaming")
     missing = files.filter(~pl.col("has_proposals")).select(*ARM_KEY, *UNIT_KEY, "source")
-    return ExtraTokens(stats=stats, missing=missing, per_cell=units is not None, within_output=within_output)
+    return ExtraTokens(stats=stats, per_run=per_run, missing=missing, per_cell=units is not None,
+                       within_output=within_output)
 
 
 __all__ = [
-    "PROPOSALS_FILE", "PROPOSAL_SCHEMA", "STAT_COLUMNS", "ExtraTokens", "extra_token_stats",
+    "COUNT_COLUMNS", "PROPOSALS_FILE", "PROPOSAL_SCHEMA", "STAT_COLUMNS", "ExtraTokens", "extra_token_stats",
     "extra_tokens", "proposal_files", "scan_proposals",
 ]

@@ -173,6 +173,31 @@ def test_units_restrict_to_cells(fake_study):
     assert "1 run(s) without proposals.jsonl" in res._repr_html_()
 
 
+def test_per_run_counts_and_per_file_scan_agree(fake_study):
+    runs, traces = fake_study
+    res = extra_tokens(runs)
+    by_source = {r["source"]: r for r in res.per_run.iter_rows(named=True)}
+    ok_with_trace = [r for r in runs.iter_rows(named=True) if r["status"] == "ok" and r["source"] in traces]
+    assert set(by_source) == {r["source"] for r in ok_with_trace} and len(by_source) == 16
+    for run in ok_with_trace:
+        rows = traces[run["source"]]
+        got = by_source[run["source"]]
+        assert (got["method"], got["item_id"], got["seed"]) == (run["method"], run["item_id"], run["seed"])
+        assert got["n_rows"] == len(rows)
+        assert got["n_proposed"] == sum(r.get("actually_accepted") is not None for r in rows)
+        assert got["n_accepted"] == sum(bool(r.get("actually_accepted")) for r in rows)
+        assert got["n_lossy_only"] == sum(bool(r.get("lossy_only_accepted")) for r in rows)
+    # The per-file-scan variant (benchmark only) gives the same table.
+    from lengthlens.extra_tokens import _compute
+    assert _compute(runs, None, False, "streaming", per_file=True)[0].equals(res.stats)
+
+
+def test_within_output_keeps_runs_without_output_tokens(fake_study):
+    runs, traces = fake_study
+    blank = runs.with_columns(pl.lit(None, pl.Int64).alias("output_tokens"))
+    assert extra_token_stats(blank, within_output=True).equals(extra_token_stats(runs))
+
+
 def test_scan_attaches_keys_and_skips_missing(fake_study, tmp_path):
     runs, traces = fake_study
     files = proposal_files(runs)
