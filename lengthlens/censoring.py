@@ -88,7 +88,7 @@ class QuantileEstimate:
     reason: str = ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
 class KaplanMeier:
     """Kaplan–Meier survival S(t) = P(L > t) of completion length, evaluated at the event times.
 
@@ -283,7 +283,11 @@ def kaplan_meier(
 
 
 def _restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, tau: float) -> np.ndarray:
-    """Weighted-KM restricted means up to ``tau`` for every row of the weight matrix ``W`` (B, N)."""
+    """Weighted-KM restricted means up to ``tau`` for every row of the weight matrix ``W`` (B, N).
+
+    A resample whose last drawn run is censored before ``tau`` has S carried flat from there (the
+    usual convention; ``tau`` is identified on the full data, so this affects only such rows).
+    """
     order = np.argsort(time, kind="stable")
     ts = time[order]
     starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
@@ -326,11 +330,30 @@ def _sym(flat: np.ndarray) -> np.ndarray:
     return out
 
 
+def _collapse(y: np.ndarray, event: np.ndarray, x: np.ndarray, W: np.ndarray):
+    """Merge runs with identical (log-length, event, arm) by adding their weights.
+
+    The likelihood only sees weighted sums over runs, so this is exact. It pays off because every
+    censored run of an arm sits at the same budget: with one budget per arm the censored part of
+    the log-normal likelihood shrinks to two columns, whatever the number of items.
+    """
+    keys = np.stack([y, event.astype(float), x], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    if len(uniq) == len(y):
+        return y, event, x, W
+    inverse = inverse.ravel()
+    order = np.argsort(inverse, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
+    Wg = np.add.reduceat(W[:, order], starts, axis=1)
+    return uniq[:, 0], uniq[:, 1] > 0.5, uniq[:, 2], Wg
+
+
 class _AFTProblem:
     """Data of one AFT fit prepared once, evaluated for many weight rows (bootstrap resamples)."""
 
     def __init__(self, y: np.ndarray, event: np.ndarray, x: np.ndarray, W: np.ndarray, dist: Dist):
         self.dist = dist
+        y, event, x, W = _collapse(y, event, x, W)
         self.W = W
         V = np.stack([y, -np.ones_like(y), -x], axis=1)
         VV = np.stack([V[:, i] * V[:, j] for i, j in _PAIRS], axis=1)
@@ -613,7 +636,7 @@ def fit_aft(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
 class AFTBootstrap:
     """Bootstrap replicates of beta for one AFT distribution (one per weight row).
 
@@ -697,7 +720,7 @@ def _percentile(values: np.ndarray, q: float) -> float:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
 class CensoringCell:
     """Censoring diagnostics and censoring-aware length ratios of one relaxed arm vs its baseline.
 
@@ -715,6 +738,9 @@ class CensoringCell:
     n_runs_star: int
     budget: float | None
     budget_star: float | None
+    #: True when runs had different budgets (within or across arms): only then do KM and the
+    #: restricted mean say more than the plain means.
+    budgets_differ: bool | None
     censored_frac: float
     censored_frac_star: float
     km: KaplanMeier
@@ -744,6 +770,7 @@ class CensoringCell:
             "n_runs_star": self.n_runs_star,
             "budget": self.budget,
             "budget_star": self.budget_star,
+            "budgets_differ": self.budgets_differ,
             "censored_frac": self.censored_frac,
             "censored_frac_star": self.censored_frac_star,
         }
@@ -882,15 +909,27 @@ def censoring_cell(
     if not math.isfinite(tau):
         tau = max(km.max_time, km_s.max_time)
     rmst, rmst_s = km.restricted_mean(tau), km_s.restricted_mean(tau)
-    W = Cf[:, idx]
-    Ws = Cf[:, idx_s]
-    rm_b = _restricted_means_many(L, (~c).astype(float), W, tau)
-    rms_b = _restricted_means_many(Ls, (~cs).astype(float), Ws, tau)
+    def item_sums(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """Per-resample weighted sums of per-run values, via per-item totals (no (B, runs) gather)."""
+        return Cf @ np.bincount(index, weights=values, minlength=n_items)
+
+    def resampled_rmst(lengths: np.ndarray, cens: np.ndarray, index: np.ndarray) -> np.ndarray:
+        # Censoring only at or beyond tau: KM up to tau is the empirical law, so the restricted
+        # mean is a weighted mean of min(L, tau) for every resample (a matrix product).
+        if not np.any(cens & (lengths < tau)):
+            return item_sums(np.minimum(lengths, tau), index) / item_sums(np.ones(len(lengths)), index)
+        return _restricted_means_many(lengths, (~cens).astype(float), Cf[:, index], tau)
+
+    rm_b = resampled_rmst(L, c, idx)
+    rms_b = resampled_rmst(Ls, cs, idx_s)
     rmst_ci = _ratio_ci(rm_b, rms_b, confidence_level)
 
     # Plain lambda (ratio of per-run means; censored runs at their budget) and its bootstrap.
     lam = float(L.mean() / Ls.mean())
-    lam_ci = _ratio_ci((W @ L) / W.sum(1), (Ws @ Ls) / Ws.sum(1), confidence_level)
+    ones, ones_s = np.ones(len(L)), np.ones(len(Ls))
+    lam_ci = _ratio_ci(
+        item_sums(L, idx) / item_sums(ones, idx), item_sums(Ls, idx_s) / item_sums(ones_s, idx_s), confidence_level
+    )
 
     # Plain lambda on pairs where neither side is censored.
     if aligned:
@@ -909,9 +948,12 @@ def censoring_cell(
         n_pairs = int(np.sum(~bad_item & has & has_s))
     if n_pairs:
         lam_u = float(L[keep].mean() / Ls[keep_s].mean())
-        Wk, Wks = W * keep, Ws * keep_s
         with np.errstate(divide="ignore", invalid="ignore"):
-            lam_u_ci = _ratio_ci((Wk @ L) / Wk.sum(1), (Wks @ Ls) / Wks.sum(1), confidence_level)
+            lam_u_ci = _ratio_ci(
+                item_sums(L * keep, idx) / item_sums(ones * keep, idx),
+                item_sums(Ls * keep_s, idx_s) / item_sums(ones_s * keep_s, idx_s),
+                confidence_level,
+            )
     else:
         lam_u, lam_u_ci = math.nan, (math.nan, math.nan)
 
@@ -947,6 +989,8 @@ def censoring_cell(
         n_runs_star=len(Ls),
         budget=b_max,
         budget_star=bs_max,
+        budgets_differ=None if b_run is None or bs_run is None
+        else bool(np.unique(np.concatenate([b_run, bs_run])).size > 1),
         censored_frac=float(c.mean()),
         censored_frac_star=float(cs.mean()),
         km=km,

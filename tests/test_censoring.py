@@ -368,3 +368,37 @@ def test_planted_time_ratio_coverage_200_sims():
     # Plain lambda: biased down by more than 10 %, and its interval rarely covers the truth.
     assert plain.mean() < 0.9 * PLANTED
     assert stats.binomtest(int(plain_hits.sum()), n_sims, 0.95).pvalue < 1e-6
+
+
+def test_restricted_mean_with_varying_budgets_matches_statsmodels_integral():
+    """Budgets that differ per run: KM (not the plain mean) is what identifies E[min(L, tau)]."""
+    rng = np.random.default_rng(9)
+    true = np.ceil(rng.lognormal(6.0, 0.6, 200))
+    budget = rng.choice([256.0, 512.0, 1024.0], size=200)
+    L, c = np.minimum(true, budget), true >= budget
+    km = kaplan_meier(L, c)
+    sf = SurvfuncRight(L, (~c).astype(int))
+    tau = 700.0
+    t = sf.surv_times[sf.surv_times < tau]
+    s = np.r_[1.0, sf.surv_prob[: len(t)]]
+    expected = float(np.sum(s * np.diff(np.r_[0.0, t, tau])))
+    assert km.restricted_mean(tau) == pytest.approx(expected, rel=1e-12)
+    assert km.restricted_mean(tau) > np.minimum(L, tau).mean()  # plain mean understates
+    assert km.restricted_mean(tau) == pytest.approx(np.minimum(true, tau).mean(), rel=0.05)
+
+
+def test_cell_bootstrap_restricted_means_equal_weighted_km():
+    rng = np.random.default_rng(10)
+    n = 40
+    L, c, Ls, cs = _cell_data(rng, n)
+    budget = np.where(rng.random(n) < 0.5, 1835.0, 1500.0)  # per-run budgets on the relaxed side
+    L, c = np.minimum(L, budget), c | (L >= budget)
+    counts = rng.multinomial(n, np.full(n, 1 / n), size=60)
+    cell = censoring_cell(L, c, budget, Ls, cs, 1835, counts, n_resamples_aft=20)
+    assert cell.budgets_differ and cell.rmst_tau == 1835.0
+    ratios = [
+        kaplan_meier(L, c, weights=w).restricted_mean(cell.rmst_tau)
+        / kaplan_meier(Ls, cs, weights=w).restricted_mean(cell.rmst_tau)
+        for w in counts
+    ]
+    assert cell.rmst_ratio_ci == pytest.approx((np.quantile(ratios, 0.025), np.quantile(ratios, 0.975)), rel=1e-12)
