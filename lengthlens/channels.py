@@ -310,7 +310,7 @@ def split_channels_many(texts: Iterable[str | None],
             raise ValueError(f"{len(texts)} texts but {len(models)} model names")
     cols: dict[str, list] = {k: [] for k in ("channel_format", "thinking_chars", "answer_chars",
                                              "thinking_closed", "reached_answer", "answer")}
-    for t, m in zip(texts, models):
+    for t, m in zip(texts, models, strict=True):
         s = split_channels(t, m) if isinstance(t, str) else None
         cols["channel_format"].append(s.format if s else None)
         cols["thinking_chars"].append(s.thinking_chars if s else None)

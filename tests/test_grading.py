@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from lengthlens.channels import split_channels
@@ -256,6 +255,9 @@ def problems_file(tmp_path: Path) -> Path:
     ("```python\ndef total(xs):\n    return 0\n```", False, "fenced_block: AssertionError"),
     ("```python\ndef total(xs):\n    return sum(xs\n```", False, "fenced_block: SyntaxError: '(' was never closed"),
     ("```python\ndef total(xs):\n    while True: pass\n```", False, "fenced_block: timed out after 1s"),
+    # A __future__ import must open the file: it is moved above the prompt.
+    ("```python\nfrom __future__ import annotations\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```",
+     True, "fenced_block"),
     # __main__ blocks do not run (HumanEval executes the code as a module, not a script).
     ("```python\ndef total(xs):\n    return sum(xs)\nif __name__ == '__main__':\n    input()\n```", True,
      "fenced_block"),
@@ -323,7 +325,9 @@ def lcb_file(tmp_path: Path) -> Path:
     # List without an import works (LiveCodeBench prepends typing); a tuple equals a JSON list.
     ("2792", FUNC_OK, True, "fenced_block: 1/1 tests passed"),
     ("2792", FUNC_OK.replace("x + k", "x - k"), False, "fenced_block: test 0: AssertionError: output mismatch"),
-    ("2792", "I can't solve this.", False, "no code block in the answer"),  # study: final_channel_without_code_block
+    ("2792", "I can't solve this.", False, "no code block in the answer"),
+    ("2792", "```python\nfrom __future__ import annotations\n" + FUNC_OK.split("\n", 1)[1], True,
+     "fenced_block: 1/1 tests passed"),  # study: final_channel_without_code_block
 ])
 def test_livecodebench_from_local_file(lcb_file, qid, answer, correct, detail):
     g = grade("livecodebench", H("x", answer), None, f"livecodebench/code_generation_lite:test.jsonl:{qid}",

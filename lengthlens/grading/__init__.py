@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from lengthlens.channels import ChannelSplit, split_channels
 from lengthlens.grading.answers import aime_integer, extract_choice, extract_gsm8k, last_boxed, parse_number

@@ -218,13 +218,23 @@ def humaneval_task_id(source_id: str | None) -> str | None:
     return m.group() if m else source_id.rsplit(":", 1)[-1]
 
 
+_FUTURE = re.compile(r"^from __future__ import [^\n]*\n?", re.M)
+
+
+def hoist_future_imports(code: str) -> tuple[str, str]:
+    """Split ``from __future__`` lines off ``code``: they must open the file, and we prepend text to it."""
+    future = "".join(m.group().rstrip("\n") + "\n" for m in _FUTURE.finditer(code))
+    return future, _FUTURE.sub("", code)
+
+
 def humaneval_program(problem: Mapping[str, Any], code: str) -> str:
     """The test program: prompt, then the model's code, then the problem's tests and ``check``.
 
     The prompt comes first so its imports and helper functions exist (the model saw them) and so a
     body-only completion still forms the function; a full ``def`` in the code simply redefines it.
     """
-    return (f"{problem['prompt']}\n{code}\n\n{problem['test']}\n\n"
+    future, code = hoist_future_imports(code)
+    return (f"{future}{problem['prompt']}\n{code}\n\n{problem['test']}\n\n"
             f"check({problem['entry_point']})\n")
 
 
@@ -338,9 +348,9 @@ def _same_stdout(got: str, want: str) -> bool:
     w = [ln.split() for ln in want.strip().splitlines() if ln.strip()]
     if g == w:
         return True
-    if len(g) != len(w) or any(len(a) != len(b) for a, b in zip(g, w)):
+    if len(g) != len(w) or any(len(a) != len(b) for a, b in zip(g, w, strict=True)):
         return False
-    for a, b in zip((x for ln in g for x in ln), (x for ln in w for x in ln)):
+    for a, b in zip((x for ln in g for x in ln), (x for ln in w for x in ln), strict=True):
         if a == b:
             continue
         try:
@@ -353,7 +363,8 @@ def _same_stdout(got: str, want: str) -> bool:
 
 def run_lcb_tests(problem: LCBProblem, code: str, *, timeout_s: float, memory_mb: int) -> tuple[bool, str]:
     """Run ``code`` on every test of ``problem`` (stopping at the first failure); (passed, detail)."""
-    code = LCB_PRELUDE + code
+    future, code = hoist_future_imports(code)
+    code = future + LCB_PRELUDE + code
     for i, t in enumerate(problem.tests):
         if t.testtype == "functional":
             if not problem.fn_name:
