@@ -11,8 +11,9 @@ Conventions (the study's):
   * p and q are the target and draft distributions after temperature / top-p, rows summing to 1.
   * ``p(x)/q(x)`` with ``q(x) = 0`` is ``+inf`` when ``p(x) > 0`` and 0 when ``p(x) = 0`` (the draft
     cannot sample such a token; the convention only keeps edge cases finite and lossless-safe).
-  * A residual that is zero everywhere (possible only when the rule then accepts with probability
-    one) falls back to p, so the returned distribution is always a valid one.
+  * A residual with no mass (at most 8 machine epsilons: rounding noise of a zero residual, as when
+    every token is in spec_casc_tok's set A) falls back to p. Its mass is the rule's rejection
+    probability, so the fallback is used with probability ~0; it only keeps the output valid.
 """
 
 from __future__ import annotations
@@ -75,10 +76,10 @@ def _ratio(px: torch.Tensor, qx: torch.Tensor) -> torch.Tensor:
 
 
 def normalize_residual(r: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
-    """norm(max(0, r)) row-wise; rows with no positive mass fall back to ``fallback``."""
+    """norm(max(0, r)) row-wise; rows with no mass beyond rounding noise fall back to ``fallback``."""
     r = r.clamp_min(0)
     s = r.sum(-1, keepdim=True)
-    ok = s > 0
+    ok = s > 8 * torch.finfo(r.dtype).eps
     return torch.where(ok, r / torch.where(ok, s, torch.ones_like(s)), fallback)
 
 
