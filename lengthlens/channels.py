@@ -9,20 +9,23 @@ Three formats are recognised:
     ends at ``<|end|>``, ``<|return|>``, ``<|call|>``, at the next ``<|start|>`` or ``<|channel|>``
     (the model sometimes re-opens a channel without closing the last one), or at the end of the text.
     Content is counted exactly as written, whitespace included, markers excluded. A header is the
-    text between ``<|channel|>`` and ``<|message|>``; its first word names the channel and a header
-    that *starts with* ``final`` counts as final (the real logs contain ``finalfinal`` and
-    ``final**Answer**`` headers whose message is plainly the answer). Text outside any message (the
-    role after ``<|start|>``, a header with no ``<|message|>``) belongs to neither part. The same
-    format with its special tokens stripped by the detokenizer (``analysisWe need...assistantfinal42``)
-    is recognised too.
+    text between ``<|channel|>`` (or, lacking one, the role after ``<|start|>``) and ``<|message|>``;
+    its first word names the channel, and a header that *starts with* ``final`` counts as final (the
+    real logs contain ``finalfinal`` and ``final**Answer**`` headers whose message is plainly the
+    answer, and ``<|start|>assistant commentary<|message|>``). Headers, roles and a header cut off
+    before any ``<|message|>`` belong to neither part; text before the first header has no channel,
+    so it counts as thinking. The same format with its special tokens stripped by the detokenizer
+    (``analysisWe need...assistantfinal42``) is recognised when the model name says GPT-OSS.
 
 ``think_tags`` (Qwen3, DeepSeek-R1, QwQ)
     Thinking is the content of ``<think>...</think>`` blocks; everything outside them is the answer,
     including text *before* ``<think>``, because it is what the reader is shown and an answer must
     never be taken from inside the thinking. A ``</think>`` with no ``<think>`` before it means the
-    chat template put ``<think>`` in the prompt: everything before it is thinking. An unclosed block
-    is thinking to the end of the text. Each block and each answer piece is stripped of surrounding
-    whitespace, because the templates write ``\\n`` / ``\\n\\n`` around the tags as layout.
+    chat template put ``<think>`` in the prompt: everything before it is thinking; for models whose
+    template always does that (DeepSeek-R1 and its distills, QwQ, Qwen3 *-Thinking-2507*), a
+    completion with no tag at all is unclosed thinking. An unclosed block is thinking to the end.
+    Each block and each answer piece is stripped of surrounding whitespace, because the templates
+    write ``\\n`` / ``\\n\\n`` around the tags as layout.
 
 ``none`` (Llama style)
     All answer.
@@ -30,7 +33,7 @@ Three formats are recognised:
 When a part has several pieces (e.g. a ``final`` message, a re-opened ``analysis``, and a second
 ``final``), ``thinking`` / ``answer`` join them with ``"\\n"`` and the ``*_chars`` counts are the sum
 of the pieces' own lengths (the joining newlines are not counted). Graders that take the *last*
-marker of the answer (``#### N``, ``\\boxed{}``, the last code block) thus see the model's final word.
+marker of the answer (``#### N``, ``\\boxed{}``) thus see the model's final word.
 
 The study's generator logged its own counts in run.json; :func:`check_logged_counts` documents
 exactly how they were made and reports where they disagree with the text.

@@ -10,10 +10,19 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from lengthlens.channels import split_channels
-from lengthlens.grading import GRADE_FILE_COLUMNS, Grade, grade, grade_split, grader_name, load_grade_file
+from lengthlens.grading import (
+    GRADE_FILE_COLUMNS,
+    Grade,
+    grade,
+    grade_frame,
+    grade_split,
+    grader_name,
+    load_grade_file,
+)
 from lengthlens.grading import code as code_mod
 from lengthlens.grading.answers import (
     aime_integer,
@@ -139,6 +148,24 @@ def test_mtbench_is_ungraded_and_carries_the_judge_score():
     assert (g.correct, g.verdict, g.score) == (None, "ungraded", 8.5)
     # Kept out of accuracy even when the run was cut in its thinking.
     assert grade("mtbench", H("x", None), None, finish_reason="length").correct is None
+
+
+def test_grade_frame_grades_a_run_table():
+    runs = pl.DataFrame({
+        "dataset": ["gsm8k", "gsm8k", "mtbench", "aime24"],
+        "text": [H("x", "#### 5"), H("#### 5", None), H("x", "story"), None],
+        "reference_answer": ["5", "5", None, "1"],
+        "finish_reason": ["stop", "length", "stop", "stop"],
+        "correct": [None, None, None, True],  # replaced, not duplicated
+    })
+    out = grade_frame(runs, workers=2)
+    assert out.columns == ["dataset", "text", "reference_answer", "finish_reason", "grader", "graded_answer",
+                           "correct", "grade_detail"]
+    assert out["correct"].to_list() == [True, False, None, None]
+    assert out["grader"].to_list() == ["gsm8k", "gsm8k", "mtbench", "aime"]
+    assert out["grade_detail"][3] == "no text"
+    with pytest.raises(ValueError, match="needs columns"):
+        grade_frame(pl.DataFrame({"dataset": ["gsm8k"]}))
 
 
 # --- AIME ---------------------------------------------------------------------------------------

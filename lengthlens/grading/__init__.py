@@ -18,8 +18,11 @@ Datasets map to graders by name (:func:`grader_name`): ``gsm8k``, ``aime``/``aim
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import polars as pl
 
 from lengthlens.channels import ChannelSplit, split_channels
 from lengthlens.grading.answers import aime_integer, extract_choice, extract_gsm8k, last_boxed, parse_number
@@ -38,8 +41,8 @@ from lengthlens.grading.study import GRADE_FILE_COLUMNS, VERDICTS, load_grade_fi
 from lengthlens.schema import LENGTH_FINISH_REASONS
 
 __all__ = [
-    "Grade", "grade", "grade_split", "grader_name", "GRADERS", "ProblemsUnavailable",
-    "load_grade_file", "GRADE_FILE_COLUMNS", "VERDICTS",
+    "Grade", "grade", "grade_split", "grade_frame", "grader_name", "GRADERS", "ProblemsUnavailable",
+    "load_grade_file", "GRADE_FILE_COLUMNS", "GRADE_COLUMNS", "VERDICTS",
 ]
 
 
@@ -200,3 +203,42 @@ def grade(dataset: str, text: str, reference: str | None = None, source_id: str 
     return grade_split(dataset, split_channels(text, model), reference, source_id,
                        finish_reason=finish_reason, problems=problems, judge_score=judge_score,
                        timeout_s=timeout_s, memory_mb=memory_mb)
+
+
+#: Columns :func:`grade_frame` adds.
+GRADE_COLUMNS = pl.Schema({"grader": pl.String, "graded_answer": pl.String, "correct": pl.Boolean,
+                           "grade_detail": pl.String})
+
+
+def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, timeout_s: float = 10.0,
+                memory_mb: int = 1024) -> pl.DataFrame:
+    """Grade every row of a normalized run table (schema columns ``dataset``, ``text``, ...).
+
+    Returns ``runs`` with ``grader``, ``graded_answer``, ``correct`` (replaced) and ``grade_detail``.
+    Rows without text are ungraded. ``workers`` threads run the execution graders in parallel
+    (each program is its own subprocess).
+    """
+    need = ["dataset", "text"]
+    missing = [c for c in need if c not in runs.columns]
+    if missing:
+        raise ValueError(f"grade_frame needs columns {missing}")
+
+    def col(name: str) -> list:
+        return runs[name].to_list() if name in runs.columns else [None] * runs.height
+
+    rows = list(zip(col("dataset"), col("text"), col("reference_answer"), col("prompt_source_id"),
+                    col("finish_reason"), col("target"), strict=True))
+
+    def one(r: tuple) -> Grade:
+        dataset, text, ref, sid, fin, model = r
+        if text is None:
+            return Grade(grader_name(dataset) or "none", None, None, "no text")
+        return grade(dataset, text, ref, sid, finish_reason=fin, model=model, problems=problems,
+                     timeout_s=timeout_s, memory_mb=memory_mb)
+
+    with ThreadPoolExecutor(max(1, workers)) as ex:
+        grades = list(ex.map(one, rows))
+    added = pl.DataFrame({"grader": [g.grader for g in grades], "graded_answer": [g.answer for g in grades],
+                          "correct": [g.correct for g in grades], "grade_detail": [g.detail for g in grades]},
+                         schema=GRADE_COLUMNS)
+    return runs.drop([c for c in GRADE_COLUMNS if c in runs.columns]).hstack(added)
