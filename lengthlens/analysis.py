@@ -8,7 +8,16 @@ from typing import Any, Literal
 
 import pandas as pd
 
+import numpy as np
+
+from lengthlens.attribution import attribution
+from lengthlens.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
 from lengthlens.estimate import cells as compute_cells
+from lengthlens.estimate import group_items
+from lengthlens.intervention import table4
+from lengthlens.pairing import CELL_KEY, cell_units
+from lengthlens.resample import counts_for_group
+from lengthlens.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
 from lengthlens.loading import RunSet
 from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from lengthlens.results import CellTable, frame_html
@@ -24,6 +33,7 @@ class Analysis:
     cells: CellTable
     tables: dict[str, pd.DataFrame]
     settings: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.tables[name]
@@ -47,10 +57,42 @@ class Analysis:
         return f"<p>{html.escape(self.headline())}</p>" + frame_html(self.tables["table3"], "Table 3")
 
 
+def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
+                    n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE) -> pd.DataFrame:
+    """OUT/censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
+
+    Uses the cell table's draws (same seed, group and items); the AFT fits use the first
+    ``n_resamples_aft`` of them, since each resample is a maximum-likelihood fit.
+    """
+    units = cell_units(runs.paired)
+    rows = []
+    for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
+        group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
+        items = group_items(runs, group)
+        index = {it: i for i, it in enumerate(items)}
+        counts = counts_for_group(seed, group, len(items), n_resamples)
+        for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
+            idx = np.fromiter((index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
+            cell = censoring_cell(
+                af["output_tokens"].to_numpy(), af["censored"].to_numpy(), af["max_new_tokens"].to_numpy(),
+                af["output_tokens_star"].to_numpy(), af["censored_star"].to_numpy(), af["max_new_tokens_star"].to_numpy(),
+                counts, item_index=idx, n_resamples_aft=min(n_resamples_aft, n_resamples), confidence_level=confidence_level)
+            key = {k: af.row(0, named=True)[k] for k in CELL_KEY}
+            rows.append({**key, **cell.to_row()})
+    return pd.DataFrame(rows)
+
+
 def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
             ci: Literal["percentile", "bca"] = "percentile", confidence_level: float = DEFAULT_CONFIDENCE,
-            alphas: Literal["loosest", "all"] = "loosest") -> Analysis:
-    """Compute every table of the report from loaded runs (nothing is written or printed)."""
+            alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
+            proposals: bool = True) -> Analysis:
+    """Compute every table of the report from loaded runs (nothing is written or printed).
+
+    Parameters
+    ----------
+    n_resamples_aft : resamples for the censoring-aware AFT intervals (each one a likelihood fit).
+    proposals : aggregate proposals.jsonl (tokens accepted only because of the relaxation) where present.
+    """
     cell_table = compute_cells(runs, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
     cells_df = cell_table.to_frame()
     tables = {
@@ -59,5 +101,37 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         "table3": compute_table3(cells_df, alphas=alphas) if not cells_df.empty else pd.DataFrame(),
         "skipped": runs.skipped.to_pandas(),
     }
-    settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas}
-    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings)
+    notes: list[str] = []
+    if not cells_df.empty:
+        tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
+                                              confidence_level=confidence_level)
+        attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
+        tables["attribution"] = attr.cells
+        tables["attribution_summary"] = attr.summary
+        if attr.logged_disagreements:
+            notes.append(f"{len(attr.logged_disagreements)} runs' logged channel counts disagree with their text "
+                         f"(the text is used), e.g. {attr.logged_disagreements[0]}")
+    t4 = table4(runs)
+    if not t4.empty:
+        tables["table4"] = t4
+    if proposals:
+        extra = extra_tokens_table(runs)
+        if extra is not None:
+            tables["extra_tokens"] = extra
+    settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
+                "n_resamples_aft": min(n_resamples_aft, n_resamples)}
+    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes))
+
+
+def extra_tokens_table(runs: RunSet) -> pd.DataFrame | None:
+    """OUT/extra_tokens.csv: per cell, tokens accepted only because of the relaxation (None without proposals)."""
+    from lengthlens.extra_tokens import extra_token_stats
+
+    paired = runs.paired
+    if "source" not in paired.columns or paired.is_empty():
+        return None
+    units = cell_units(paired).select(*ARM_KEY, *UNIT_KEY)
+    stats = extra_token_stats(paired, units=units)
+    if stats is None or stats.is_empty():
+        return None
+    return stats.to_pandas()

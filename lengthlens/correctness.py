@@ -82,3 +82,46 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
     apply = matched & ~mismatch & pl.col("correct").is_null()
     t = t.with_columns(pl.when(apply).then(pl.col("_g_correct")).otherwise(pl.col("correct")).alias("correct"))
     return t.drop("_g_correct", "_g_tokens", "_grade_file", "_scope"), warnings
+
+
+def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: bool = True,
+                        problems: object = None) -> tuple[pl.DataFrame, list[str]]:
+    """Fill ``correct`` in the documented order and record where each verdict came from.
+
+    Adds ``grade_source`` (``record``, ``grade_file``, ``grader:<name>``, or null when ungraded)
+    and ``graded_answer`` (the answer a lengthlens grader extracted; null otherwise).
+    """
+    warnings: list[str] = []
+    t = table.with_columns(pl.when(pl.col("correct").is_not_null()).then(pl.lit("record")).otherwise(None).alias("grade_source"),
+                           pl.lit(None, dtype=pl.String).alias("graded_answer"))
+    if grade_files:
+        before = t["correct"].is_null()
+        t, w = attach_grades(t, grade_files)
+        warnings += w
+        filled = before & t["correct"].is_not_null()
+        t = t.with_columns(pl.when(filled).then(pl.lit("grade_file")).otherwise(pl.col("grade_source")).alias("grade_source"))
+    if run_graders:
+        from lengthlens.grading import grade_frame, grader_name
+
+        need = (pl.col("correct").is_null() & (pl.col("status") == "ok") & pl.col("text").is_not_null()
+                & pl.col("dataset").map_elements(lambda d: grader_name(d) not in (None, "mtbench"), return_dtype=pl.Boolean))
+        t = t.with_row_index("_row")
+        todo = t.filter(need)
+        if todo.height:
+            graded = grade_frame(todo.drop("correct"), problems=problems).select(
+                "_row", pl.col("correct").alias("_c"), pl.col("grader").alias("_grader"), pl.col("graded_answer").alias("_ans"),
+                pl.col("grade_detail").alias("_detail"))
+            t = t.join(graded, on="_row", how="left")
+            got = pl.col("_c").is_not_null()
+            t = t.with_columns(
+                pl.when(got).then(pl.col("_c")).otherwise(pl.col("correct")).alias("correct"),
+                pl.when(got).then(pl.format("grader:{}", pl.col("_grader"))).otherwise(pl.col("grade_source")).alias("grade_source"),
+                pl.when(got).then(pl.col("_ans")).otherwise(pl.col("graded_answer")).alias("graded_answer"),
+            )
+            ungraded = graded.filter(pl.col("_c").is_null())
+            if ungraded.height:
+                ex = ungraded.row(0, named=True)
+                warnings.append(f"{ungraded.height} runs could not be graded (e.g. {ex['_grader']}: {ex['_detail']})")
+            t = t.drop("_c", "_grader", "_ans", "_detail")
+        t = t.drop("_row")
+    return t, warnings

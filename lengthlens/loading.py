@@ -140,7 +140,8 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
 
 def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[str]] | None = None,
          find_grades: bool = True, strict: bool = False, cache: bool = True, with_text: bool = True,
-         workers: int | None = None, progress: bool = False) -> RunSet:
+         workers: int | None = None, progress: bool = False, run_graders: bool = True,
+         problems: object = None) -> RunSet:
     """Load runs from raw-layout folders and/or flat record files (JSONL, CSV, Parquet).
 
     Parameters
@@ -151,6 +152,8 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     cache : reuse the normalized records of a raw tree whose files have not changed
         (cache in ``$LENGTHLENS_CACHE_DIR`` or ``~/.cache/lengthlens``).
     with_text : keep each run's output text (needed for grading and thinking attribution).
+    run_graders : grade runs still without a verdict with lengthlens' own graders (from the answer text).
+    problems : HumanEval problems / LiveCodeBench tests for the execution graders (mapping or JSONL path).
     """
     if not sources:
         raise LoadError("no sources given: pass raw-layout folders or flat record files")
@@ -211,15 +214,13 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         raise LoadError(f"{len(errors)} invalid field(s) in the input:\n{shown}{more}")
 
     table = pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row") if valid else pl.DataFrame(schema=POLARS_SCHEMA)
-    if find_grades or grades:
-        from lengthlens.correctness import attach_grades, find_grade_files
+    from lengthlens.correctness import find_grade_files, resolve_correctness
 
-        files: list = [Path(g) for g in (grades or [])]
-        if find_grades:
-            files += find_grade_files(raw_roots)
-        if files:
-            table, grade_warnings = attach_grades(table, files)
-            warnings.extend(grade_warnings)
+    files: list = [Path(g) for g in (grades or [])]
+    if find_grades:
+        files += find_grade_files(raw_roots)
+    table, grade_warnings = resolve_correctness(table, files, run_graders=run_graders, problems=problems)
+    warnings.extend(grade_warnings)
 
     skipped_parts = [pl.DataFrame(failures, schema=_SKIP_SCHEMA) if failures else pl.DataFrame(schema=_SKIP_SCHEMA)]
     table, sk = drop_duplicates(table)

@@ -73,3 +73,39 @@ def test_cells_on_real_data_are_sane(real):
     c = table.get(dataset="gsm8k", method="cactus", params="alpha0.35")
     assert c["gain"].point == pytest.approx((4.446071152232115 + 1) / (2.691411545721184 + 1), rel=1e-12)
     assert c["lambda"].point == pytest.approx(569.5833333333334 / 273.3333333333333, rel=1e-12)
+
+
+#: Study rows whose accuracy we do not reproduce, decided on the texts (see the test's docstring).
+ACCURACY_EXCEPTIONS = {
+    # The study's own grade file marks one more run incorrect than its aggregate: a run that hit the
+    # token budget with its thinking still open (never graded from thinking; grade file agrees).
+    ("gsm8k", "mentored_dec", 0.75): (11 / 12, 12 / 12),
+    ("gsm8k", "cactus", 0.18): (10 / 12, 11 / 12),
+    ("gsm8k", "spec_casc_opt", 0.05): (11 / 12, 12 / 12),
+    ("aime24", "r_fuzzy", 0.25): (7 / 12, 8 / 12),
+    # No grade file for longbench_v2: lengthlens' letter grader reads 8 of 12 correct, the study's
+    # aggregate 6. case_010 ends "\[ \boxed{C} \]" and case_012 "**C – The water drop ...**", both
+    # the reference letter; we count them correct. The study's grader is not in the data.
+    ("longbench_v2", "r_fuzzy", 0.25): (8 / 12, 6 / 12),
+}
+
+
+def test_campaign_accuracy_reproduced(real, shared_data):
+    """Accuracy of every study row that has one: 66 of 71 equal; the 5 others are decided in ACCURACY_EXCEPTIONS."""
+    _, arms = real
+    study = _study_rows(shared_data)
+    study = study[study["accuracy"].notna()]
+    assert len(study) == 71
+    equal = 0
+    for r in study.itertuples(index=False):
+        sel = arms[(arms.dataset == r.dataset) & (arms.method == r.method)]
+        if r.method != "strict":
+            sel = sel[(sel.alpha - float(r.alpha)).abs() < 1e-9]
+        ours = float(sel.accuracy.iloc[0])
+        key = (r.dataset, r.method, None if r.method == "strict" else round(float(r.alpha), 9))
+        if key in ACCURACY_EXCEPTIONS:
+            assert (ours, r.accuracy) == pytest.approx(ACCURACY_EXCEPTIONS[key], rel=1e-12)
+        else:
+            assert ours == pytest.approx(r.accuracy, rel=1e-9), key
+            equal += 1
+    assert equal == 66
