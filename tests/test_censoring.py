@@ -402,3 +402,24 @@ def test_cell_bootstrap_restricted_means_equal_weighted_km():
         for w in counts
     ]
     assert cell.rmst_ratio_ci == pytest.approx((np.quantile(ratios, 0.025), np.quantile(ratios, 0.975)), rel=1e-12)
+
+
+def test_censoring_cell_zero_length_run_skips_aft_with_reason():
+    rng = np.random.default_rng(12)
+    n = 12
+    L, c, Ls, cs = _cell_data(rng, n)
+    Ls[3], cs[3] = 0.0, False  # an empty completion: log-length undefined
+    counts = rng.multinomial(n, np.full(n, 1 / n), size=30)
+    row = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=30).to_row()
+    assert math.isnan(row["lambda_aft_weibull"]) and "length 0" in row["lambda_aft_weibull_reason"]
+    assert row["lambda_plain"] == pytest.approx(L.mean() / Ls.mean())
+
+
+def test_inputs_are_validated():
+    counts = np.ones((5, 3), dtype=int)
+    with pytest.raises(ValueError, match="one run per item"):
+        censoring_cell([1, 2], [False, False], 10, [1, 2], [False, False], 10, counts)
+    with pytest.raises(ValueError, match="positive"):
+        fit_aft([0.0, 1.0], [False, False], [1, 0])
+    with pytest.raises(ValueError, match="0/1"):
+        fit_aft([1.0, 2.0], [False, False], [2, 0])
