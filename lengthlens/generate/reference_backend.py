@@ -48,14 +48,15 @@ class ReferenceBackend:
             max_new_tokens=cfg.max_new_tokens, seed=seed, eos_id=self.tokenizer.eos_token_id,
             force_commit=fc, decode=self._decode if cfg.log_proposals else None, log_proposals=cfg.log_proposals,
         )
+        extra = {"forced_tokens": g.forced_tokens, "truncated_tokens": g.truncated_tokens,
+                 "target_forwards": g.target_forwards, "num_speculative_tokens": cfg.num_draft_tokens}
+        if fc is not None:
+            extra.update(force_commit_fired=g.forced_at is not None, force_commit_at=g.forced_at)
         return RunResult(
             text=self._decode(g.tokens), output_tokens=len(g.tokens), finish_reason=g.finish_reason,
             draft_rounds=g.draft_rounds, accepted_tokens=g.accepted_tokens, draft_tokens=g.draft_tokens,
             wall_time_seconds=g.wall_time_seconds, input_tokens=len(ids),
-            proposals=g.proposals if cfg.log_proposals else None,
-            extra={"forced_tokens": g.forced_tokens, "force_commit_at": g.forced_at,
-                   "truncated_tokens": g.truncated_tokens, "target_forwards": g.target_forwards,
-                   "num_speculative_tokens": cfg.num_draft_tokens},
+            proposals=g.proposals if cfg.log_proposals else None, extra=extra,
         )
 
     def close(self) -> None:
