@@ -205,8 +205,10 @@ def _compute(
         per_run.cast(count_schema), on="run", how="left").with_columns(pl.col(COUNT_COLUMNS).fill_null(0))
 
     counts = per_run.group_by("arm").agg(pl.col(COUNT_COLUMNS).sum())
-    run_arm = present.select(pl.col("run").cast(pl.UInt32), "arm")
-    summaries = values.join(run_arm, on="run").group_by("arm", "lossy_only").agg(
+    # Run id -> arm id by position (runs are numbered 0..n-1): a gather, not a join that copies the values.
+    run_arm = present["arm"].cast(pl.UInt32)
+    summaries = values.select(pl.lit(run_arm).gather(pl.col("run")).alias("arm"), "lossy_only", "p", "target_rank")
+    summaries = summaries.group_by("arm", "lossy_only").agg(
         pl.col("p").median().alias("p_median"), pl.col("p").mean().alias("p_mean"),
         pl.col("target_rank").median().alias("rank_median"), pl.col("target_rank").mean().alias("rank_mean"),
     )
