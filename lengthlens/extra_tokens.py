@@ -39,7 +39,7 @@ from lengthlens.schema import ARM_KEY, UNIT_KEY
 
 PROPOSALS_FILE = "proposals.jsonl"
 
-#: The trace columns read; the files hold ~35 more, never parsed. Explicit so that polars does not
+#: The trace columns read (10 of the 34 keys a judged row holds; the rest are never parsed). Explicit so that polars does not
 #: infer a schema by reading ahead in ~1 GB of JSON.
 PROPOSAL_SCHEMA = pl.Schema({
     "round": pl.Int64,
@@ -247,6 +247,8 @@ def extra_token_stats(
     completion ended). Rates: ``lossy_only_per_proposed`` = n_lossy_only / n_proposed, a proposed
     token being a judged draft row (accepted, or the round's first rejection; bonus rows are not
     draft tokens), and ``lossy_only_per_accepted`` = n_lossy_only / n_accepted. Medians are exact.
+    Rows are keyed by the arm keys only: a baseline arm shared by cells with different unit sets
+    needs one call per cell (``units`` holding that cell's baseline units).
     """
     return _compute(runs, units, within_output, engine)[0]
 
