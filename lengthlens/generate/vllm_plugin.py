@@ -7,6 +7,8 @@ rule comes from the environment, which those processes inherit:
 * ``LENGTHLENS_RULE``: ``lossless``, ``mentored_dec``, ``cactus``, ``spec_casc_opt``,
   ``spec_casc_tok`` or ``r_fuzzy``; unset or empty leaves vLLM untouched.
 * ``LENGTHLENS_ALPHA``: the rule's alpha (a float; ``-inf`` allowed where the rule allows it).
+* ``LENGTHLENS_PLUGIN_TRACE`` (optional): a file to which each process appends one line when it
+  patches and one on its first patched call, so a check can prove the rule ran inside vLLM.
 
 Pinned to vLLM 0.26.0 (the study's). Two paths are patched when present:
 
@@ -40,6 +42,7 @@ log = logging.getLogger("lengthlens.vllm_plugin")
 PINNED_VLLM = "0.26.0"
 ENV_RULE = "LENGTHLENS_RULE"
 ENV_ALPHA = "LENGTHLENS_ALPHA"
+ENV_TRACE = "LENGTHLENS_PLUGIN_TRACE"
 
 V1_MODULE = "vllm.v1.sample.rejection_sampler"
 V2_MODULES = (
@@ -53,6 +56,20 @@ V2_PARAMS = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", 
              "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed", "num_speculative_steps")
 
 _PATCHED: dict[str, Callable[..., Any]] = {}
+_TRACED: set[str] = set()
+
+
+def _trace(msg: str, once: str | None = None) -> None:
+    path = os.environ.get(ENV_TRACE)
+    if not path or (once is not None and once in _TRACED):
+        return
+    if once is not None:
+        _TRACED.add(once)
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(f"{os.getpid()} {msg}\n")
+    except OSError:
+        pass
 
 
 def rule_from_env(env: dict[str, str] | None = None) -> tuple[str, float] | None:
@@ -91,6 +108,7 @@ def make_v1_wrapper(original: Callable[..., Any], rule: str, alpha: float, modul
         md = a["sampling_metadata"]
         if draft_probs is None or md.all_greedy:
             return original(*args, **kwargs)
+        _trace(f"call v1 {rule} {alpha}", once="v1")
         draft_token_ids = a["draft_token_ids"]
         num_draft_tokens = list(a["num_draft_tokens"])
         target_probs = a["target_probs"]
@@ -142,6 +160,7 @@ def make_v2_wrapper(original: Callable[..., Any], rule: str, alpha: float) -> Ca
         req_temp = temp[idx]
         if bool((req_temp == 0).all()):
             return original(*args, **kwargs)
+        _trace(f"call v2 {rule} {alpha}", once="v2")
         logits = vals["target_logits"]
         cu = vals["cu_num_logits"].long()
         pos = vals["pos"].long()
@@ -229,6 +248,7 @@ def register() -> None:
     if version != PINNED_VLLM:
         log.warning("lengthlens rules plugin is pinned to vLLM %s, found %s; patching anyway", PINNED_VLLM, version)
     names = apply(rule, alpha)
+    _trace(f"register vllm={version} {rule} {alpha} {','.join(names)}")
     if not names:
         raise RuntimeError(f"lengthlens: no rejection sampler found to patch in vLLM {version}")
     log.warning("lengthlens rules plugin: %s alpha=%s in pid %d (%s)", rule,

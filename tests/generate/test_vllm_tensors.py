@@ -80,7 +80,7 @@ def _v1_to_v2(p, q, x, counts, k):
         start += n
     target_logits = torch.stack(rows)
     # Each request's rows start at its placeholder entry, so row i verifies draft_sampled[i + 1].
-    draft_sampled = torch.tensor(sampled + [0])
+    draft_sampled = torch.tensor(sampled)
     cu = torch.tensor([0] + list(np.cumsum([n + 1 for n in counts])))
     return target_logits, draft_logits, draft_sampled, cu, idx_mapping, bonus_logits
 

@@ -1,0 +1,191 @@
+"""The vLLM backend (GPU): one request at a time, counters from vLLM's speculative-decoding metrics.
+
+Per measurement: the rule is put in force through :mod:`lengthlens.generate.vllm_plugin` (by
+environment for vLLM's engine processes, and by patching this process for in-process engines),
+the engine is fresh (``vllm.engine_per: run``, the study's practice) or fresh per arm
+(``engine_per: arm``, faster), prefix caching is off, and ``draft_rounds`` / ``draft_tokens`` /
+``accepted_tokens`` are the deltas of ``vllm:spec_decode_num_drafts`` /
+``..._num_draft_tokens`` / ``..._num_accepted_tokens`` around the request, as the study took them
+(so, as there, ``draft_rounds`` can be one short on runs that stop at EOS). Wall time is the
+request's ``generate`` call.
+
+Campaign keys under ``vllm:``: ``engine_per`` (run|arm), ``speculative_method`` (default
+``draft_model``; e.g. ``eagle3`` with an EAGLE head as the draft path), ``speculative_config``
+(extra keys merged into it), ``llm_kwargs`` (passed to ``vllm.LLM``), ``patch_strict`` (run the
+strict arm through the plugin's lossless rule too, for timing on equal code paths; default off,
+i.e. vLLM's own sampler, as in the study).
+
+Force-commit arms run in two requests: up to the threshold, then, if the thinking is still open
+and the budget not spent, the completion plus the closing marker as a new prompt for the rest of
+the budget; counters and wall time are summed over both.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from typing import Any
+
+from lengthlens.generate.config import Arm, GenerateConfig
+from lengthlens.generate.layout import CLOSE_MARKERS, RunResult, thinking_open
+from lengthlens.generate.vllm_plugin import ENV_ALPHA, ENV_RULE
+
+SPEC_METRICS = {
+    "vllm:spec_decode_num_drafts": "draft_rounds",
+    "vllm:spec_decode_num_draft_tokens": "draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens": "accepted_tokens",
+}
+
+
+def spec_counters(metrics: Any) -> dict[str, float]:
+    """Sum the speculative-decoding counters in ``LLM.get_metrics()`` output (``_total`` suffix tolerated)."""
+    out = dict.fromkeys(SPEC_METRICS.values(), 0.0)
+    for m in metrics:
+        name = getattr(m, "name", "")
+        if name.endswith("_total"):
+            name = name[: -len("_total")]
+        key = SPEC_METRICS.get(name)
+        if key is not None and isinstance(getattr(m, "value", None), (int, float)):
+            out[key] += float(m.value)
+    return out
+
+
+class VLLMBackend:
+    """Runs campaign measurements on vLLM (pinned 0.26.0) with the lengthlens rules plugin."""
+
+    name = "vllm"
+
+    def __init__(self, cfg: GenerateConfig):
+        import vllm
+
+        if cfg.target.path is None or cfg.draft.path is None:
+            raise ValueError("the vllm backend needs 'path' for target and draft (tiny models are CPU-only)")
+        self.cfg = cfg
+        self.vllm = vllm
+        self.engine_version = str(getattr(vllm, "__version__", "unknown"))
+        v = cfg.vllm
+        self.engine_per = str(v.get("engine_per", "run"))
+        if self.engine_per not in ("run", "arm"):
+            raise ValueError("vllm.engine_per must be 'run' or 'arm'")
+        self.patch_strict = bool(v.get("patch_strict", False))
+        self._llm: Any = None
+        self._arm: Arm | None = None
+
+    # -- engine lifecycle -------------------------------------------------------------------
+
+    def _rule_env(self, arm: Arm) -> tuple[str, float] | None:
+        if arm.rule == "lossless" and not self.patch_strict:
+            return None
+        return arm.rule, arm.rule_alpha
+
+    def _start(self, arm: Arm) -> Any:
+        from lengthlens.generate import vllm_plugin
+
+        req = self._rule_env(arm)
+        vllm_plugin.restore()
+        if req is None:
+            os.environ.pop(ENV_RULE, None)
+            os.environ.pop(ENV_ALPHA, None)
+        else:
+            os.environ[ENV_RULE], os.environ[ENV_ALPHA] = req[0], repr(req[1])
+            vllm_plugin.apply(*req)  # for engines running in this process
+        cfg, v = self.cfg, self.cfg.vllm
+        spec = {"method": v.get("speculative_method", "draft_model"), "model": cfg.draft.path,
+                "num_speculative_tokens": cfg.num_draft_tokens, "draft_sample_method": "probabilistic"}
+        spec.update(v.get("speculative_config") or {})
+        kwargs: dict[str, Any] = {"enable_prefix_caching": False, "disable_log_stats": False, "seed": 0}
+        kwargs.update(v.get("llm_kwargs") or {})
+        if cfg.tokenizer:
+            kwargs.setdefault("tokenizer", cfg.tokenizer)
+        self._llm = self.vllm.LLM(model=cfg.target.path, speculative_config=spec, **kwargs)
+        self._arm = arm
+        return self._llm
+
+    def _stop(self) -> None:
+        if self._llm is None:
+            return
+        eng = getattr(self._llm, "llm_engine", None)
+        core = getattr(eng, "engine_core", None)
+        for obj in (core, eng):
+            fn = getattr(obj, "shutdown", None)
+            if callable(fn):
+                try:
+                    fn()
+                except Exception:  # best effort: the next engine must still start
+                    pass
+        self._llm = None
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except ImportError:
+            pass
+
+    def _engine(self, arm: Arm) -> Any:
+        if self._llm is not None and (self.engine_per == "run" or arm != self._arm):
+            self._stop()
+        return self._llm if self._llm is not None else self._start(arm)
+
+    # -- one measurement --------------------------------------------------------------------
+
+    def _generate(self, llm: Any, prompt: str, max_tokens: int, seed: int) -> tuple[Any, dict[str, float], float]:
+        sp = self.vllm.SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
+                                      max_tokens=max_tokens, seed=seed)
+        before = spec_counters(llm.get_metrics())
+        t0 = time.perf_counter()
+        out = llm.generate([prompt], sp, use_tqdm=False)[0]
+        wall = time.perf_counter() - t0
+        after = spec_counters(llm.get_metrics())
+        return out, {k: after[k] - before[k] for k in after}, wall
+
+    def run(self, prompt: str, arm: Arm, seed: int) -> RunResult:
+        """Generate one completion; counters are metric deltas around the request."""
+        cfg = self.cfg
+        llm = self._engine(arm)
+        budget = cfg.max_new_tokens
+        first = budget if arm.force_commit is None else min(arm.force_commit, budget)
+        out, ctr, wall = self._generate(llm, prompt, first, seed)
+        comp = out.outputs[0]
+        text, n_out, finish = comp.text, len(comp.token_ids), comp.finish_reason
+        extra: dict[str, Any] = {"num_speculative_tokens": cfg.num_draft_tokens,
+                                 "vllm_finish_reason": comp.finish_reason}
+        if arm.force_commit is not None:
+            fired = (finish == "length" and n_out < budget
+                     and thinking_open(text, cfg.thinking_format, cfg.opened_in_prompt))
+            extra.update(force_commit_fired=fired, force_commit_at=n_out if fired else None)
+            if fired:
+                marker = CLOSE_MARKERS[cfg.thinking_format]
+                tok = llm.get_tokenizer()
+                n_marker = len(tok.encode(marker, add_special_tokens=False))
+                text += marker
+                n_out += n_marker
+                rest = budget - n_out
+                if rest > 0:
+                    out2, ctr2, wall2 = self._generate(llm, prompt + text, rest, seed)
+                    c2 = out2.outputs[0]
+                    text += c2.text
+                    n_out += len(c2.token_ids)
+                    finish = c2.finish_reason
+                    ctr = {k: ctr[k] + ctr2[k] for k in ctr}
+                    wall += wall2
+                else:
+                    finish = "length"
+                extra["forced_tokens"] = n_marker
+        return RunResult(
+            text=text, output_tokens=n_out, finish_reason="length" if finish == "length" else "stop",
+            draft_rounds=int(ctr["draft_rounds"]), accepted_tokens=int(ctr["accepted_tokens"]),
+            draft_tokens=int(ctr["draft_tokens"]), wall_time_seconds=wall,
+            input_tokens=len(out.prompt_token_ids or []), proposals=None, extra=extra,
+        )
+
+    def close(self) -> None:
+        """Shut the engine down, lift the patches and clear the rule from the environment."""
+        from lengthlens.generate import vllm_plugin
+
+        self._stop()
+        vllm_plugin.restore()
+        os.environ.pop(ENV_RULE, None)
+        os.environ.pop(ENV_ALPHA, None)

@@ -1,0 +1,123 @@
+"""The vLLM runner's glue against a fake ``vllm`` module: metric deltas, engine lifecycle, force-commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import types
+from dataclasses import dataclass
+
+import pytest
+
+from lengthlens.generate.config import Arm, config_from_dict
+from lengthlens.generate.runner import run_campaign
+from lengthlens.generate.vllm_backend import spec_counters
+
+
+@dataclass
+class Metric:
+    name: str
+    value: float
+
+
+def test_spec_counters_sums_and_ignores_other_metrics():
+    ms = [Metric("vllm:spec_decode_num_drafts", 3.0), Metric("vllm:spec_decode_num_drafts_total", 2.0),
+          Metric("vllm:spec_decode_num_draft_tokens", 20.0), Metric("vllm:spec_decode_num_accepted_tokens", 9.0),
+          Metric("vllm:spec_decode_num_accepted_tokens_per_pos", 1.0), Metric("vllm:prompt_tokens", 50.0)]
+    assert spec_counters(ms) == {"draft_rounds": 5.0, "draft_tokens": 20.0, "accepted_tokens": 9.0}
+
+
+def _fake_vllm():
+    """A stand-in for vllm.LLM: emits 'x' tokens, 2 rounds and 3 accepted drafts per 5 tokens."""
+    m = types.ModuleType("vllm")
+    m.__version__ = "0.26.0"
+    m.engines = []
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+    class Tok:
+        def encode(self, s, add_special_tokens=False):
+            return list(s.encode())
+
+    class LLM:
+        def __init__(self, model, speculative_config, **kw):
+            self.model, self.spec, self.kw = model, speculative_config, kw
+            self.env_rule = os.environ.get("LENGTHLENS_RULE")
+            self.totals = {"drafts": 0.0, "tokens": 0.0, "acc": 0.0}
+            self.prompts = []
+            m.engines.append(self)
+
+        def get_metrics(self):
+            return [Metric("vllm:spec_decode_num_drafts", self.totals["drafts"]),
+                    Metric("vllm:spec_decode_num_draft_tokens", self.totals["tokens"]),
+                    Metric("vllm:spec_decode_num_accepted_tokens", self.totals["acc"])]
+
+        def get_tokenizer(self):
+            return Tok()
+
+        def generate(self, prompts, sp, use_tqdm=False):
+            self.prompts.append(prompts[0])
+            n = min(sp.max_tokens, 40)
+            rounds = (n + 4) // 5
+            self.totals["drafts"] += rounds
+            self.totals["tokens"] += rounds * self.spec["num_speculative_tokens"]
+            self.totals["acc"] += 3 * rounds
+            comp = types.SimpleNamespace(text="x" * n, token_ids=list(range(n)),
+                                         finish_reason="length" if n == sp.max_tokens else "stop")
+            return [types.SimpleNamespace(outputs=[comp], prompt_token_ids=[1, 2, 3])]
+
+    m.LLM, m.SamplingParams = LLM, SamplingParams
+    return m
+
+
+def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch):
+    fake = _fake_vllm()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.delenv("LENGTHLENS_RULE", raising=False)
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "prompt": "p1"}\n{"id": "b", "prompt": "p2"}\n')
+    cfg = config_from_dict({
+        "backend": "vllm", "target": {"name": "T", "path": "/models/t"}, "draft": {"name": "D", "path": "/models/d"},
+        "datasets": {"toy": "items.jsonl"}, "speculative": {"num_draft_tokens": 4},
+        "sampling": {"max_new_tokens": 64}, "thinking": {"format": "think", "opened_in_prompt": True},
+        "arms": ["strict", {"rule": "cactus", "alpha": 0.3, "force_commit": 16}],
+        "vllm": {"engine_per": "run", "llm_kwargs": {"enforce_eager": True}},
+    }, base=tmp_path)
+    s = run_campaign(cfg, tmp_path / "out", log=lambda m: None)
+    assert (s.written, s.failed) == (4, 0)
+    # A fresh engine per measurement, prefix caching off, probabilistic drafting, rule by environment.
+    assert len(fake.engines) == 4
+    e = fake.engines[0]
+    assert e.kw["enable_prefix_caching"] is False and e.kw["enforce_eager"] is True
+    assert e.spec == {"method": "draft_model", "model": "/models/d", "num_speculative_tokens": 4,
+                      "draft_sample_method": "probabilistic"}
+    assert [x.env_rule for x in fake.engines] == [None, None, "cactus", "cactus"]
+    rj = json.loads((tmp_path / "out/runs/toy/strict/strict/case_001/seed_0/run.json").read_text())
+    assert (rj["output_tokens"], rj["draft_rounds"], rj["accepted_tokens"], rj["draft_tokens"]) == (40, 8.0, 24.0, 32.0)
+    assert rj["backend"] == "vllm" and rj["finish_reason"] == "stop" and rj["input_tokens"] == 3
+    cj = json.loads((tmp_path / "out/runs/toy/strict/strict/case_001/seed_0/config.json").read_text())
+    assert cj["engine_version"] == "0.26.0" and cj["model"] == "T" and cj["draft_model"] == "D"
+    # Force-commit: 16 tokens, still thinking -> marker appended, then the rest of the budget.
+    fc = tmp_path / "out/runs/toy/cactus_force_commit/alpha0.3_t16/case_002/seed_0"
+    rj = json.loads((fc / "run.json").read_text())
+    marker = len("</think>")
+    assert rj["force_commit_fired"] is True and rj["force_commit_at"] == 16
+    assert rj["output_tokens"] == 16 + marker + 40
+    assert rj["draft_rounds"] == 4.0 + 8.0
+    assert (fc / "output.txt").read_text() == "x" * 16 + "</think>" + "x" * 40
+    assert fake.engines[3].prompts == ["p2", "p2" + "x" * 16 + "</think>"]
+    assert "LENGTHLENS_RULE" not in os.environ  # closing the backend clears the rule
+
+
+def test_vllm_backend_refuses_tiny_models(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "vllm", _fake_vllm())
+    from lengthlens.generate.vllm_backend import VLLMBackend
+
+    (tmp_path / "i.jsonl").write_text('{"id": 1, "prompt": "x"}\n')
+    cfg = config_from_dict({"target": {"tiny": {}}, "draft": {"tiny": {}}, "datasets": {"d": "i.jsonl"},
+                            "arms": ["strict"]}, base=tmp_path)
+    with pytest.raises(ValueError, match="needs 'path'"):
+        VLLMBackend(cfg)
+    assert Arm("lossless").params == "strict"
