@@ -114,10 +114,10 @@ def generate(root: Path, size_mb: float, seed: int = 0) -> pl.DataFrame:
             data = ("\n".join(lines) + "\n").encode()
             (folder / "proposals.jsonl").write_bytes(data)
             written += len(data)
-            records.append(dict(target="synthetic-target", draft="synthetic-draft", dataset="synthetic",
-                                method=method, params=params, alpha=None if params == "strict" else alpha,
-                                item_id=f"case_{case:04d}", seed=0, status="ok",
-                                output_tokens=len(lines), source=str(folder)))
+            records.append({"target": "synthetic-target", "draft": "synthetic-draft", "dataset": "synthetic",
+                                "method": method, "params": params, "alpha": None if params == "strict" else alpha,
+                                "item_id": f"case_{case:04d}", "seed": 0, "status": "ok",
+                                "output_tokens": len(lines), "source": str(folder)})
     runs = pl.DataFrame(records)
     runs.write_parquet(root / "runs.parquet")
     (root / "manifest.json").write_text(json.dumps({"size_mb": size_mb, "seed": seed, "bytes": written,
@@ -132,9 +132,9 @@ def runs_from_layout(data_root: Path, dataset: str = "gsm8k") -> pl.DataFrame:
         folder = rj.parent
         method, params, item = folder.parts[-4:-1]
         cfg, run = json.loads((folder / "config.json").read_text()), json.loads(rj.read_text())
-        rows.append(dict(target=cfg["model"], draft=cfg["draft_model"], dataset=dataset, method=method,
-                         params=params, item_id=item, seed=int(folder.name.removeprefix("seed_")),
-                         status=run["status"], output_tokens=run.get("output_tokens"), source=str(folder)))
+        rows.append({"target": cfg["model"], "draft": cfg["draft_model"], "dataset": dataset, "method": method,
+                         "params": params, "item_id": item, "seed": int(folder.name.removeprefix("seed_")),
+                         "status": run["status"], "output_tokens": run.get("output_tokens"), "source": str(folder)})
     return pl.DataFrame(rows)
 
 

@@ -14,7 +14,13 @@ import polars as pl
 import pytest
 
 from lengthlens.extra_tokens import (
-    PROPOSAL_SCHEMA, STAT_COLUMNS, ExtraTokens, extra_token_stats, extra_tokens, proposal_files, scan_proposals,
+    PROPOSAL_SCHEMA,
+    STAT_COLUMNS,
+    ExtraTokens,
+    extra_token_stats,
+    extra_tokens,
+    proposal_files,
+    scan_proposals,
 )
 from lengthlens.schema import ARM_KEY, parse_alpha
 
@@ -67,12 +73,11 @@ def fake_study(tmp_path: Path):
                     status = "error"  # its trace exists but must be ignored
                 if (method, item, seed) != ("casc", "case_003", 0):  # this run has no trace at all
                     with open(folder / "proposals.jsonl", "w") as f:
-                        for row in rows:
-                            f.write(json.dumps(row) + "\n")
+                        f.writelines(json.dumps(row) + "\n" for row in rows)
                     traces[str(folder)] = rows
-                records.append(dict(target="T", draft="D", dataset="toy", method=method, params=params,
-                                    alpha=parse_alpha(params), item_id=item, seed=seed, status=status,
-                                    output_tokens=out_tokens, source=str(folder)))
+                records.append({"target": "T", "draft": "D", "dataset": "toy", "method": method, "params": params,
+                                    "alpha": parse_alpha(params), "item_id": item, "seed": seed, "status": status,
+                                    "output_tokens": out_tokens, "source": str(folder)})
     return pl.DataFrame(records), traces
 
 
@@ -108,8 +113,8 @@ def _oracle(runs: pl.DataFrame, traces: dict, keep=None, within_output=False) ->
     out = {}
     for arm, c in counts.items():
         v = acc[arm]
-        med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
-        mean = lambda xs: statistics.fmean(xs) if xs else None  # noqa: E731
+        med = lambda xs: statistics.median(xs) if xs else None
+        mean = lambda xs: statistics.fmean(xs) if xs else None
         out[arm] = {
             **{k: c[k] for k in ("n_runs", "n_runs_with_proposals", "n_rows", "n_proposed", "n_accepted",
                                  "n_strict_accepted", "n_lossy_only", "n_strict_only_rejected")},
@@ -193,7 +198,7 @@ def test_per_run_counts_and_per_file_scan_agree(fake_study):
 
 
 def test_within_output_keeps_runs_without_output_tokens(fake_study):
-    runs, traces = fake_study
+    runs, _ = fake_study
     blank = runs.with_columns(pl.lit(None, pl.Int64).alias("output_tokens"))
     assert extra_token_stats(blank, within_output=True).equals(extra_token_stats(runs))
 
@@ -238,12 +243,12 @@ def _runs_from_layout(root: Path) -> pl.DataFrame:
         folder = rj.parent
         dataset, method, params, item = folder.parts[-5:-1]
         cfg, run = json.loads((folder / "config.json").read_text()), json.loads(rj.read_text())
-        rows.append(dict(target=cfg["model"], draft=cfg["draft_model"], dataset=dataset, method=method,
-                         params=params, alpha=parse_alpha(params), item_id=item,
-                         seed=int(folder.name.removeprefix("seed_")), status=run["status"],
-                         output_tokens=run.get("output_tokens"), finish_reason=run.get("finish_reason"),
-                         draft_rounds=run.get("draft_rounds"), accepted_tokens=run.get("accepted_tokens"),
-                         draft_tokens=run.get("draft_tokens"), source=str(folder)))
+        rows.append({"target": cfg["model"], "draft": cfg["draft_model"], "dataset": dataset, "method": method,
+                         "params": params, "alpha": parse_alpha(params), "item_id": item,
+                         "seed": int(folder.name.removeprefix("seed_")), "status": run["status"],
+                         "output_tokens": run.get("output_tokens"), "finish_reason": run.get("finish_reason"),
+                         "draft_rounds": run.get("draft_rounds"), "accepted_tokens": run.get("accepted_tokens"),
+                         "draft_tokens": run.get("draft_tokens"), "source": str(folder)})
     return pl.DataFrame(rows)
 
 
