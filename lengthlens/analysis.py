@@ -53,6 +53,40 @@ class Analysis:
             f"{a['time_ratio_mean']:.2f}x (median {a['time_ratio_median']:.2f}){acc}."
         )
 
+    def summary_lines(self) -> list[str]:
+        """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
+        lines: list[str] = []
+        cz = self.tables.get("censoring")
+        if cz is not None and not cz.empty:
+            more = (cz["censored_frac"] > cz["censored_frac_star"]).sum()
+            aft = cz["lambda_aft_lognormal"]
+            lines.append(f"censoring: {int((cz['censored_frac'] > 0).sum())} of {len(cz)} cells have relaxed runs cut at the budget "
+                         f"({int(more)} more often than strict); median lambda {cz['lambda_plain'].median():.2f} plain vs "
+                         f"{aft.median():.2f} log-normal AFT (censoring-aware)")
+        at = self.tables.get("attribution_summary")
+        if at is not None and not at.empty:
+            a = at[at["method"] == "all"].iloc[0]
+            lines.append(f"attribution: of {int(a['n_cells_longer'])} cells with longer outputs, {int(a['n_share_ge_90'])} put >= 90 % "
+                         f"and {int(a['n_share_ge_92'])} >= 92 % of the extra characters into thinking "
+                         f"(pooled share {a['thinking_share_pooled']:.2f})")
+        t4 = self.tables.get("table4")
+        if t4 is not None and not t4.empty:
+            r = t4.iloc[-1]
+            lines.append(f"table 4: forcing the thinking closed fired on {int(r['fired'])} runs; correct {int(r['correct_before'])} -> "
+                         f"{int(r['correct_after'])} of {int(r['n_graded'])} graded ({int(r['wrong_to_right'])} wrong->right, "
+                         f"{int(r['right_to_wrong'])} right->wrong, {int(r['still_capped'])} still capped; McNemar p = {r['mcnemar_p']:.3g})")
+        ex = self.tables.get("extra_tokens")
+        if ex is not None and not ex.empty:
+            withp = ex[ex["n_runs_with_proposals"] > 0]
+            if len(withp):
+                lines.append(f"extra tokens: in {len(withp)} cells with proposals, {withp['n_lossy_only'].sum():,} tokens were accepted only "
+                             f"because of the relaxation ({withp['n_lossy_only'].sum() / max(1, withp['n_accepted'].sum()):.1%} of accepted); "
+                             f"median target p {withp['p_lossy_only_median'].median():.3f} vs {withp['p_strict_accepted_median'].median():.3f} "
+                             f"for tokens the lossless test accepts too")
+        for n in self.notes:
+            lines.append(f"note: {n}")
+        return lines
+
     def _repr_html_(self) -> str:
         return f"<p>{html.escape(self.headline())}</p>" + frame_html(self.tables["table3"], "Table 3")
 
@@ -73,10 +107,11 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
         counts = counts_for_group(seed, group, len(items), n_resamples)
         for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
             idx = np.fromiter((index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
-            cell = censoring_cell(
-                af["output_tokens"].to_numpy(), af["censored"].to_numpy(), af["max_new_tokens"].to_numpy(),
-                af["output_tokens_star"].to_numpy(), af["censored_star"].to_numpy(), af["max_new_tokens_star"].to_numpy(),
-                counts, item_index=idx, n_resamples_aft=min(n_resamples_aft, n_resamples), confidence_level=confidence_level)
+            with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
+                cell = censoring_cell(
+                    af["output_tokens"].to_numpy(), af["censored"].to_numpy(), af["max_new_tokens"].to_numpy(),
+                    af["output_tokens_star"].to_numpy(), af["censored_star"].to_numpy(), af["max_new_tokens_star"].to_numpy(),
+                    counts, item_index=idx, n_resamples_aft=min(n_resamples_aft, n_resamples), confidence_level=confidence_level)
             key = {k: af.row(0, named=True)[k] for k in CELL_KEY}
             rows.append({**key, **cell.to_row()})
     return pd.DataFrame(rows)

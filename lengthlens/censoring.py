@@ -459,6 +459,12 @@ def _newton(problem: _AFTProblem, psi0: np.ndarray, active: np.ndarray, max_iter
         converged[stalled] = np.abs(decrement) < 1e-6
         done[idx[small]] = True
         done[stalled] = True
+        # A resample whose runs all share one length per arm has no spread: the likelihood grows
+        # without bound as sigma -> 0 (gamma = 1/sigma -> inf). Stop it as not converged instead
+        # of walking towards infinity for max_iter iterations.
+        degenerate = idx[~(psi[idx, 0] < 1e8)]
+        done[degenerate] = True
+        converged[degenerate] = False
     return psi, converged, iters
 
 
@@ -496,6 +502,19 @@ def _prepare(lengths, censored, relaxed):
     if np.any(~np.isfinite(L)) or np.any(L <= 0):
         raise ValueError("AFT needs positive finite lengths (log-length is modelled)")
     return np.log(L), ~cens, x
+
+
+def _no_spread(W: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Rows in which both arms have at most one distinct length among their weighted runs."""
+    out = np.ones(W.shape[0], dtype=bool)
+    for arm in (0, 1):
+        cols = np.flatnonzero(x == arm)
+        _, inv = np.unique(y[cols], return_inverse=True)
+        U = np.zeros((len(cols), inv.max() + 1 if len(cols) else 0))
+        U[np.arange(len(cols)), inv.ravel()] = 1.0
+        distinct = ((W[:, cols] > 0).astype(float) @ U > 0).sum(axis=1)
+        out &= distinct <= 1
+    return out
 
 
 def _separation(W: np.ndarray, event: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, str]:
@@ -684,6 +703,9 @@ def fit_aft_bootstrap(
     beta = np.full(B, np.nan)
     lim, irregular = _separation(W, event, x)
     beta[irregular] = lim[irregular]
+    # Resamples where each arm shows a single length (e.g. one item drawn every time in a small
+    # cell) have no spread: sigma's MLE is 0 and beta is not identified. They stay NaN (failed).
+    irregular = irregular | _no_spread(W, y, x)
     converged = np.zeros(B, dtype=bool)
     if start.converged and np.any(~irregular):
         psi0 = np.tile([1.0 / start.sigma, start.intercept / start.sigma, start.beta / start.sigma], (B, 1))

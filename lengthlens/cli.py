@@ -20,6 +20,11 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="cells entering Table 3: the loosest alpha per rule and dataset, or all (default %(default)s)")
     p.add_argument("--grades", action="append", default=[], metavar="FILE",
                    help="grade file(s) in the study's format (campaign/grades next to a root are found anyway)")
+    p.add_argument("--aft-resamples", type=int, default=None, metavar="N",
+                   help="resamples for the censoring-aware AFT intervals, each a likelihood fit (default: lengthlens.censoring's)")
+    p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
+    p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
+    p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
 
@@ -32,9 +37,24 @@ def _example_runs(out: Path) -> list[Path]:
     return [root]
 
 
-def _cmd_report(args: argparse.Namespace) -> int:
-    from lengthlens.analysis import analyse
+def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace):
+    """lengthlens.load with the shared command-line options (also used by snapshot/check)."""
     from lengthlens.loading import load
+
+    return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
+                progress=not getattr(args, "quiet", False), run_graders=not args.no_graders, problems=args.problems)
+
+
+def analyse_from_args(runs, args: argparse.Namespace):
+    """lengthlens.analysis.analyse with the shared command-line options."""
+    from lengthlens.analysis import analyse
+
+    extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
+    return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
+                   proposals=not args.no_proposals, **extra)
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
     from lengthlens.report import write_report
 
     out = Path(args.out)
@@ -45,9 +65,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print("lengthlens report: give RUNS (raw-layout folders or flat files) or --example", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    runs = load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache, progress=not args.quiet)
+    runs = load_from_args(sources, args)
     t_load = time.perf_counter() - t0
-    analysis = analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas)
+    analysis = analyse_from_args(runs, args)
     written = write_report(analysis, out)
     if not args.quiet:
         print(runs.summary())
@@ -59,6 +79,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
                     "time_ratio_mean", "n_lambda_lo_gt_1", "n_drop_2pp", "n_graded"]
             print()
             print(t3[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        for line in analysis.summary_lines():
+            print(line)
         print(f"\nloaded in {t_load:.1f}s, {time.perf_counter() - t0:.1f}s in all; wrote {len(written)} files to {out}:")
         print("  " + " ".join(p.name for p in written))
     return 0

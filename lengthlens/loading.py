@@ -20,7 +20,7 @@ import polars as pl
 
 from lengthlens import __version__
 from lengthlens.io.flat import flat_kind, read_flat
-from lengthlens.io.raw import discover, file_fingerprint, read_runs
+from lengthlens.io.raw import READER_VERSION, discover, file_fingerprint, read_runs
 from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, validate_record
 from lengthlens.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
 
@@ -102,7 +102,7 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
     runs, unplaced = discover(root)
     failures = [{"path": p, "reason": r, "stage": "read"} for p, r in unplaced]
     if cache:
-        fp = hashlib.sha256(pickle.dumps((SCHEMA_VERSION, __version__, with_text, file_fingerprint(runs)))).hexdigest()
+        fp = hashlib.sha256(pickle.dumps((SCHEMA_VERSION, READER_VERSION, __version__, with_text, file_fingerprint(runs)))).hexdigest()
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
         cache_file = _cache_dir() / f"raw-{key}.pkl"
         try:

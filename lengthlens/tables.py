@@ -66,9 +66,13 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
     Columns: n_cells, mean/median of gain, lambda, rounds_ratio, time_ratio; counts of cells with
     lambda > 1, lambda_lo > 1 (inflation beyond the interval), rounds_ratio > 1, time_ratio > 1,
     drop_2pp out of graded cells, and cells where the predicted rounds win (lambda/gain < 1) or the
-    measured rounds win (rounds_ratio < 1) while time loses (time_ratio >= 1).
+    measured rounds win (rounds_ratio < 1) while time loses (time_ratio >= 1). Intervention arms
+    (``<rule>_force_commit``) are left out: Table 4 reports them.
     """
     df = cells.to_frame() if isinstance(cells, CellTable) else cells
+    # Interventions (``<rule>_force_commit``) rerun a rule's arm; they are Table 4's, not rules of their own.
+    if not df.empty:
+        df = df[~df["method"].astype(str).str.endswith("_force_commit")]
     df = select_alphas(df, alphas)
 
     def summarize(d: pd.DataFrame, label: str) -> dict:

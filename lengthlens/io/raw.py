@@ -18,6 +18,9 @@ from typing import Any, Iterable, Iterator
 
 from lengthlens.schema import STRICT, parse_alpha
 
+#: Bumped whenever read_run's output changes, so cached normalized tables are rebuilt.
+READER_VERSION = 2
+
 _CASE = re.compile(r"^case_.+$")
 _SEED = re.compile(r"^seed_(\d+)$")
 
@@ -137,7 +140,8 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
     text = None
     if with_text:
         try:
-            with open(os.path.join(p, "output.txt"), encoding="utf-8", errors="surrogateescape") as fh:
+            # newline="" keeps "\r" as written: character counts must match the generator's.
+            with open(os.path.join(p, "output.txt"), encoding="utf-8", errors="surrogateescape", newline="") as fh:
                 text = fh.read()
         except FileNotFoundError:
             text = None
