@@ -161,7 +161,7 @@ def _model(raw: Any, what: str) -> ModelSpec:
     if isinstance(raw, str):
         return ModelSpec(name=raw, path=raw)
     if not isinstance(raw, dict):
-        raise ValueError(f"'{what}' must be a path or a mapping")
+        raise ValueError(f"'{what}' must be a path or a mapping")  # noqa: TRY004 - bad file content
     if raw.get("path") is None and raw.get("tiny") is None:
         raise ValueError(f"'{what}' needs 'path' (or 'tiny' for the reference backend)")
     name = raw.get("name") or raw.get("path") or f"tiny-{what}"
@@ -239,7 +239,7 @@ def load_config(path: str | Path) -> GenerateConfig:
     else:
         data = yaml.safe_load(text)
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping at the top level")
+        raise ValueError(f"{path}: expected a mapping at the top level")  # noqa: TRY004 - bad file content
     cfg = config_from_dict(data, base=path.parent.resolve())
     cfg.source = path.resolve()
     return cfg

@@ -12,9 +12,10 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 STRICT = "strict"
 FORCE_COMMIT_SUFFIX = "_force_commit"
@@ -232,5 +233,5 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterable[dict[str, Any]]:
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{i}: invalid JSON ({exc.msg})") from None
             if not isinstance(row, dict):
-                raise ValueError(f"{path}:{i}: expected a JSON object")
+                raise ValueError(f"{path}:{i}: expected a JSON object")  # noqa: TRY004 - bad file content
             yield row

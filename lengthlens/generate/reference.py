@@ -19,8 +19,9 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -38,7 +39,14 @@ TINY_CHARS = " \n0123456789abcdefghijklmnopqrstuvwxyz.,:;!?+-*/=()#$'\""
 
 def build_tiny_tokenizer():
     """A character-level fast tokenizer with ``<think>``/``</think>`` as single tokens (vocab 66)."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import (
+        AddedToken,
+        Regex,
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     vocab = {t: i for i, t in enumerate((*TINY_SPECIALS, *TINY_MARKERS, *TINY_CHARS))}
@@ -272,10 +280,8 @@ def speculative_generate(
         n_acc = acc.index(False) if False in acc else k
         if n_acc < k:
             y = int(sample(v.residual[n_acc], g))
-            source = "recovered"
         else:
-            y = int(sample(ps[k], g))
-            source = "bonus"
+            y = int(sample(ps[k], g))  # all accepted: the bonus token, from p
         emitted = drafts[:n_acc] + [y]
         rounds += 1
         accepted += n_acc

@@ -11,13 +11,21 @@ import datetime as _dt
 import platform
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from lengthlens import __version__
 from lengthlens.generate.config import Arm, GenerateConfig, Item
-from lengthlens.generate.layout import CLOSE_MARKERS, RunResult, is_finished, run_dir, write_error, write_run
+from lengthlens.generate.layout import (
+    CLOSE_MARKERS,
+    RunResult,
+    is_finished,
+    run_dir,
+    write_error,
+    write_run,
+)
 
 #: The rule text the study wrote into config.json, per rule.
 ACCEPTANCE_RULE_TEXT = {
@@ -77,7 +85,7 @@ def run_config_json(cfg: GenerateConfig, r: PlannedRun, backend: Backend, input_
     if arm.force_commit is not None:
         params["force_commit_threshold"] = arm.force_commit
     d: dict[str, Any] = {
-        "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+        "timestamp_utc": _dt.datetime.now(_dt.UTC).isoformat(),
         "backend": backend.name,
         "tag": "strict" if not lossy and arm.force_commit is None else f"{arm.method}{'' if arm.alpha is None else arm.alpha}",
         "mode": "lossy" if lossy else "strict",

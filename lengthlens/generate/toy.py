@@ -11,8 +11,6 @@ from __future__ import annotations
 import copy
 import random
 
-import torch
-
 #: How a toy prompt is fed: the thinking is opened by the prompt, as in chat templates of reasoning models.
 TOY_TEMPLATE = "<bos>{prompt}\n<think>"
 
@@ -42,6 +40,8 @@ def toy_items(n: int, seed: int = 0) -> list[dict[str, str]]:
 def train_toy_lm(tokenizer, *, steps: int = 150, snapshots: tuple[int, ...] = (), seed: int = 0,
                  hidden: int = 64, layers: int = 2, heads: int = 4, batch: int = 24, lr: float = 3e-3):
     """Train a tiny Llama on the toy task; return {step: model} for ``steps`` and each snapshot step."""
+    import torch
+
     from lengthlens.generate.reference import build_tiny_model
 
     torch.manual_seed(seed)

@@ -23,6 +23,7 @@ the budget; counters and wall time are summed over both.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import time
 from typing import Any
@@ -30,6 +31,8 @@ from typing import Any
 from lengthlens.generate.config import Arm, GenerateConfig
 from lengthlens.generate.layout import CLOSE_MARKERS, RunResult, thinking_open
 from lengthlens.generate.vllm_plugin import ENV_ALPHA, ENV_RULE
+
+log = logging.getLogger("lengthlens.vllm_backend")
 
 SPEC_METRICS = {
     "vllm:spec_decode_num_drafts": "draft_rounds",
@@ -43,8 +46,7 @@ def spec_counters(metrics: Any) -> dict[str, float]:
     out = dict.fromkeys(SPEC_METRICS.values(), 0.0)
     for m in metrics:
         name = getattr(m, "name", "")
-        if name.endswith("_total"):
-            name = name[: -len("_total")]
+        name = name.removesuffix("_total")
         key = SPEC_METRICS.get(name)
         if key is not None and isinstance(getattr(m, "value", None), (int, float)):
             out[key] += float(m.value)
@@ -112,8 +114,8 @@ class VLLMBackend:
             if callable(fn):
                 try:
                     fn()
-                except Exception:  # best effort: the next engine must still start
-                    pass
+                except Exception as exc:  # noqa: BLE001 - best effort: the next engine must still start
+                    log.warning("engine shutdown failed: %s", exc)
         self._llm = None
         gc.collect()
         try:

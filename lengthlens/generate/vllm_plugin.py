@@ -35,7 +35,8 @@ import inspect
 import logging
 import math
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("lengthlens.vllm_plugin")
 

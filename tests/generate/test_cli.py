@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from lengthlens.generate.cli import add_parser  # noqa: E402
+from lengthlens.generate.cli import add_parser
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -195,3 +195,16 @@ def test_field_names_cover_the_study_logs(shared_data, tmp_path):
         for k in wanted:
             assert k in a and k in b, (name, k)
             assert type(a[k]) is type(b[k]) or a[k] is None or b[k] is None, (name, k, a[k], b[k])
+
+
+def test_light_modules_do_not_import_torch_or_vllm():
+    # The CLI, config, writer, runner and vLLM glue must load without the extras installed.
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import lengthlens.generate.cli, lengthlens.generate.runner, lengthlens.generate.config\n"
+            "import lengthlens.generate.layout, lengthlens.generate.vllm_plugin, lengthlens.generate.vllm_backend\n"
+            "import lengthlens.generate.example, lengthlens.generate.toy\n"
+            "assert 'torch' not in sys.modules and 'vllm' not in sys.modules and 'transformers' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

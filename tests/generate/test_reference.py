@@ -7,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-from scipy import stats  # noqa: E402
+from scipy import stats
 
-from lengthlens.generate.reference import (  # noqa: E402
+from lengthlens.generate.reference import (
     ForceCommit,
     build_tiny_model,
     build_tiny_tokenizer,

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from scipy import stats  # noqa: E402
-from scipy.spatial.distance import jensenshannon  # noqa: E402
+from scipy import stats
+from scipy.spatial.distance import jensenshannon
 
-from lengthlens.generate import rules as R  # noqa: E402
+from lengthlens.generate import rules as R
 
 ALPHAS = {
     "lossless": [0.0],

@@ -12,11 +12,16 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from scipy import stats  # noqa: E402
+from scipy import stats
 
-from lengthlens.generate import rules as R  # noqa: E402
-from lengthlens.generate import vllm_plugin as P  # noqa: E402
-from lengthlens.generate.vllm_tensors import PLACEHOLDER_TOKEN_ID, race_sample, v1_rejection_sample, v2_rejection_sample  # noqa: E402
+from lengthlens.generate import rules as R
+from lengthlens.generate import vllm_plugin as P
+from lengthlens.generate.vllm_tensors import (
+    PLACEHOLDER_TOKEN_ID,
+    race_sample,
+    v1_rejection_sample,
+    v2_rejection_sample,
+)
 
 
 def _loop_reference(rule, alpha, drafts, p, q, bonus, u, noise_row):
@@ -194,7 +199,7 @@ def test_apply_patches_v1_and_v2_and_restores(fake_vllm):
     assert names == [f"{P.V1_MODULE}.rejection_sample", f"{P.V2_MODULES[2]}.probabilistic_rejection_sample"]
     assert m1.rejection_sample.__lengthlens_rule__ == ("cactus", 0.3)
     # The wrapper keeps the stock call's arguments usable by position and by name.
-    assert list(inspect.signature(stock1).parameters)[0] == "draft_token_ids"
+    assert next(iter(inspect.signature(stock1).parameters)) == "draft_token_ids"
     P.apply("r_fuzzy", 0.1)  # re-applying wraps the stock function, not the previous wrapper
     assert m1.rejection_sample.__lengthlens_rule__ == ("r_fuzzy", 0.1)
     P.restore()

@@ -59,7 +59,11 @@ def test_rules_on_cuda_match_cpu():
 @pytest.fixture(scope="module")
 def tiny_pair(tmp_path_factory):
     """A tiny Llama target and a perturbed draft saved as HF folders (head_dim 64 for vLLM's kernels)."""
-    from lengthlens.generate.reference import build_tiny_model, build_tiny_tokenizer, perturbed_copy
+    from lengthlens.generate.reference import (
+        build_tiny_model,
+        build_tiny_tokenizer,
+        perturbed_copy,
+    )
 
     root = tmp_path_factory.mktemp("models")
     tok = build_tiny_tokenizer()
