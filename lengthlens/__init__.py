@@ -14,5 +14,9 @@ from lengthlens.estimate import cells  # noqa: E402
 from lengthlens.loading import LoadError, RunSet, load  # noqa: E402
 from lengthlens.results import Cell, CellTable, ConfidenceInterval, Estimate  # noqa: E402
 from lengthlens.tables import arms, table3  # noqa: E402
+from lengthlens.intervention import compare, table4  # noqa: E402
+from lengthlens.attribution import attribution  # noqa: E402
+from lengthlens.analysis import Analysis, analyse  # noqa: E402
 
-__all__ = ["load", "cells", "arms", "table3", "RunSet", "LoadError", "Cell", "CellTable", "ConfidenceInterval", "Estimate", "__version__"]
+__all__ = ["load", "cells", "arms", "table3", "table4", "compare", "attribution", "analyse", "Analysis", "RunSet",
+           "LoadError", "Cell", "CellTable", "ConfidenceInterval", "Estimate", "__version__"]
