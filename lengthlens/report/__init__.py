@@ -1,37 +1,55 @@
-"""Write an Analysis to disk: the CSV tables and a readable HTML page (PDF, figures and LaTeX build on it)."""
+"""Write an Analysis to disk: CSV tables, one self-contained HTML report, the same report as PDF, LaTeX tables.
+
+``write_report(analysis, out)`` is what ``lengthlens report`` calls. The HTML inlines its CSS and
+its figures (SVG), loads nothing from the network and has no JavaScript dependency; the PDF is
+that HTML printed by WeasyPrint (print CSS adds page breaks, a contents list with page numbers
+and page footers).
+"""
 
 from __future__ import annotations
 
-import datetime as _dt
+import re
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
-from lengthlens import __version__
 from lengthlens.analysis import Analysis
+from lengthlens.report import context as ctx
+from lengthlens.report.latex import write_latex
+from lengthlens.report.tables import (CELL_COLS, TABLE3_COLS, described_columns, fmt, grouped_html, table_html)
+
+__all__ = ["CSV_OUTPUTS", "figures", "render_html", "render_pdf", "write_csvs", "write_latex", "write_report"]
 
 #: Output files and the tables they hold, in the order the README documents them.
 CSV_OUTPUTS = ("cells", "arms", "table3", "skipped")
 
+#: Optional analysis tables: name -> (section title, intro). Rendered when the analysis has them.
+OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
+    "table4": ("Table 4: force-commit interventions",
+               "Runs where the intervention fired and what happened to their correctness: McNemar's exact test on the "
+               "discordant pairs (wrong→right against right→wrong); 'still capped' runs hit the budget anyway."),
+    "attribution": ("Thinking attribution",
+                    "Where the extra characters of relaxed runs go: the thinking (analysis) channel or the answer, per "
+                    "cell, from the completion texts split into channels."),
+    "censoring": ("Censoring",
+                  "Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
+                  "λ on the pairs where neither run is censored and accelerated-failure-time (AFT) length ratios that "
+                  "treat censored runs as censored; Kaplan–Meier medians per side."),
+    "extra_tokens": ("Tokens accepted only because of the relaxation",
+                     "From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
+                     "rejected, with the target's probability and rank of those tokens against strict-accepted ones."),
+}
+
 
 def _env() -> Environment:
-    env = Environment(loader=PackageLoader("lengthlens", "templates"), autoescape=select_autoescape(["html", "j2"]))
-    env.filters["num"] = _num
+    env = Environment(loader=PackageLoader("lengthlens", "templates"), autoescape=select_autoescape(["html", "j2"]),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["num"] = fmt
     return env
-
-
-def _num(v: Any, digits: int = 3) -> str:
-    if v is None or (isinstance(v, float) and v != v):
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, (int,)) or (isinstance(v, float) and v.is_integer() and abs(v) >= 100):
-        return f"{int(v):,}"
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
 
 
 def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
@@ -45,46 +63,122 @@ def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
     return written
 
 
-def render_html(analysis: Analysis) -> str:
-    """The report as one self-contained HTML page (inline CSS, no network)."""
-    runs = analysis.runs
-    t = runs.table
-    provenance = {
-        "sources": list(runs.sources),
-        "runs_found": runs.n_found,
-        "runs_loaded": t.height,
-        "runs_paired": runs.paired.height,
-        "runs_skipped": runs.skipped.height,
-        "targets": sorted(t["target"].unique().to_list()),
-        "drafts": sorted(t["draft"].unique().to_list()),
-        "datasets": sorted(t["dataset"].unique().to_list()),
-        "methods": sorted(t["method"].unique().to_list()),
-        "budgets": sorted(int(b) for b in t["max_new_tokens"].drop_nulls().unique().to_list()),
-        "temperatures": sorted(t["temperature"].drop_nulls().unique().to_list()),
-        "engine_versions": sorted(t["engine_version"].drop_nulls().unique().to_list()),
-        "version": __version__,
-        "generated": _dt.date.today().isoformat(),
-    }
+def figures(analysis: Analysis) -> dict[str, Any]:
+    """The report's figures as matplotlib Figures, keyed as in :data:`lengthlens.figures.FIGURES` (absent data: left out)."""
+    from lengthlens import figures as F
+
+    out = {}
+    for key, (fn, _caption) in F.FIGURES.items():
+        if key == "attribution" and "attribution" not in analysis.tables:
+            continue
+        if key == "accuracy_vs_gain" and (analysis.tables["cells"].empty or not (analysis.tables["cells"]["n_graded"] > 0).any()):
+            continue
+        out[key] = fn(analysis)
+    return out
+
+
+def _figure_blocks(analysis: Analysis) -> dict[str, dict[str, str]]:
+    from lengthlens import figures as F
+
+    blocks = {}
+    for i, (key, fig) in enumerate(figures(analysis).items(), start=1):
+        blocks[key] = {"svg": Markup(F.to_svg(fig)), "caption": F.FIGURES[key][1], "id": f"fig-{key}"}
+    for i, b in enumerate(blocks.values(), start=1):
+        b["number"] = str(i)
+    return blocks
+
+
+def _group_tables(analysis: Analysis) -> dict[str, Markup]:
+    out = {}
+    for name in OPTIONAL_SECTIONS:
+        df = analysis.tables.get(name)
+        if df is None:
+            continue
+        cols = described_columns(name, df)
+        if name == "table4" or "target" not in df.columns:
+            bold = (lambda r: any(str(v).lower() in ("total", "all") for v in r.values() if isinstance(v, str)))
+            out[name] = table_html(df, cols, bold=bold)
+        else:
+            out[name] = grouped_html(df, cols, css="cells", open_first=True)
+    return out
+
+
+def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
+                timings: dict[str, float] | None = None) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no network)."""
+    t0 = time.perf_counter()
     cells = analysis.tables["cells"]
-    groups = []
-    if not cells.empty:
-        for key, g in cells.groupby(["target", "draft", "dataset"], sort=True):
-            groups.append({"key": " / ".join(key), "rows": g.to_dict("records")})
-    skipped_reasons = (analysis.tables["skipped"].groupby("reason").size().sort_values(ascending=False).head(20)
-                       .reset_index(name="n").to_dict("records") if not analysis.tables["skipped"].empty else [])
-    return _env().get_template("report.html.j2").render(
-        a=analysis, headline=analysis.headline(), provenance=provenance, settings=analysis.settings,
-        table3=analysis.tables["table3"].to_dict("records"), groups=groups,
-        arms=analysis.tables["arms"].to_dict("records"), skipped_reasons=skipped_reasons,
-        warnings=list(runs.warnings),
+    t3 = analysis.tables["table3"]
+    figs = _figure_blocks(analysis) if with_figures else {}
+    if timings is not None:
+        timings["figures"] = time.perf_counter() - t0
+    optional = _group_tables(analysis)
+    sections = [("provenance", "Provenance"), ("table3", "Table 3: acceptance length against what happened")]
+    if figs:
+        sections.append(("illusion", "The length illusion at a glance"))
+    sections.append(("cells", "Cells"))
+    sections += [(n, OPTIONAL_SECTIONS[n][0]) for n in OPTIONAL_SECTIONS if n in optional]
+    if figs:
+        sections.append(("figures", "More figures"))
+    sections += [("methods", "Methods"), ("limitations", "Limitations"), ("arms", "Appendix: arms")]
+    arms = analysis.tables.get("arms", pd.DataFrame())
+    html = _env().get_template("report.html.j2").render(
+        a=analysis, headline=analysis.headline(), numbers=ctx.headline_numbers(analysis),
+        prov=ctx.provenance(analysis, generated), settings=analysis.settings,
+        table3=table_html(t3, TABLE3_COLS, bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
+        cells_html=grouped_html(cells, CELL_COLS, css="cells"), cells_note=ctx.group_note(cells),
+        optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
+        definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
+        arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
+        attribution_summary=(table_html(analysis.tables["attribution_summary"],
+                                        described_columns("attribution_summary", analysis.tables["attribution_summary"]))
+                             if "attribution_summary" in analysis.tables else None),
     )
+    if timings is not None:
+        timings["html"] = time.perf_counter() - t0
+    return html
 
 
-def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
-    """Write the CSVs and report.html into ``out``; return every path written."""
+def _arm_cols(arms: pd.DataFrame):
+    from lengthlens.report.tables import Col
+    spec = [Col("target", left=True, kind="text"), Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
+            Col("params", left=True, kind="text"), Col("n_runs", "runs", "int"), Col("n_ok", "ok", "int"),
+            Col("mean_l_bar", "mean ℓ̄", "f2"), Col("mean_completion_length", "mean length", "f1"),
+            Col("mean_draft_rounds", "mean rounds", "f1"), Col("mean_wall_time_s", "mean time s", "f2"),
+            Col("accuracy", "accuracy", "f2"), Col("censored_frac", "censored", "f2")]
+    return [c for c in spec if c.name in arms.columns]
+
+
+_CI_SPAN = re.compile(r"<span class=ci>(.*?)</span>")
+
+
+def render_pdf(html: str, path: Path) -> Path:
+    """Print the report's HTML to PDF with WeasyPrint (A4; wide tables on landscape pages)."""
+    from weasyprint import HTML
+
+    # Inline boxes cost WeasyPrint a line-breaking pass each; interval spans only grey the text, so print
+    # them as plain text (a 360-cell report has ~6000 of them).
+    html = _CI_SPAN.sub(r"\1", html)
+    HTML(string=html, base_url=str(path.parent)).write_pdf(path)
+    return path
+
+
+def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex: bool = False, figures: bool = True,
+                 progress: Callable[[str], None] | None = None) -> list[Path]:
+    """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``; return the paths."""
     out = Path(out)
+    say = progress or (lambda _m: None)
     written = write_csvs(analysis, out)
+    t0 = time.perf_counter()
+    html = render_html(analysis, with_figures=figures)
     html_path = out / "report.html"
-    html_path.write_text(render_html(analysis), encoding="utf-8")
+    html_path.write_text(html, encoding="utf-8")
     written.append(html_path)
+    say(f"report.html in {time.perf_counter() - t0:.1f}s")
+    if pdf:
+        t1 = time.perf_counter()
+        written.append(render_pdf(html, out / "report.pdf"))
+        say(f"report.pdf in {time.perf_counter() - t1:.1f}s")
+    if latex:
+        written += write_latex(analysis, out)
     return written

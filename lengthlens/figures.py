@@ -1,0 +1,415 @@
+"""The report's figures as matplotlib Figures (Agg backend): returned for notebooks, inlined as SVG in the report.
+
+Every function takes an :class:`~lengthlens.analysis.Analysis` (or, where noted, the DataFrame it
+needs, e.g. ``analysis.tables["cells"]``) and returns a new :class:`matplotlib.figure.Figure`;
+nothing is shown or saved. :func:`to_svg` turns a figure into an SVG string that can be inlined
+into HTML next to other figures.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import TYPE_CHECKING, Any, Iterable
+
+import matplotlib
+
+matplotlib.use("Agg", force=False)  # headless: a report is written on servers and in CI
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import polars as pl  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lengthlens.analysis import Analysis
+
+__all__ = [
+    "FIGURES",
+    "fig_accuracy_vs_gain",
+    "fig_attribution",
+    "fig_gain_vs_lambda",
+    "fig_lambda_forest",
+    "fig_rounds_vs_time",
+    "fig_survival",
+    "method_colors",
+    "to_svg",
+]
+
+STRICT_COLOR = "#222222"
+#: Okabe–Ito colours (colour-blind safe), then tab10 for more rules than eight.
+_PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#F0E442",
+            "#7F7F7F", "#BCBD22", "#17BECF", "#9467BD"]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
+
+_RC = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.labelsize": 8.5,
+    "legend.fontsize": 7.5,
+    "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#e6e9ef",
+    "grid.linewidth": 0.6,
+    "svg.fonttype": "none",  # text stays text: small files, searchable in HTML and PDF
+    "svg.hashsalt": "lengthlens",  # stable ids so that two renders of a report are identical
+}
+
+
+def _cells(obj: "Analysis | pd.DataFrame") -> pd.DataFrame:
+    if isinstance(obj, pd.DataFrame):
+        return obj
+    return obj.tables["cells"]
+
+
+def method_colors(methods: Iterable[str]) -> dict[str, str]:
+    """A fixed colour per rule (sorted names), so a rule has the same colour in every figure; strict is black."""
+    names = sorted({str(m) for m in methods if m != "strict"})
+    colors = {m: _PALETTE[i % len(_PALETTE)] for i, m in enumerate(names)}
+    colors["strict"] = STRICT_COLOR
+    return colors
+
+
+def _dataset_markers(datasets: Iterable[str]) -> dict[str, str]:
+    return {d: _MARKERS[i % len(_MARKERS)] for i, d in enumerate(sorted(set(datasets)))}
+
+
+def _empty(fig: Figure, ax: Any, text: str) -> Figure:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#667085")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return fig
+
+
+def _legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, loc: str = "upper left",
+             outside: bool = False) -> None:
+    """Two compact legends: colour = rule, marker = dataset (beside the axes, as figure legends, with ``outside``)."""
+    handles = [Line2D([], [], ls="", marker="o", color=c, label=m, markersize=5) for m, c in colors.items() if m != "strict"]
+    mh = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5, markerfacecolor="none")
+          for d, mk in (markers or {}).items()]
+    if outside:
+        # Figure legends with "outside" locations are what constrained layout reserves room for.
+        fig = ax.figure
+        fig.legend(handles=handles, title="rule", frameon=False, title_fontsize=7.5, loc="outside right upper")
+        if len(mh) > 1:
+            fig.legend(handles=mh, title="dataset", frameon=False, title_fontsize=7.5, loc="outside right lower")
+        return
+    first = ax.legend(handles=handles, title="rule", frameon=False, title_fontsize=7.5, loc=loc)
+    if len(mh) > 1:
+        ax.add_artist(first)
+        ax.legend(handles=mh, title="dataset", frameon=False, title_fontsize=7.5, loc="lower right")
+
+
+def fig_gain_vs_lambda(obj: "Analysis | pd.DataFrame") -> Figure:
+    """Per cell, the per-round gain against the length ratio; above the line lambda = gain measured rounds lose.
+
+    R/R* = lambda / gain, so a cell breaks even in verifier rounds exactly on the diagonal: the
+    "length illusion" is every point above it, where the gain acceptance length promised is eaten
+    by longer completions.
+    """
+    df = _cells(obj)
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(7.6, 4.8), layout="constrained")
+        if df.empty:
+            return _empty(fig, ax, "no cells")
+        colors = method_colors(df["method"])
+        markers = _dataset_markers(df["dataset"])
+        show_ci = len(df) <= 80  # intervals clutter beyond that; the forest plot carries them
+        for (m, d), g in df.groupby(["method", "dataset"], sort=True):
+            if show_ci and "lambda_lo" in g:
+                ax.vlines(g["gain"], g["lambda_lo"], g["lambda_hi"], color=colors[m], alpha=0.35, lw=0.8, zorder=2)
+            ax.scatter(g["gain"], g["lambda"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
+                       edgecolors="white", linewidths=0.4, zorder=3)
+        lo = float(min(df["gain"].min(), df["lambda"].min(), 1.0)) - 0.05
+        xhi = float(max(df["gain"].max(), 1.0)) + 0.08
+        yhi = float(max(df["lambda"].max(), xhi)) + 0.06  # every point visible; long intervals may be clipped
+        xs = np.array([lo, max(xhi, yhi)])
+        ax.fill_between(xs, xs, yhi + 10, color="#fbe9e7", zorder=0, lw=0)
+        ax.plot(xs, xs, color="#a8322d", lw=1.1, zorder=1)
+        ax.axhline(1, color="#98a2b3", lw=0.8, ls=":")
+        ax.axvline(1, color="#98a2b3", lw=0.8, ls=":")
+        ax.text(0.02, 0.98, "above the line: more verifier rounds than strict\n(R/R* = λ / gain > 1)",
+                transform=ax.transAxes, ha="left", va="top", color="#a8322d", fontsize=7.5)
+        xb = lo + 0.7 * (xhi - lo)
+        ax.annotate("break-even: λ = gain", (xb, xb), xytext=(8, -6), textcoords="offset points", ha="left", va="top",
+                    color="#a8322d", fontsize=7)
+        ax.set_xlim(lo, xhi)
+        ax.set_ylim(lo, yhi)
+        ax.set_xlabel("per-round gain (ℓ+1)/(ℓ*+1)  — what acceptance length promises")
+        ax.set_ylabel("length ratio λ = mean L / mean L*")
+        ax.set_title(f"Gain against length ratio, {len(df)} cells")
+        _legends(ax, colors, markers, outside=True)
+        return fig
+
+
+def fig_lambda_forest(obj: "Analysis | pd.DataFrame", max_labels: int = 30) -> Figure:
+    """Forest plot: lambda with its bootstrap interval per cell, one panel per dataset, sorted by lambda.
+
+    Rows are labelled (pair and rule) while a panel has at most ``max_labels`` cells; beyond that the
+    colour says the rule and the panel's caption the count.
+    """
+    df = _cells(obj)
+    with plt.rc_context(_RC):
+        if df.empty:
+            fig, ax = plt.subplots(figsize=(6.4, 2), layout="constrained")
+            return _empty(fig, ax, "no cells")
+        datasets = sorted(df["dataset"].unique())
+        per = int(df.groupby("dataset").size().max())
+        ncol = min(2 if per <= max_labels else 3, len(datasets))  # labelled rows need the width
+        nrow = -(-len(datasets) // ncol)
+        row_h = 0.16 if per <= max_labels else 0.075
+        fig_h = nrow * (per * row_h + 0.7) + 0.5
+        fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol if per <= max_labels else 3.3 * ncol, fig_h),
+                                 layout="constrained", squeeze=False)
+        colors = method_colors(df["method"])
+        pairs = df[["target", "draft"]].drop_duplicates()
+        short_pair = len(pairs) > 1
+        for ax, ds in zip(axes.flat, datasets):
+            g = df[df["dataset"] == ds].sort_values("lambda", kind="mergesort").reset_index(drop=True)
+            y = np.arange(len(g))
+            for m, gm in g.groupby("method"):
+                yy = y[gm.index]
+                ax.hlines(yy, gm["lambda_lo"], gm["lambda_hi"], color=colors[m], lw=1.0, alpha=0.8)
+                ax.plot(gm["lambda"], yy, "o", color=colors[m], ms=3.2 if per <= max_labels else 2.2)
+            ax.axvline(1, color="#98a2b3", lw=0.9, ls="--")
+            ax.set_ylim(-1, max(len(g), 1))
+            if len(g) <= max_labels:
+                labels = [(f"{r.target} · " if short_pair else "") + f"{r.method} {r.params}" for r in g.itertuples()]
+                ax.set_yticks(y, labels, fontsize=6.2)
+            else:
+                ax.set_yticks([])
+            ax.grid(axis="y", visible=False)
+            ax.set_title(f"{ds} ({len(g)} cells)")
+            ax.set_xlabel("λ [95% interval]")
+        for ax in list(axes.flat)[len(datasets):]:
+            ax.set_visible(False)
+        handles = [Line2D([], [], marker="o", color=c, label=m, ms=4) for m, c in colors.items() if m != "strict"]
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(handles)), frameon=False)
+        fig.suptitle("Length ratio λ per cell (dashed: no change)", fontsize=9.5)
+        return fig
+
+
+def fig_rounds_vs_time(obj: "Analysis | pd.DataFrame") -> Figure:
+    """Measured rounds ratio R/R* against wall-time ratio T/T*: fewer rounds do not always mean less time."""
+    df = _cells(obj)
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(7.4, 4.6), layout="constrained")
+        if df.empty:
+            return _empty(fig, ax, "no cells")
+        colors = method_colors(df["method"])
+        markers = _dataset_markers(df["dataset"])
+        for (m, d), g in df.groupby(["method", "dataset"], sort=True):
+            ax.scatter(g["rounds_ratio"], g["time_ratio"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
+                       edgecolors="white", linewidths=0.4, zorder=3)
+        vals = pd.concat([df["rounds_ratio"], df["time_ratio"]]).dropna()
+        lo, hi = float(min(vals.min(), 1.0)) - 0.05, float(max(vals.max(), 1.0)) + 0.05
+        ax.plot([lo, hi], [lo, hi], color="#98a2b3", lw=0.8, ls=":")
+        ax.axhline(1, color="#a8322d", lw=0.9)
+        ax.axvline(1, color="#a8322d", lw=0.9)
+        ax.fill_between([lo, 1], 1, hi, color="#fbe9e7", lw=0, zorder=0)
+        ax.text(lo + 0.01, hi - 0.01, "fewer rounds,\nmore time", va="top", ha="left", fontsize=7, color="#a8322d")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_xlabel("measured rounds ratio R/R*")
+        ax.set_ylabel("wall-time ratio T/T*")
+        ax.set_title("Verifier rounds against wall time per cell (dotted: T/T* = R/R*)")
+        _legends(ax, colors, markers, outside=True)
+        return fig
+
+
+def fig_accuracy_vs_gain(obj: "Analysis | pd.DataFrame", drop_pp: float = 2.0) -> Figure:
+    """Accuracy change (percentage points, graded cells) against the per-round gain; the dashed line is the 2-point drop."""
+    df = _cells(obj)
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(7.4, 4.4), layout="constrained")
+        g_all = df[df["n_graded"] > 0] if not df.empty else df
+        if g_all.empty or "accuracy_delta_pp" not in g_all:
+            return _empty(fig, ax, "no graded cells")
+        colors = method_colors(df["method"])
+        markers = _dataset_markers(g_all["dataset"])
+        show_ci = len(g_all) <= 60
+        for (m, d), g in g_all.groupby(["method", "dataset"], sort=True):
+            if show_ci and "accuracy_delta_lo" in g:
+                ax.vlines(g["gain"], g["accuracy_delta_lo"], g["accuracy_delta_hi"], color=colors[m], alpha=0.3, lw=0.8)
+            ax.scatter(g["gain"], g["accuracy_delta_pp"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
+                       edgecolors="white", linewidths=0.4, zorder=3)
+        ax.axhline(0, color="#98a2b3", lw=0.8)
+        ax.axhline(-drop_pp, color="#a8322d", lw=0.9, ls="--")
+        ax.text(ax.get_xlim()[1], -drop_pp, f" −{drop_pp:g} pp", va="center", ha="left", fontsize=7, color="#a8322d",
+                clip_on=False)
+        ax.set_xlabel("per-round gain (ℓ+1)/(ℓ*+1)")
+        ax.set_ylabel("accuracy change, percentage points")
+        ax.set_title(f"Accuracy change against gain, {len(g_all)} graded cells")
+        _legends(ax, colors, markers, outside=True)
+        return fig
+
+
+def _km_curve(lengths: np.ndarray, censored: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kaplan–Meier step function (times, survival just after each time), starting at (0, 1)."""
+    order = np.argsort(lengths, kind="mergesort")
+    t = lengths[order].astype(float)
+    e = ~censored[order]
+    uniq, first = np.unique(t, return_index=True)
+    n_at_risk = len(t) - first
+    d = np.add.reduceat(e.astype(float), first) if len(t) else np.array([])
+    s = np.cumprod(1.0 - d / n_at_risk)
+    return np.concatenate([[0.0], uniq]), np.concatenate([[1.0], s])
+
+
+def _thin(t: np.ndarray, s: np.ndarray, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+    """Keep a step curve's shape with at most ~max_points vertices (thousands of steps bloat the SVG)."""
+    if len(t) <= max_points:
+        return t, s
+    grid = np.linspace(t[0], t[-1], max_points)
+    idx = np.searchsorted(t, grid, side="right") - 1
+    return grid, s[idx]
+
+
+def fig_survival(analysis: "Analysis", *, runs: pl.DataFrame | None = None, arms: pd.DataFrame | None = None) -> Figure:
+    """Completion-length survival P(L > x), strict against each rule, one panel per dataset.
+
+    Kaplan–Meier over the paired runs of every target–draft pair (pooled), for the arms that enter
+    Table 3 (``alphas`` setting); runs that hit the token budget are censored and drawn as "+" where
+    the curve stops; the budget is the dashed line. A curve ending high at the budget means many
+    runs never finished.
+    """
+    from lengthlens.pairing import with_derived
+    from lengthlens.tables import select_alphas
+
+    t = with_derived(runs if runs is not None else analysis.runs.paired)
+    cells = analysis.tables["cells"]
+    with plt.rc_context(_RC):
+        if t.is_empty() or cells.empty:
+            fig, ax = plt.subplots(figsize=(6.4, 2), layout="constrained")
+            return _empty(fig, ax, "no paired runs")
+        if arms is None:
+            arms = select_alphas(cells, analysis.settings.get("alphas", "loosest"))
+        keys = pl.from_pandas(arms[["target", "draft", "dataset", "method", "params"]].drop_duplicates())
+        strict = t.filter(pl.col("method") == "strict")
+        relaxed = t.join(keys, on=["target", "draft", "dataset", "method", "params"], how="semi")
+        data = pl.concat([strict, relaxed]).select("dataset", "method", "output_tokens", "censored", "max_new_tokens")
+        datasets = sorted(data["dataset"].unique().to_list())
+        colors = method_colors(data["method"].unique().to_list())
+        ncol = min(3, len(datasets))
+        nrow = -(-len(datasets) // ncol)
+        fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.5 * nrow + 0.6), layout="constrained", squeeze=False)
+        for ax, ds in zip(axes.flat, datasets):
+            d = data.filter(pl.col("dataset") == ds)
+            budgets = sorted(int(b) for b in d["max_new_tokens"].drop_nulls().unique().to_list())
+            for m in ["strict", *sorted(x for x in d["method"].unique().to_list() if x != "strict")]:
+                g = d.filter(pl.col("method") == m)
+                L = g["output_tokens"].to_numpy().astype(float)
+                c = g["censored"].to_numpy().astype(bool)
+                if len(L) == 0:
+                    continue
+                tt, ss = _km_curve(L, c)
+                tt, ss = _thin(tt, ss)
+                lw, z = (1.8, 5) if m == "strict" else (1.1, 4)
+                ax.step(tt, ss, where="post", color=colors[m], lw=lw, zorder=z)
+                if c.any():  # censored runs: a "+" at each distinct censoring length, at the curve's height there
+                    ct = np.unique(L[c])
+                    cs = ss[np.clip(np.searchsorted(tt, ct, side="right") - 1, 0, len(ss) - 1)]
+                    ax.plot(ct, cs, "+", color=colors[m], ms=7, mew=1.4, zorder=6)
+            for b in budgets:
+                ax.axvline(b, color="#a8322d", lw=0.8, ls="--")
+            if budgets:
+                ax.text(budgets[-1], 0.97, "budget ", ha="right", va="top", fontsize=6.5, color="#a8322d",
+                        transform=ax.get_xaxis_transform())
+                ax.set_xlim(0, budgets[-1] * 1.04)
+            ax.set_ylim(0, 1.05)
+            n_c = d.filter(pl.col("censored")).height
+            ax.set_title(f"{ds} ({d.height} runs, {n_c} censored)")
+            ax.set_xlabel("completion length (tokens)")
+            ax.set_ylabel("P(L > x)")
+        for ax in list(axes.flat)[len(datasets):]:
+            ax.set_visible(False)
+        handles = [Line2D([], [], color=c, label=m, lw=1.8 if m == "strict" else 1.1) for m, c in colors.items()
+                   if m == "strict" or m in data["method"].unique().to_list()]
+        handles.append(Line2D([], [], ls="", marker="+", color="#555", label="censored at budget", ms=7, mew=1.4))
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(7, len(handles)), frameon=False)
+        fig.suptitle("Completion-length survival, strict against each rule (Kaplan–Meier, pairs pooled)", fontsize=9.5)
+        return fig
+
+
+def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
+    """Where the extra characters go: mean extra characters per run split into thinking and answer, per dataset and rule."""
+    df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("attribution")
+    with plt.rc_context(_RC):
+        if df is None or df.empty or not {"extra_chars", "extra_chars_thinking"} <= set(df.columns):
+            fig, ax = plt.subplots(figsize=(6.4, 2), layout="constrained")
+            return _empty(fig, ax, "no attribution table (needs completion texts)")
+        agg = (df.assign(answer=df["extra_chars"] - df["extra_chars_thinking"])
+               .groupby(["dataset", "method"], sort=True)[["extra_chars_thinking", "answer", "extra_chars"]].mean()
+               .reset_index())
+        datasets = sorted(agg["dataset"].unique())
+        methods = sorted(agg["method"].unique())
+        colors = method_colors(methods)
+        fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(datasets) * max(1, len(methods)) / 3), 3.8), layout="constrained")
+        width = 0.8 / max(1, len(methods))
+        for j, m in enumerate(methods):
+            g = agg[agg["method"] == m].set_index("dataset").reindex(datasets)
+            x = np.arange(len(datasets)) - 0.4 + width * (j + 0.5)
+            think = g["extra_chars_thinking"].to_numpy()
+            ans = g["answer"].to_numpy()
+            ax.bar(x, think, width, color=colors[m], label=m)
+            # The answer part sits on the thinking part when both go the same way, else from zero.
+            bottom = np.where(np.sign(ans) == np.sign(think), think, 0.0)
+            ax.bar(x, ans, width, bottom=bottom, color=colors[m], alpha=0.35, hatch="///", edgecolor="white", lw=0)
+        ax.axhline(0, color="#667085", lw=0.8)
+        ax.set_xticks(np.arange(len(datasets)), datasets)
+        ax.grid(axis="x", visible=False)
+        ax.set_ylabel("extra characters per run (relaxed − strict)")
+        handles = [Line2D([], [], color=colors[m], lw=6, label=m) for m in methods]
+        handles += [plt.Rectangle((0, 0), 1, 1, color="#888"), plt.Rectangle((0, 0), 1, 1, color="#888", alpha=0.35, hatch="///")]
+        labels = methods + ["thinking", "answer"]
+        ax.legend(handles, labels, frameon=False, ncol=2, loc="upper left")
+        ax.set_title("Extra characters: thinking (solid) against answer (hatched), mean over cells")
+        return fig
+
+
+#: Report figures in the order they appear: key -> (function, caption).
+FIGURES: dict[str, tuple[Any, str]] = {
+    "gain_vs_lambda": (fig_gain_vs_lambda, "The length illusion at a glance: per-round gain against length ratio per cell. "
+                       "Measured rounds break even on the diagonal (R/R* = λ / gain = 1); every cell above it needs more "
+                       "verifier rounds than strict decoding although its acceptance length rose."),
+    "lambda_forest": (fig_lambda_forest, "Length ratio λ with its paired item-bootstrap interval, per cell."),
+    "rounds_vs_time": (fig_rounds_vs_time, "Measured rounds ratio against wall-time ratio per cell."),
+    "survival": (fig_survival, "Completion-length survival: strict against each rule per dataset; the dashed line is the "
+                 "token budget and + marks runs cut there (censored)."),
+    "attribution": (fig_attribution, "Extra characters of relaxed runs over strict, split into thinking and answer."),
+    "accuracy_vs_gain": (fig_accuracy_vs_gain, "Accuracy change against per-round gain for graded cells; dashed: a 2-point drop."),
+}
+
+
+_PLAIN_ID = re.compile(r'\sid="(?:figure|axes|patch|line2d|text|legend|matplotlib\.axis|xtick|ytick|PathCollection|'
+                       r'LineCollection|PolyCollection|FillBetweenPolyCollection|QuadMesh|image|Poly3DCollection|'
+                       r'BarContainer|Rectangle|[A-Za-z]+Collection)_\d+"')
+
+
+def to_svg(fig: Figure, *, close: bool = True) -> str:
+    """The figure as an SVG element for inlining in HTML (no XML prolog, no per-element ids, responsive width).
+
+    Matplotlib names elements ``figure_1``, ``axes_1``...; several figures on one page would repeat
+    those ids, so they are dropped (nothing refers to them). Referenced ids are content hashes.
+    """
+    buf = io.StringIO()
+    with plt.rc_context(_RC):
+        # Settle constrained layout first: on a figure's first draw, legends beside the axes can be
+        # measured after the layout has already been fixed, which clips them in the saved SVG.
+        fig.draw_without_rendering()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches=None)
+    if close:
+        plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = _PLAIN_ID.sub("", svg)
+    # Scale with the page: keep the viewBox, drop the fixed size, let CSS set the width.
+    svg = re.sub(r'<svg([^>]*?)\swidth="([\d.]+)pt"\sheight="([\d.]+)pt"',
+                 lambda m: f'<svg{m.group(1)} data-w="{m.group(2)}" data-h="{m.group(3)}"', svg, count=1)
+    return svg

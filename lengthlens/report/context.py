@@ -1,0 +1,167 @@
+"""What the report template shows, computed from an Analysis: headline numbers, provenance, methods, limitations."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import polars as pl
+
+from lengthlens import __version__
+from lengthlens.metrics import ACCURACY_DROP_PP, METRICS
+
+#: Formula of each cell metric as printed in the Methods section (names as in cells.csv).
+FORMULAS: dict[str, str] = {
+    "l_bar": "ℓ̄ = (1/n) Σᵢ Aᵢ / Rᵢ",
+    "l_bar_star": "ℓ̄* = (1/n) Σᵢ A*ᵢ / R*ᵢ",
+    "l_bar_pooled": "Σᵢ Aᵢ / Σᵢ Rᵢ",
+    "l_bar_pooled_star": "Σᵢ A*ᵢ / Σᵢ R*ᵢ",
+    "gain": "gain = (ℓ̄ + 1) / (ℓ̄* + 1)",
+    "lambda": "λ = (Σᵢ Lᵢ) / (Σᵢ L*ᵢ)",
+    "rounds_ratio": "R/R* = (Σᵢ Rᵢ) / (Σᵢ R*ᵢ)",
+    "rounds_ratio_predicted": "λ / gain",
+    "time_ratio": "T/T* = (Σᵢ Tᵢ) / (Σᵢ T*ᵢ)",
+    "accuracy": "Σᵢ cᵢ / n_graded",
+    "accuracy_star": "Σᵢ c*ᵢ / n_graded",
+    "accuracy_delta_pp": "100 · (Σᵢ cᵢ − Σᵢ c*ᵢ) / n_graded",
+    "censored_frac": "(1/n) Σᵢ 1[run i stopped at its budget]",
+    "censored_frac_star": "(1/n) Σᵢ 1[baseline run i stopped at its budget]",
+}
+
+_SKIP_NORMALIZE = [
+    (r"duplicate of .*", "duplicate of another run"),
+    (r"^field 'output_tokens'.*", "output_tokens exceeds the budget"),
+    (r"setting differs from the baseline: .*", "setting differs from the baseline"),
+]
+
+
+def _uniq(t: pl.DataFrame, col: str) -> list[Any]:
+    if col not in t.columns:
+        return []
+    return sorted(t[col].drop_nulls().unique().to_list())
+
+
+def headline_numbers(analysis: Any) -> dict[str, Any] | None:
+    """Mean gain, mean lambda, mean measured rounds and time ratios over the Table 3 cells, with cell counts."""
+    t3 = analysis.tables.get("table3")
+    if t3 is None or t3.empty:
+        return None
+    a = t3[t3["method"] == "all"].iloc[0]
+    return {
+        "gain": float(a["gain_mean"]), "lambda": float(a["lambda_mean"]),
+        "rounds": float(a["rounds_ratio_mean"]), "time": float(a["time_ratio_mean"]),
+        "n_cells": int(a["n_cells"]), "n_graded": int(a["n_graded"]), "n_drop": int(a["n_drop_2pp"]),
+        "n_rounds_lose": int(a["n_rounds_ratio_gt_1"]), "n_time_lose": int(a["n_time_ratio_gt_1"]),
+        "n_all_cells": len(analysis.tables["cells"]),
+    }
+
+
+def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
+    """Where the numbers come from: roots, runs found/loaded/skipped, the design, settings, versions."""
+    runs = analysis.runs
+    t = runs.table
+    skipped = analysis.tables.get("skipped", pd.DataFrame())
+    reasons: list[dict[str, Any]] = []
+    if not skipped.empty and "reason" in skipped:
+        r = skipped["reason"].astype(str)
+        for pat, rep in _SKIP_NORMALIZE:
+            r = r.str.replace(pat, rep, regex=True)
+        reasons = r.value_counts().rename_axis("reason").reset_index(name="n").to_dict("records")
+    arms = (t.filter(pl.col("method") != "strict").group_by("method").agg(pl.col("params").unique().sort())
+            .sort("method").to_dicts()) if t.height else []
+    budgets = (t.group_by("dataset").agg(pl.col("max_new_tokens").drop_nulls().unique().sort()).sort("dataset").to_dicts()
+               if t.height else [])
+    hardware = []
+    for col in ("hardware", "gpu", "device", "gpu_name"):
+        hardware += [str(v) for v in _uniq(t, col)]
+    pairs = t.select("target", "draft").unique().sort(["target", "draft"]).rows() if t.height else []
+    seeds = _uniq(t, "seed")
+    return {
+        "sources": list(runs.sources),
+        "runs_found": runs.n_found, "runs_loaded": t.height, "runs_paired": runs.paired.height,
+        "runs_skipped": runs.skipped.height, "skipped_reasons": reasons,
+        "pairs": [f"{a} ← {b}" for a, b in pairs],
+        "targets": _uniq(t, "target"), "drafts": _uniq(t, "draft"), "datasets": _uniq(t, "dataset"),
+        "methods": [{"method": a["method"], "params": ", ".join(a["params"])} for a in arms],
+        "budgets": [{"dataset": b["dataset"], "budgets": ", ".join(f"{int(x):,}" for x in b["max_new_tokens"])} for b in budgets],
+        "temperatures": [f"{x:g}" for x in _uniq(t, "temperature")],
+        "top_p": [f"{x:g}" for x in _uniq(t, "top_p")],
+        "seeds": seeds,
+        "backends": _uniq(t, "backend"),
+        "engine_versions": _uniq(t, "engine_version"),
+        "hardware": hardware,
+        "version": __version__,
+        "python": platform.python_version(),
+        "generated": generated or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "warnings": list(runs.warnings) + list(getattr(analysis, "notes", ())),
+    }
+
+
+def definitions() -> list[dict[str, str]]:
+    """Every cell metric with its formula and meaning, in the order of metrics.METRICS, plus derived flags."""
+    rows = [{"name": m.name, "formula": FORMULAS.get(m.name, ""), "description": m.description,
+             "interval": "yes" if m.interval else "no"} for m in METRICS]
+    rows.append({"name": "drop_2pp", "formula": f"accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
+                 "description": "the cell lost at least two accuracy points (graded cells only)", "interval": "no"})
+    rows.append({"name": "rounds_ratio_median_item", "formula": "median over items of Rᵢ / R*ᵢ",
+                 "description": "per-item rounds ratio, median (robust to a few long runs)", "interval": "no"})
+    return rows
+
+
+def limitations(analysis: Any) -> list[str]:
+    """Caveats computed from the data: small cells, censoring, seeds, grading, skipped runs."""
+    out: list[str] = []
+    cells = analysis.tables["cells"]
+    runs = analysis.runs
+    t = runs.table
+    if cells.empty:
+        return ["No cells could be formed: no relaxed arm shares items with a strict baseline."]
+    n = cells["n_items"]
+    small = int((n < 30).sum())
+    out.append(f"Items per cell: median {int(n.median())}, range {int(n.min())}–{int(n.max())}; {small} of {len(cells)} "
+               f"cells have fewer than 30 items, so their intervals are wide and percentile intervals may under-cover.")
+    if "seed" in t.columns and t.height:
+        per_item = t.filter(pl.col("paired")).group_by(["dataset", "method", "params", "item_id"]).agg(pl.col("seed").n_unique())
+        seeds = int(per_item["seed"].max()) if per_item.height else 0
+        if seeds <= 1:
+            out.append("Each item was run with a single seed: the intervals cover item sampling only, not the "
+                       "run-to-run variation of one item (sampling temperature > 0 makes that variation real).")
+        else:
+            out.append(f"Items were run with up to {seeds} seeds; seeds of one item are resampled together (the item is the unit).")
+    cf, cfs = cells["censored_frac"].mean(), cells["censored_frac_star"].mean()
+    heavy = int((cells["censored_frac"] > 0.1).sum())
+    out.append(f"Censoring: on average {100 * cf:.1f}% of relaxed runs and {100 * cfs:.1f}% of strict runs stopped at the "
+               f"token budget; {heavy} cells have more than 10% of relaxed runs censored. Their λ counts a cut run at the "
+               f"budget and so understates inflation (see the censoring table for censoring-aware ratios).")
+    graded = int((cells["n_graded"] > 0).sum())
+    if graded < len(cells):
+        out.append(f"{len(cells) - graded} of {len(cells)} cells have no grades (e.g. judge-scored datasets), so accuracy "
+                   f"statements cover {graded} cells.")
+    if runs.skipped.height:
+        out.append(f"{runs.skipped.height} runs were skipped or left unpaired (reasons under Provenance); cells use "
+                   f"only items where both the relaxed and the strict run finished.")
+    if "wall_time_s" in t.columns:
+        out.append("Wall time is as logged by the generator; it depends on hardware, batch size and server load, which "
+                   "the logs describe only partly. Rounds ratios do not.")
+    return out
+
+
+def group_note(cells: pd.DataFrame) -> str:
+    """A one-line description of the grouping of the per-cell table."""
+    if cells.empty:
+        return ""
+    n_pairs = cells[["target", "draft"]].drop_duplicates().shape[0]
+    n_ds = cells["dataset"].nunique()
+    return f"{len(cells)} cells in {n_pairs} target–draft pair(s) × {n_ds} dataset(s)"
+
+
+def slug(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")
+
+
+def fmt_ratio(x: float) -> str:
+    return "–" if x is None or np.isnan(x) else f"{x:.2f}"

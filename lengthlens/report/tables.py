@@ -1,0 +1,273 @@
+"""HTML tables of the report: explicit columns for the paper's tables, sensible defaults for any other frame.
+
+Formatting lives here once so that the HTML, the PDF (same HTML) and the tests agree on how a
+number is written: :func:`fmt` is what a reader sees, and tests format CSV values with it to find
+them in the PDF text.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from markupsafe import Markup
+
+#: Display labels of known columns; unknown columns show their name with spaces.
+LABELS: dict[str, str] = {
+    "target": "target", "draft": "draft", "dataset": "dataset", "method": "rule", "params": "params",
+    "alpha": "α", "n_items": "items", "n_runs": "runs", "n_graded": "graded", "n_cells": "cells",
+    "l_bar": "ℓ̄", "l_bar_star": "ℓ̄*", "gain": "gain", "lambda": "λ", "rounds_ratio": "R/R*",
+    "rounds_ratio_predicted": "λ/gain", "time_ratio": "T/T*", "accuracy": "acc", "accuracy_star": "acc*",
+    "accuracy_delta_pp": "Δacc pp", "censored_frac": "cens", "censored_frac_star": "cens*",
+    "km_median": "KM median", "km_median_star": "KM median*", "lambda_uncensored_pairs": "λ uncensored pairs",
+    "lambda_aft_lognormal": "λ AFT log-normal", "lambda_aft_weibull": "λ AFT Weibull",
+    "extra_chars": "extra chars", "extra_chars_thinking": "extra chars thinking", "thinking_share": "thinking share",
+    "fired": "fired", "correct_before": "correct before", "correct_after": "correct after",
+    "wrong_to_right": "wrong→right", "right_to_wrong": "right→wrong", "still_capped": "still capped",
+    "mcnemar_p": "McNemar p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
+    "budget": "budget",
+}
+
+
+def fmt(v: Any, kind: str = "auto") -> str:
+    """A value as the report writes it: ``f2``/``f3``/``f1`` fixed decimals, ``int``, ``pct``, ``p`` (p-value), ``auto``."""
+    if v is None:
+        return "–"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if math.isnan(v):
+            return "–"
+        if math.isinf(v):
+            return "∞" if v > 0 else "−∞"
+    if kind == "text" or isinstance(v, str):
+        return str(v)
+    if kind == "int":
+        return f"{int(round(v)):,}"
+    if kind.startswith("f") and kind[1:].isdigit():
+        return f"{v:.{int(kind[1:])}f}"
+    if kind == "pct":
+        return f"{100 * v:.1f}%"
+    if kind == "p":
+        return "<0.001" if v < 0.001 else f"{v:.3f}"
+    # auto: integers as integers, otherwise 3 decimals (4 significant digits for tiny values)
+    if isinstance(v, (int, np.integer)) or float(v).is_integer() and abs(v) >= 10:
+        return f"{int(v):,}"
+    if v != 0 and abs(v) < 0.01:
+        return f"{v:.2g}"
+    return f"{v:.3f}"
+
+
+@dataclass(frozen=True)
+class Col:
+    """One displayed column: a source column, its label and format; ``ci`` shows ``[lo, hi]`` from <stem>_lo/_hi."""
+
+    name: str
+    label: str | None = None
+    kind: str = "auto"
+    ci: str | None = None  # interval stem, e.g. "lambda" -> lambda_lo, lambda_hi
+    css: Callable[[dict[str, Any]], str] | None = None
+    left: bool = False
+    title: str | None = None  # tooltip
+
+    def header(self) -> str:
+        lab = html.escape(self.label or LABELS.get(self.name, self.name.replace("_", " ")))
+        if self.ci:
+            lab += " <span class=ci>[95%]</span>"
+        cls = ' class="l"' if self.left else ""
+        tip = f' title="{html.escape(self.title)}"' if self.title else ""
+        return f"<th{cls}{tip}>{lab}</th>"
+
+    def cell(self, row: dict[str, Any]) -> str:
+        v = row.get(self.name)
+        txt = html.escape(fmt(v, self.kind))
+        if self.ci and (row.get(f"{self.ci}_lo") is not None):
+            lo, hi = row.get(f"{self.ci}_lo"), row.get(f"{self.ci}_hi")
+            if not (_nan(lo) and _nan(hi)):
+                txt += f' <span class=ci>[{html.escape(fmt(lo, self.kind))}, {html.escape(fmt(hi, self.kind))}]</span>'
+        classes = []
+        if self.left:
+            classes.append("l")
+        if self.css:
+            c = self.css(row)
+            if c:
+                classes.append(c)
+        cls = f' class="{" ".join(classes)}"' if classes else ""
+        return f"<td{cls}>{txt}</td>"
+
+
+def _nan(v: Any) -> bool:
+    return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
+
+
+def _gt(col: str, thr: float = 1.0, bad: str = "loss", good: str = "") -> Callable[[dict[str, Any]], str]:
+    def f(row: dict[str, Any]) -> str:
+        v = row.get(col)
+        if _nan(v):
+            return ""
+        return bad if v > thr else good
+    return f
+
+
+def loss_if_gt1(col: str) -> Callable[[dict[str, Any]], str]:
+    """CSS class for a ratio where above 1 is worse than strict."""
+    return _gt(col, 1.0, "loss", "win")
+
+
+def auto_columns(df: pd.DataFrame, *, first: Sequence[str] = (), skip: Iterable[str] = ()) -> list[Col]:
+    """Columns for a frame nobody described: ``first`` in order, then the rest; x_lo/x_hi fold into x's interval."""
+    skip = set(skip)
+    names = [c for c in first if c in df.columns] + [c for c in df.columns if c not in first]
+    stems = set(df.columns)
+    cols: list[Col] = []
+    for c in names:
+        if c in skip:
+            continue
+        if (c.endswith("_lo") or c.endswith("_hi")) and c[:-3] in stems:
+            continue
+        ci = c if f"{c}_lo" in stems and f"{c}_hi" in stems else None
+        left = df[c].dtype == object and not pd.api.types.is_numeric_dtype(df[c])
+        kind = "p" if c.endswith("_p") or c == "p" else ("text" if left else "auto")
+        cols.append(Col(c, kind=kind, ci=ci, left=left))
+    return cols
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: (None if _nan(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+
+
+def table_html(df: pd.DataFrame, cols: Sequence[Col], *, css: str = "", bold: Callable[[dict[str, Any]], bool] | None = None,
+               caption: str | None = None) -> Markup:
+    """A plain table."""
+    head = "".join(c.header() for c in cols)
+    body = []
+    for r in _records(df):
+        b = ' class="total"' if bold and bold(r) else ""
+        body.append(f"<tr{b}>" + "".join(c.cell(r) for c in cols) + "</tr>")
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    cls = f' class="{css}"' if css else ""
+    return Markup(f"<table{cls}>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] = ("target", "draft"),
+                 sub: str | None = "dataset", open_first: bool = True, css: str = "") -> Markup:
+    """One collapsible block per ``group`` (target–draft pair); inside, a table with a header row per ``sub`` value.
+
+    At paper scale (12 pairs x 6 datasets x 5 rules) this is 12 blocks of 30 rows instead of one
+    360-row table; print CSS opens every block (WeasyPrint renders closed details in full anyway).
+    """
+    if df.empty:
+        return Markup("<p class=muted>No rows.</p>")
+    group = [g for g in group if g in df.columns]
+    shown = [c for c in cols if c.name not in group and c.name != sub]
+    head = "".join(c.header() for c in shown)
+    blocks = []
+    groups = df.groupby(group, sort=True) if group else [((), df)]
+    for i, (key, g) in enumerate(groups):
+        key = key if isinstance(key, tuple) else (key,)
+        label = " / ".join(str(k) for k in key) or "all"
+        rows = []
+        parts = g.groupby(sub, sort=True) if sub and sub in g.columns else [(None, g)]
+        for sk, sg in parts:
+            if sk is not None:
+                rows.append(f'<tr class="sub"><th class="l" colspan="{len(shown)}">{html.escape(str(sk))} '
+                            f'<span class=muted>({len(sg)})</span></th></tr>')
+            for r in _records(sg):
+                rows.append("<tr>" + "".join(c.cell(r) for c in shown) + "</tr>")
+        opened = " open" if (open_first and i == 0) else ""
+        cls = f' class="{css}"' if css else ""
+        blocks.append(f'<details class="group"{opened}><summary>{html.escape(label)} <span class=muted>({len(g)} rows)</span>'
+                      f'</summary><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></details>')
+    return Markup("".join(blocks))
+
+
+# --- the report's described tables ---------------------------------------------------------
+
+TABLE3_COLS = [
+    Col("method", "rule", "text", left=True),
+    Col("n_cells", "cells", "int"),
+    Col("gain_mean", "gain mean", "f3"), Col("gain_median", "gain median", "f3"),
+    Col("lambda_mean", "λ mean", "f3"), Col("lambda_median", "λ median", "f3"),
+    Col("rounds_ratio_mean", "R/R* mean", "f3", css=loss_if_gt1("rounds_ratio_mean")),
+    Col("rounds_ratio_median", "R/R* median", "f3", css=loss_if_gt1("rounds_ratio_median")),
+    Col("time_ratio_mean", "T/T* mean", "f3", css=loss_if_gt1("time_ratio_mean")),
+    Col("time_ratio_median", "T/T* median", "f3", css=loss_if_gt1("time_ratio_median")),
+    Col("n_lambda_gt_1", "λ>1", "int"), Col("n_lambda_lo_gt_1", "λ_lo>1", "int", title="interval entirely above 1"),
+    Col("n_rounds_ratio_gt_1", "R/R*>1", "int"), Col("n_time_ratio_gt_1", "T/T*>1", "int"),
+    Col("n_drop_2pp", "drop ≥2pp", "int"), Col("n_graded", "graded", "int"),
+    Col("n_predicted_win_time_loses", "λ/gain<1, T/T*≥1", "int", title="predicted rounds win but time loses"),
+    Col("n_measured_win_time_loses", "R/R*<1, T/T*≥1", "int", title="measured rounds win but time loses"),
+]
+
+CELL_COLS = [
+    Col("dataset", left=True, kind="text"),
+    Col("method", "rule", "text", left=True), Col("params", "params", "text", left=True),
+    Col("n_items", "items", "int"),
+    Col("l_bar", "ℓ̄", "f2"), Col("l_bar_star", "ℓ̄*", "f2"),
+    Col("gain", "gain", "f2", ci="gain"),
+    Col("lambda", "λ", "f2", ci="lambda", css=_gt("lambda_lo", 1.0, "loss")),
+    Col("rounds_ratio", "R/R*", "f2", ci="rounds_ratio", css=loss_if_gt1("rounds_ratio")),
+    Col("rounds_ratio_predicted", "λ/gain", "f2"),
+    Col("time_ratio", "T/T*", "f2", ci="time_ratio", css=loss_if_gt1("time_ratio")),
+    Col("accuracy_delta_pp", "Δacc pp", "f1", ci="accuracy_delta", css=lambda r: "loss" if r.get("drop_2pp") else ""),
+    Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
+]
+
+KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
+            Col("params", "params", "text", left=True)]
+
+#: Curated columns of the lead's per-cell tables (each shown when present; the CSVs keep every column).
+DESCRIBED: dict[str, list[Col]] = {
+    "censoring": KEY_COLS + [
+        Col("n_items", "items", "int"), Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
+        Col("km_median", "KM median", "int", ci="km_median"), Col("km_median_star", "KM median*", "int", ci="km_median_star"),
+        Col("lambda_plain", "λ plain", "f2", ci="lambda_plain"),
+        Col("lambda_uncensored_pairs", "λ uncensored pairs", "f2", ci="lambda_uncensored_pairs"),
+        Col("lambda_aft_lognormal", "λ AFT log-normal", "f2", ci="lambda_aft_lognormal",
+            css=_gt("lambda_aft_lognormal_lo", 1.0, "loss")),
+        Col("lambda_aft_weibull", "λ AFT Weibull", "f2", ci="lambda_aft_weibull", css=_gt("lambda_aft_weibull_lo", 1.0, "loss")),
+    ],
+    "attribution": KEY_COLS + [
+        Col("n_items", "items", "int"), Col("chars_mean", "chars", "int"), Col("chars_mean_star", "chars*", "int"),
+        Col("extra_chars", "extra chars", "int"), Col("extra_chars_thinking", "in thinking", "int"),
+        Col("extra_chars_answer", "in answer", "int"), Col("thinking_share", "thinking share", "f2", ci="thinking_share"),
+        Col("item_share_q25", "item share q25", "f2"), Col("item_share_median", "item share median", "f2"),
+        Col("item_share_q75", "item share q75", "f2"),
+    ],
+    "extra_tokens": KEY_COLS + [
+        Col("n_runs_with_proposals", "runs", "int"), Col("n_accepted", "accepted", "int"),
+        Col("n_lossy_only", "lossy-only", "int"), Col("lossy_only_per_accepted", "lossy-only / accepted", "f3"),
+        Col("p_lossy_only_median", "p lossy-only med.", "f3"), Col("p_strict_accepted_median", "p strict-acc. med.", "f3"),
+        Col("rank_lossy_only_median", "rank lossy-only med.", "auto"),
+        Col("rank_strict_accepted_median", "rank strict-acc. med.", "auto"),
+        Col("p_lossy_only_mean", "p lossy-only mean", "f3"), Col("p_strict_accepted_mean", "p strict-acc. mean", "f3"),
+    ],
+    "table4": [
+        Col("target", left=True, kind="text"), Col("draft", left=True, kind="text")] + KEY_COLS + [
+        Col("threshold", "threshold", "int"), Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
+        Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
+        Col("wrong_to_right", "wrong→right", "int"), Col("right_to_wrong", "right→wrong", "int"),
+        Col("still_capped", "still capped", "int"), Col("mcnemar_p", "McNemar p", "p"),
+    ],
+    "attribution_summary": [
+        Col("method", "rule", "text", left=True), Col("n_cells", "cells", "int"), Col("n_cells_longer", "cells longer", "int"),
+        Col("thinking_share_median", "thinking share median", "f2"), Col("thinking_share_pooled", "pooled", "f2"),
+        Col("n_share_ge_90", "share ≥ 0.90", "int"), Col("n_share_ge_92", "share ≥ 0.92", "int"),
+    ],
+}
+#: Columns of tables nobody described that are bookkeeping, not for readers.
+_NOISE = ("alpha",)
+
+
+def described_columns(name: str, df: pd.DataFrame) -> list[Col]:
+    """Columns to show for one of the analysis tables by name; every column (intervals folded) for unknown ones."""
+    spec = [c for c in DESCRIBED.get(name, []) if c.name in df.columns]
+    if len(spec) >= 4:
+        return spec
+    return auto_columns(df, first=("target", "draft", "dataset", "method", "params"),
+                        skip=[c for c in _NOISE if c in df.columns])

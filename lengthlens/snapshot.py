@@ -1,0 +1,361 @@
+"""Regression snapshots of cell numbers: save them once, then check that a new run of the analysis reproduces them.
+
+``lengthlens snapshot RUNS -o expected.json`` stores every number of every cell (cells.csv) with the
+settings that produced it; ``lengthlens check RUNS --against expected.json`` recomputes the cells with
+those settings and names every number that moved beyond its tolerance:
+
+* deterministic quantities (point estimates, counts, flags) must match exactly, up to floating-point
+  rounding (relative 1e-9, so a different BLAS or summation order does not fail a check);
+* resampled quantities (interval limits, ``*_lo``/``*_hi``) may move by ``RESAMPLE_Z`` Monte-Carlo
+  standard errors of a bootstrap percentile, derived from the interval's width: for a sampling
+  distribution of spread s, interval width w = 2 z s (z the normal quantile of the confidence
+  level), and the percentile at p = (1 - level)/2 estimated from B resamples has standard error
+  s * sqrt(p (1 - p) / B) / phi(z). With the same seed and B the limits are reproduced exactly;
+  the tolerance is what a change of seed, platform or resample count may legitimately move them.
+
+A snapshot is plain JSON (one object per cell, keyed by target, draft, dataset, method, params) so
+that a diff of two snapshots is readable in review.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from lengthlens import __version__
+
+__all__ = ["CheckResult", "Difference", "add_parsers", "check", "load_snapshot", "save_snapshot", "snapshot", "tolerance"]
+
+SNAPSHOT_FORMAT = 1
+KEY = ("target", "draft", "dataset", "method", "params")
+#: Relative tolerance of "exact" (deterministic) numbers: floating-point rounding only.
+EXACT_REL = 1e-9
+#: Monte-Carlo standard errors a resampled number may move (5: a correct re-run of 10,000 numbers fails with ~0.6% chance).
+RESAMPLE_Z = 5.0
+_SETTINGS = ("n_resamples", "seed", "ci", "confidence_level")
+
+
+def resample_tolerance(width: float, n_resamples: int, confidence_level: float = 0.95) -> float:
+    """How far a bootstrap percentile limit may move between runs: RESAMPLE_Z Monte-Carlo standard errors (module docstring)."""
+    if width is None or not math.isfinite(width) or n_resamples <= 0:
+        return math.inf if width is not None and math.isinf(width) else 0.0
+    p = (1.0 - confidence_level) / 2.0
+    z = float(stats.norm.ppf(1.0 - p))
+    spread = abs(width) / (2.0 * z)
+    se = spread * math.sqrt(p * (1.0 - p) / n_resamples) / float(stats.norm.pdf(z))
+    return RESAMPLE_Z * se
+
+
+def _is_resampled(col: str) -> bool:
+    return col.endswith("_lo") or col.endswith("_hi")
+
+
+def _clean(v: Any) -> Any:
+    """A JSON-safe scalar (NaN/inf -> None / strings, numpy -> Python)."""
+    if v is None:
+        return None
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        if math.isnan(v):
+            return None
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return v
+    if isinstance(v, (pd.Timestamp,)):
+        return v.isoformat()
+    return v if isinstance(v, (int, str)) else str(v)
+
+
+def _num(v: Any) -> Any:
+    if v == "inf":
+        return math.inf
+    if v == "-inf":
+        return -math.inf
+    return v
+
+
+def _cells_and_settings(obj: Any, settings: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Cells frame and bootstrap settings from an Analysis, a CellTable, a RunSet (cells computed) or a cells DataFrame."""
+    from lengthlens.loading import RunSet
+    from lengthlens.results import CellTable
+
+    settings = dict(settings or {})
+    if isinstance(obj, RunSet):
+        from lengthlens.estimate import cells as compute_cells
+        from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
+
+        kw = {"n_resamples": int(settings.get("n_resamples") or DEFAULT_N_RESAMPLES),
+              "seed": int(settings["seed"]) if settings.get("seed") is not None else DEFAULT_SEED,
+              "ci": settings.get("ci") or "percentile",
+              "confidence_level": float(settings.get("confidence_level") or DEFAULT_CONFIDENCE)}
+        obj = compute_cells(obj, **kw)
+    if isinstance(obj, CellTable):
+        return obj.to_frame(), {"n_resamples": obj.n_resamples, "seed": obj.seed, "ci": obj.ci_method,
+                                "confidence_level": obj.confidence_level}
+    if hasattr(obj, "tables") and hasattr(obj, "settings"):  # an Analysis
+        return obj.tables["cells"], {k: obj.settings.get(k) for k in _SETTINGS}
+    if isinstance(obj, pd.DataFrame):
+        return obj, {k: settings.get(k) for k in _SETTINGS}
+    raise TypeError(f"cannot snapshot a {type(obj).__name__}: give an Analysis, a CellTable, a RunSet or a cells DataFrame")
+
+
+def _key(row: Mapping[str, Any]) -> str:
+    return " / ".join(str(row.get(k)) for k in KEY)
+
+
+def snapshot(obj: Any, *, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The cell numbers of ``obj`` as a JSON-ready dict: settings, and per cell its values and the tolerance of resampled ones."""
+    df, st = _cells_and_settings(obj, settings)
+    n_res = int(st.get("n_resamples") or 0)
+    level = float(st.get("confidence_level") or 0.95)
+    cells = []
+    for row in df.to_dict("records"):
+        values = {c: _clean(v) for c, v in row.items() if c not in KEY}
+        tol = {}
+        for c in values:
+            if _is_resampled(c):
+                stem = c[:-3]
+                lo, hi = row.get(f"{stem}_lo"), row.get(f"{stem}_hi")
+                width = (hi - lo) if lo is not None and hi is not None else float("nan")
+                t = resample_tolerance(float(width), n_res, level) if not pd.isna(width) else 0.0
+                tol[c] = _clean(t)
+        cells.append({"key": {k: _clean(row.get(k)) for k in KEY}, "values": values, "tolerance": tol})
+    cells.sort(key=lambda c: _key(c["key"]))
+    return {
+        "lengthlens_snapshot": SNAPSHOT_FORMAT,
+        "lengthlens": __version__,
+        "settings": {k: _clean(v) for k, v in st.items()},
+        "exact_rel_tol": EXACT_REL,
+        "resample_z": RESAMPLE_Z,
+        "key": list(KEY),
+        "cells": cells,
+    }
+
+
+def save_snapshot(obj: Any, path: str | Path, *, settings: Mapping[str, Any] | None = None) -> Path:
+    """Write :func:`snapshot` of ``obj`` to ``path`` (indented JSON, sorted cells); return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(snapshot(obj, settings=settings), indent=1, sort_keys=False) + "\n", encoding="utf-8")
+    return path
+
+
+def load_snapshot(path: str | Path) -> dict[str, Any]:
+    """Read a snapshot file (checks its format)."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if data.get("lengthlens_snapshot") != SNAPSHOT_FORMAT:
+        raise ValueError(f"{path}: not a lengthlens snapshot (format {data.get('lengthlens_snapshot')!r})")
+    return data
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One number (or cell) that does not match its snapshot."""
+
+    cell: str
+    column: str
+    expected: Any
+    actual: Any
+    tolerance: float | None
+    kind: str  # "moved", "missing cell", "new cell", "missing column"
+
+    def __str__(self) -> str:
+        if self.kind in ("missing cell", "new cell"):
+            return f"{self.cell}: {self.kind}"
+        if self.kind == "missing column":
+            return f"{self.cell}: {self.column} missing (expected {self.expected!r})"
+        tol = "exact" if not self.tolerance else f"tolerance {self.tolerance:.3g}"
+        delta = ""
+        if isinstance(self.expected, (int, float)) and isinstance(self.actual, (int, float)) \
+                and not isinstance(self.expected, bool) and not isinstance(self.actual, bool):
+            delta = f", moved {self.actual - self.expected:+.6g}"
+        return f"{self.cell}: {self.column} = {self.actual!r}, expected {self.expected!r} ({tol}{delta})"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of :func:`check`: every difference, plus notes that do not fail a check (new columns, settings)."""
+
+    differences: tuple[Difference, ...]
+    n_cells: int
+    n_numbers: int
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def report(self, limit: int | None = None) -> str:
+        """Human-readable lines: a summary, then every difference (or the first ``limit``)."""
+        head = (f"{self.n_numbers} numbers in {self.n_cells} cells match the snapshot" if self.ok else
+                f"{len(self.differences)} of {self.n_numbers} numbers in {self.n_cells} cells moved beyond tolerance:")
+        lines = [head]
+        diffs = self.differences if limit is None else self.differences[:limit]
+        lines += [f"  {d}" for d in diffs]
+        if limit is not None and len(self.differences) > limit:
+            lines.append(f"  ... {len(self.differences) - limit} more")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return "<pre>" + html.escape(self.report(limit=200)) + "</pre>"
+
+
+def _equal_exact(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = _num(a), _num(b)
+    if isinstance(a, bool) or isinstance(b, bool) or isinstance(a, str) or isinstance(b, str):
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if math.isinf(a) or math.isinf(b):
+            return a == b
+        return abs(a - b) <= EXACT_REL * max(abs(a), abs(b)) or a == b
+    return a == b
+
+
+def check(obj: Any, expected: Mapping[str, Any] | str | Path) -> CheckResult:
+    """Compare the cells of ``obj`` (a RunSet is analysed with the snapshot's settings) with a snapshot; list what moved."""
+    exp = load_snapshot(expected) if isinstance(expected, (str, Path)) else expected
+    actual = snapshot(obj, settings=exp.get("settings"))
+    notes = []
+    for k in _SETTINGS:
+        a, e = actual["settings"].get(k), exp["settings"].get(k)
+        if a is not None and e is not None and a != e:
+            notes.append(f"setting {k} is {a!r}, the snapshot used {e!r}")
+    got = {_key(c["key"]): c for c in actual["cells"]}
+    want = {_key(c["key"]): c for c in exp["cells"]}
+    diffs: list[Difference] = []
+    n_numbers = 0
+    new_cols: set[str] = set()
+    for key, wc in want.items():
+        gc = got.get(key)
+        if gc is None:
+            diffs.append(Difference(key, "", None, None, None, "missing cell"))
+            continue
+        for col, ev in wc["values"].items():
+            n_numbers += 1
+            if col not in gc["values"]:
+                diffs.append(Difference(key, col, ev, None, None, "missing column"))
+                continue
+            av = gc["values"][col]
+            if _is_resampled(col):
+                tol = _num(wc.get("tolerance", {}).get(col) or 0.0)
+                if ev is None or av is None:
+                    ok = ev is None and av is None
+                else:
+                    ea, aa = _num(ev), _num(av)
+                    ok = _equal_exact(ea, aa) or (math.isfinite(ea) and math.isfinite(aa) and abs(aa - ea) <= tol)
+                if not ok:
+                    diffs.append(Difference(key, col, ev, av, tol, "moved"))
+            elif not _equal_exact(ev, av):
+                diffs.append(Difference(key, col, ev, av, 0.0, "moved"))
+        new_cols |= set(gc["values"]) - set(wc["values"])
+    for key in sorted(set(got) - set(want)):
+        diffs.append(Difference(key, "", None, None, None, "new cell"))
+    if new_cols:
+        notes.append(f"columns not in the snapshot (not checked): {', '.join(sorted(new_cols))}")
+    return CheckResult(differences=tuple(diffs), n_cells=len(want), n_numbers=n_numbers, notes=tuple(notes))
+
+
+# --- command line ------------------------------------------------------------------------------
+
+def _load_runs(args: argparse.Namespace):
+    from lengthlens.loading import load
+
+    return load(*args.runs, grades=args.grades, strict=args.strict, cache=not args.no_cache)
+
+
+def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
+
+    runs = _load_runs(args)
+    settings = {"n_resamples": args.n_resamples or DEFAULT_N_RESAMPLES,
+                "seed": DEFAULT_SEED if args.seed is None else args.seed,
+                "ci": args.ci or "percentile", "confidence_level": DEFAULT_CONFIDENCE}
+    path = save_snapshot(runs, args.output, settings=settings)
+    n = len(json.loads(path.read_text())["cells"])
+    print(f"wrote {n} cells to {path}")
+    return 0
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    exp = load_snapshot(args.against)
+    settings = dict(exp.get("settings", {}))
+    for k in ("n_resamples", "seed", "ci"):
+        v = getattr(args, k)
+        if v is not None:
+            settings[k] = v
+    exp = {**exp, "settings": settings}
+    runs = _load_runs(args)
+    result = check(runs, exp)
+    print(result.report(limit=None if args.all else 200))
+    return 0 if result.ok else 1
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("runs", nargs="+", help="raw-layout folders or flat .jsonl/.csv/.parquet files")
+    p.add_argument("--grades", action="append", default=[], metavar="FILE", help="grade file(s) in the study's format")
+    p.add_argument("--strict", action="store_true", help="stop on invalid records instead of skipping them")
+    p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the cache")
+    p.add_argument("--n-resamples", type=int, default=None, help="bootstrap resamples (snapshot: default 10000; check: the snapshot's)")
+    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (check: the snapshot's unless given)")
+    p.add_argument("--ci", choices=("percentile", "bca"), default=None, help="interval method (check: the snapshot's)")
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register ``snapshot`` and ``check`` on the ``lengthlens`` command's subparsers (each sets ``func``)."""
+    p = subparsers.add_parser("snapshot", help="save every cell's numbers as a regression fixture (JSON)",
+                              description="Save every cell's numbers and the bootstrap settings to a JSON snapshot.")
+    _common(p)
+    p.add_argument("--output", "-o", required=True, help="snapshot file to write, e.g. expected.json")
+    p.set_defaults(func=_cmd_snapshot)
+
+    c = subparsers.add_parser("check", help="recompute the cells and compare them with a snapshot (exit 1 if any moved)",
+                              description="Recompute the cells with the snapshot's settings and name every number that "
+                                          "moved beyond its tolerance (exact for point estimates and counts; for interval "
+                                          "limits, a Monte-Carlo tolerance from the interval's width). Exit 0 when all "
+                                          "match, 1 when any moved, 2 on unreadable input.")
+    _common(c)
+    c.add_argument("--against", required=True, help="snapshot file written by `lengthlens snapshot`")
+    c.add_argument("--all", action="store_true", help="list every difference (default: the first 200)")
+    c.set_defaults(func=_cmd_check)
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Run ``snapshot``/``check`` without the main CLI (``python -m lengthlens.snapshot check ...``)."""
+    parser = argparse.ArgumentParser(prog="lengthlens")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    from lengthlens.loading import LoadError
+
+    try:
+        return int(args.func(args))
+    except (LoadError, ValueError, FileNotFoundError) as exc:
+        print(f"lengthlens {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Figures: each function returns a matplotlib Figure drawing the analysis' numbers; SVG output is inlineable and stable."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.figure import Figure
+
+from lengthlens import figures as F
+
+
+@pytest.mark.parametrize("key", list(F.FIGURES))
+def test_every_figure_is_a_figure(example_analysis, key):
+    fig = F.FIGURES[key][0](example_analysis)
+    assert isinstance(fig, Figure)
+    assert fig.axes
+    F.to_svg(fig)
+
+
+def _scatter_points(fig: Figure) -> np.ndarray:
+    pts = [c.get_offsets() for ax in fig.axes for c in ax.collections if isinstance(c, PathCollection)]
+    return np.concatenate([np.asarray(p) for p in pts if len(p)])
+
+
+def test_gain_vs_lambda_plots_every_cell_at_its_numbers(example_analysis):
+    cells = example_analysis.tables["cells"]
+    pts = _scatter_points(F.fig_gain_vs_lambda(example_analysis))
+    got = np.array(sorted(map(tuple, pts.round(9))))
+    want = np.array(sorted(zip(cells["gain"].round(9), cells["lambda"].round(9))))
+    np.testing.assert_allclose(got, want)
+
+
+def test_rounds_vs_time_and_accuracy_points(example_analysis):
+    cells = example_analysis.tables["cells"]
+    pts = _scatter_points(F.fig_rounds_vs_time(cells))
+    assert sorted(map(tuple, pts.round(9))) == sorted(zip(cells["rounds_ratio"].round(9), cells["time_ratio"].round(9)))
+    graded = cells[cells["n_graded"] > 0]
+    pts = _scatter_points(F.fig_accuracy_vs_gain(cells))
+    assert len(pts) == len(graded)
+    np.testing.assert_allclose(np.sort(pts[:, 1]), np.sort(graded["accuracy_delta_pp"].to_numpy()))
+
+
+def test_forest_draws_every_interval(example_analysis):
+    cells = example_analysis.tables["cells"]
+    fig = F.fig_lambda_forest(cells)
+    segs = [s for ax in fig.axes for c in ax.collections for s in c.get_segments()]
+    ends = sorted((round(s[0][0], 9), round(s[1][0], 9)) for s in segs)
+    assert ends == sorted(zip(cells["lambda_lo"].round(9), cells["lambda_hi"].round(9)))
+
+
+def test_km_curve_matches_hand_computation():
+    # lengths 1,2,2,3(censored),4: S(1)=4/5, S(2)=4/5*(1-2/4)=0.4, 3 censored, S(4)=0.4*(1-1/1)=0
+    t, s = F._km_curve(np.array([1, 2, 2, 3, 4]), np.array([False, False, False, True, False]))
+    np.testing.assert_allclose(t, [0, 1, 2, 3, 4])
+    np.testing.assert_allclose(s, [1, 0.8, 0.4, 0.4, 0.0])
+
+
+def test_survival_panels_per_dataset(example_analysis):
+    fig = F.fig_survival(example_analysis)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    datasets = sorted(example_analysis.tables["cells"]["dataset"].unique())
+    assert [t.split(" ")[0] for t in titles] == datasets
+
+
+def test_attribution_bars_are_mean_extra_chars(example_analysis):
+    attr = example_analysis.tables["attribution"]
+    fig = F.fig_attribution(attr)
+    heights = sorted(round(p.get_height(), 6) for p in fig.axes[0].patches if p.get_hatch() is None)
+    want = sorted(attr.groupby(["dataset", "method"])["extra_chars_thinking"].mean().round(6))
+    assert heights == want
+
+
+def test_empty_inputs_give_a_figure_not_an_error():
+    for fn in (F.fig_gain_vs_lambda, F.fig_lambda_forest, F.fig_rounds_vs_time, F.fig_accuracy_vs_gain, F.fig_attribution):
+        assert isinstance(fn(pd.DataFrame()), Figure)
+
+
+def test_svg_is_inlineable_and_deterministic(example_analysis):
+    a = F.to_svg(F.fig_gain_vs_lambda(example_analysis))
+    b = F.to_svg(F.fig_gain_vs_lambda(example_analysis))
+    assert a == b
+    assert a.startswith("<svg") and "viewBox" in a and "<?xml" not in a
+    assert not re.search(r'id="(figure|axes|patch)_\d+"', a)
+    # every referenced id is defined in the same SVG
+    for ref in set(re.findall(r'(?:href|url\()\"?#([\w-]+)', a)):
+        assert f'id="{ref}"' in a

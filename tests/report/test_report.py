@@ -1,0 +1,178 @@
+"""The rendered example report, checked as a reader would: numbers in the HTML and PDF, offline, Chromium, LaTeX."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from lengthlens.report import render_html, write_report
+from lengthlens.report.latex import tex_escape
+from lengthlens.report.tables import fmt
+from .helpers import need
+
+FLOAT_COLS_T3 = ["gain_mean", "gain_median", "lambda_mean", "lambda_median", "rounds_ratio_mean", "rounds_ratio_median",
+                 "time_ratio_mean", "time_ratio_median"]
+
+
+def test_write_report_outputs(example_report):
+    names = {p.name for p in example_report.iterdir()}
+    assert {"report.html", "report.pdf", "cells.csv", "table3.csv", "table3.tex"} <= names
+    assert {"table4.tex", "attribution.tex"} <= names  # the example has force-commit arms and completion texts
+
+
+def test_html_is_self_contained(example_report):
+    html = (example_report / "report.html").read_text()
+    # no external resources: nothing fetched by src/href/url() over a network or from disk
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert not re.search(r"url\((?!#)", html)
+    assert "<link" not in html and "<img" not in html and "@import" not in html
+    assert html.count("<svg") >= 5  # figures inline
+
+
+def test_html_shows_table3_numbers_and_headline(example_report, example_analysis):
+    html = (example_report / "report.html").read_text()
+    t3 = pd.read_csv(example_report / "table3.csv")
+    for _, row in t3.iterrows():
+        assert f">{row['method']}<" in html
+        for c in FLOAT_COLS_T3:
+            assert f">{fmt(row[c], 'f3')}<" in html, (row["method"], c)
+    assert example_analysis.headline() in html.replace("&gt;", ">")
+    a = t3[t3["method"] == "all"].iloc[0]
+    assert f"{a['gain_mean']:.2f}×" in html and f"{a['lambda_mean']:.2f}×" in html
+    assert f"{a['rounds_ratio_mean']:.2f}× / {a['time_ratio_mean']:.2f}×" in html
+
+
+def test_cells_grouped_by_pair_and_dataset(example_report, example_analysis):
+    html = (example_report / "report.html").read_text()
+    cells = example_analysis.tables["cells"]
+    section = html[html.index('<section id="cells"'):]
+    section = section[:section.index("</section>")]
+    pairs = cells[["target", "draft"]].drop_duplicates()
+    assert section.count('<details class="group"') == len(pairs)
+    for (t, d), g in cells.groupby(["target", "draft"]):
+        assert f"{t} / {d} <span class=muted>({len(g)} rows)</span>" in section
+    # every cell's lambda with its interval, as printed
+    for r in cells.to_dict("records"):
+        assert f"{r['lambda']:.2f} <span class=ci>[{r['lambda_lo']:.2f}, {r['lambda_hi']:.2f}]</span>" in section
+
+
+def test_optional_sections_render_only_when_present(example_analysis):
+    html = render_html(example_analysis, with_figures=False)
+    for sid in ("table4", "attribution", "censoring", "extra_tokens"):
+        assert f'<section id="{sid}"' in html
+    bare = dataclasses.replace(example_analysis, tables={k: v for k, v in example_analysis.tables.items()
+                                                          if k in ("cells", "arms", "table3", "skipped")})
+    html = render_html(bare, with_figures=False)
+    for sid in ("table4", "attribution", "censoring", "extra_tokens"):
+        assert f'<section id="{sid}"' not in html
+    assert '<section id="table3"' in html
+
+
+def test_methods_and_limitations_from_data(example_report, example_analysis):
+    html = (example_report / "report.html").read_text()
+    cells = example_analysis.tables["cells"]
+    n = cells["n_items"]
+    assert f"Items per cell: median {int(n.median())}, range {int(n.min())}–{int(n.max())}" in html
+    assert "single seed" in html  # the example runs one seed per item
+    assert f"{100 * cells['censored_frac'].mean():.1f}% of relaxed runs" in html
+    for formula in ("gain = (ℓ̄ + 1) / (ℓ̄* + 1)", "λ = (Σᵢ Lᵢ) / (Σᵢ L*ᵢ)", "λ / gain"):
+        assert formula in html
+    assert f"{example_analysis.settings['n_resamples']:,} resamples" in html
+
+
+def test_pdf_text_contains_table3_numbers(example_report):
+    need("pdftotext")
+    text = subprocess.run(["pdftotext", "-layout", str(example_report / "report.pdf"), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    tokens = set(re.findall(r"[-\d.,]+", text))
+    t3 = pd.read_csv(example_report / "table3.csv")
+    for _, row in t3.iterrows():
+        for c in FLOAT_COLS_T3:
+            assert fmt(row[c], "f3") in tokens, (row["method"], c, fmt(row[c], "f3"))
+    pages = int(re.search(r"page 1 of (\d+)", text).group(1))
+    assert pages > 5
+    assert "Contents" in text and "Methods" in text and "Limitations" in text
+    # the contents list carries page numbers (leader dots, then a number)
+    assert re.search(r"Table 3: acceptance length against what happened\s*\.+\s*\d+", text)
+
+
+def test_pdf_rasterises(example_report, tmp_path):
+    need("pdftoppm")
+    subprocess.run(["pdftoppm", "-r", "40", "-png", "-f", "1", "-l", "3", str(example_report / "report.pdf"),
+                    str(tmp_path / "page")], check=True)
+    pages = sorted(tmp_path.glob("page-*.png"))
+    assert len(pages) == 3
+    from PIL import Image
+
+    for p in pages:
+        im = np.asarray(Image.open(p).convert("L"))
+        assert im.shape[0] > im.shape[1]  # portrait A4 first pages
+        assert (im < 128).mean() > 0.005  # there is ink on the page
+
+
+def _chromium(html_path: Path, shot: Path) -> subprocess.CompletedProcess:
+    exe = next((b for b in ("chromium", "chromium-browser", "google-chrome") if __import__("shutil").which(b)), None)
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
+             "--window-size=1400,1000", "--virtual-time-budget=3000", html_path.resolve().as_uri()],
+            capture_output=True, text=True, timeout=120)
+
+
+def test_chromium_loads_without_console_errors(example_report, tmp_path):
+    shot = tmp_path / "report.png"
+    proc = _chromium(example_report / "report.html", shot)
+    console = [ln for ln in proc.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    assert not console, console
+    assert shot.exists() and shot.stat().st_size > 20_000
+    from PIL import Image
+
+    im = np.asarray(Image.open(shot).convert("L"))
+    assert im.shape[1] == 1400
+    assert (im < 128).mean() > 0.01  # the page rendered text, not a blank or an error page
+
+
+def test_latex_tables(example_report, example_analysis):
+    tex = (example_report / "table3.tex").read_text()
+    assert tex.count(r"\toprule") == 1 and r"\midrule" in tex and r"\bottomrule" in tex
+    t3 = example_analysis.tables["table3"]
+    for _, row in t3.iterrows():
+        line = next(ln for ln in tex.splitlines() if ln.startswith(tex_escape(row["method"]) + " &"))
+        cells = [c.strip() for c in line.rstrip("\\ ").split("&")]
+        assert cells[1] == str(row["n_cells"])
+        assert cells[2] == f"{row['gain_mean']:.2f}" and cells[3] == f"{row['lambda_mean']:.2f}"
+        assert cells[4] == f"{row['rounds_ratio_mean']:.2f}"
+    t4 = (example_report / "table4.tex").read_text()
+    total = example_analysis.tables["table4"].iloc[-1]
+    assert re.search(rf"\\midrule\nall .*& {int(total['fired'])} &", t4)
+    attr = (example_report / "attribution.tex").read_text()
+    assert r"\addlinespace" in attr and "spec\\_casc\\_tok" in attr
+
+
+def test_tex_escape():
+    assert tex_escape("spec_casc_tok 50% & $x#{}") == r"spec\_casc\_tok 50\% \& \$x\#\{\}"
+
+
+def test_fmt():
+    assert fmt(float("nan")) == "–" and fmt(None) == "–"
+    assert fmt(1.23456, "f3") == "1.235" and fmt(1234, "int") == "1,234"
+    assert fmt(0.0004, "p") == "<0.001" and fmt(0.25, "pct") == "25.0%"
+    assert fmt(True) == "yes"
+
+
+def test_report_without_pdf_and_figures(example_analysis, tmp_path):
+    written = write_report(example_analysis, tmp_path, pdf=False, figures=False)
+    assert not (tmp_path / "report.pdf").exists()
+    assert (tmp_path / "report.html") in written
+    assert "<svg" not in (tmp_path / "report.html").read_text()
