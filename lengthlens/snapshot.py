@@ -12,6 +12,7 @@ those settings and names every number that moved beyond its tolerance:
   level), and the percentile at p = (1 - level)/2 estimated from B resamples has standard error
   s * sqrt(p (1 - p) / B) / phi(z). With the same seed and B the limits are reproduced exactly;
   the tolerance is what a change of seed, platform or resample count may legitimately move them.
+  Statistics on a lattice (accuracy differences, steps of 100/n points) get one step more.
 
 A snapshot is plain JSON (one object per cell, keyed by target, draft, dataset, method, params) so
 that a diff of two snapshots is readable in review.
@@ -42,6 +43,10 @@ EXACT_REL = 1e-9
 #: Monte-Carlo standard errors a resampled number may move (5: a correct re-run of 10,000 numbers fails with ~0.6% chance).
 RESAMPLE_Z = 5.0
 _SETTINGS = ("n_resamples", "seed", "ci", "confidence_level")
+#: Interval stems of statistics on a lattice: one lattice step is added to their tolerance, since a
+#: percentile of a discrete bootstrap distribution jumps a whole step when the seed changes
+#: (accuracy difference on n graded pairs moves in steps of 100/n points).
+LATTICE_STEP = {"accuracy_delta": lambda row: 100.0 / row["n_graded"] if row.get("n_graded") else 0.0}
 
 
 def resample_tolerance(width: float, n_resamples: int, confidence_level: float = 0.95) -> float:
@@ -131,6 +136,7 @@ def snapshot(obj: Any, *, settings: Mapping[str, Any] | None = None) -> dict[str
                 lo, hi = row.get(f"{stem}_lo"), row.get(f"{stem}_hi")
                 width = (hi - lo) if lo is not None and hi is not None else float("nan")
                 t = resample_tolerance(float(width), n_res, level) if not pd.isna(width) else 0.0
+                t += LATTICE_STEP.get(stem, lambda _r: 0.0)(row)
                 tol[c] = _clean(t)
         cells.append({"key": {k: _clean(row.get(k)) for k in KEY}, "values": values, "tolerance": tol})
     cells.sort(key=lambda c: _key(c["key"]))
