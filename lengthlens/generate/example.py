@@ -1,7 +1,9 @@
 """``lengthlens generate --example OUT``: a small raw tree from tiny toy models, on a CPU, in seconds.
 
-Writes OUT/example/{campaign.yaml, toy_arith.jsonl} (so the run can be inspected and re-run) and
-OUT/runs/toy_arith/... with strict plus one alpha of each of the five relaxed rules.
+Writes OUT/example/{campaign.yaml, gsm8k_toy.jsonl} (so the run can be inspected and re-run) and
+OUT/runs/gsm8k_toy/... with strict plus one alpha of each of the five relaxed rules. The dataset is
+toy arithmetic, not GSM8K; it is named ``gsm8k_*`` because its answers have GSM8K's form (a final
+number), so lengthlens' GSM8K grader grades it and the report's accuracy columns are filled.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def example_campaign(n_items: int = 4, seeds: tuple[int, ...] = (0,), max_new_to
         "speculative": {"num_draft_tokens": 4},
         "sampling": {"temperature": 1.0, "top_p": 1.0, "max_new_tokens": max_new_tokens},
         "seeds": list(seeds),
-        "datasets": {"toy_arith": "toy_arith.jsonl"},
+        "datasets": {"gsm8k_toy": "gsm8k_toy.jsonl"},
         "thinking": {"format": "think", "opened_in_prompt": True},
         "prompt": {"template": TOY_TEMPLATE, "add_special_tokens": False},
         "arms": arms,
@@ -52,7 +54,7 @@ def write_example_campaign(out: str | Path, **kw: Any) -> Path:
     d = Path(out) / "example"
     d.mkdir(parents=True, exist_ok=True)
     camp = example_campaign(**kw)
-    (d / "toy_arith.jsonl").write_text("".join(json.dumps(r) + "\n" for r in toy_items(camp["max_items"])), encoding="utf-8")
+    (d / "gsm8k_toy.jsonl").write_text("".join(json.dumps(r) + "\n" for r in toy_items(camp["max_items"])), encoding="utf-8")
     path = d / "campaign.yaml"
     path.write_text(yaml.safe_dump(camp, sort_keys=False), encoding="utf-8")
     return path

@@ -102,36 +102,31 @@ class ThinkingSplit:
     reached_final_channel: bool
 
 
-_HARMONY_FINAL = re.compile(r"<\|channel\|>final<\|message\|>")
+_HARMONY_FINAL = re.compile(r"<\|channel\|>final")
 
 
 def thinking_split(text: str, fmt: str = "think", opened_in_prompt: bool = False) -> ThinkingSplit:
-    """Split a completion into thinking and answer characters, as the study's run.json counted them.
+    """Thinking/answer character counts of a completion, computed by :mod:`lengthlens.channels`.
 
-    ``think``: the thinking is between ``<think>`` (or the prompt's end when ``opened_in_prompt``)
-    and ``</think>``; the answer is what follows ``</think>``. Without any thinking, it is all answer.
-    ``harmony``: the analysis is before the final-channel header, the answer after it.
+    Using the analysis side's own splitter means the counts written to run.json are exactly the
+    ones the reader's audit expects. ``harmony``: the study generator's convention
+    (:func:`lengthlens.channels.logged_convention`). ``think``: content characters inside and
+    outside ``<think>...</think>``; with ``opened_in_prompt`` a completion without any tag is
+    unclosed thinking (the prompt ended with ``<think>``).
     """
+    from lengthlens.channels import logged_convention, split_channels
+
     if fmt == "harmony":
-        m = _HARMONY_FINAL.search(text)
-        if m is None:
+        sp = split_channels(text)
+        if sp.format != "harmony":
             return ThinkingSplit(len(text), 0, False)
-        return ThinkingSplit(m.start(), len(text) - m.end(), True)
+        a, f, reached = logged_convention(sp)
+        return ThinkingSplit(a, f, reached)
     if fmt != "think":
         raise ValueError(f"unknown thinking format {fmt!r}")
-    close = text.find("</think>")
-    if close >= 0:
-        start = 0
-        if not opened_in_prompt:
-            o = text.find("<think>")
-            start = o + len("<think>") if 0 <= o < close else 0
-        return ThinkingSplit(close - start, len(text) - close - len("</think>"), True)
-    if opened_in_prompt:
-        return ThinkingSplit(len(text), 0, False)
-    o = text.find("<think>")
-    if o >= 0:
-        return ThinkingSplit(len(text) - o - len("<think>"), 0, False)
-    return ThinkingSplit(0, len(text), True)
+    no_tags = "<think>" not in text and "</think>" not in text
+    sp = split_channels("<think>" + text if (opened_in_prompt and no_tags) else text)
+    return ThinkingSplit(sp.thinking_chars, sp.answer_chars, sp.reached_answer)
 
 
 def thinking_open(text: str, fmt: str = "think", opened_in_prompt: bool = False) -> bool:

@@ -89,11 +89,11 @@ def test_generate_usage_errors(tmp_path):
 def test_example_writes_strict_plus_five_rules_and_loads(tmp_path):
     out = tmp_path / "ex"
     assert _run(["generate", "--backend", "reference", "--example", str(out), "--example-items", "2", "--quiet"]) == 0
-    arms = sorted(p.relative_to(out / "runs" / "toy_arith").as_posix() for p in (out / "runs" / "toy_arith").glob("*/*"))
+    arms = sorted(p.relative_to(out / "runs" / "gsm8k_toy").as_posix() for p in (out / "runs" / "gsm8k_toy").glob("*/*"))
     assert arms == ["cactus/alpha0.3", "mentored_dec/alpha0.5", "r_fuzzy/alpha0.15", "spec_casc_opt/alpha0.05",
                     "spec_casc_tok/alpha0.5", "strict/strict"]
     l_bars = []
-    for r in (out / "runs").glob("toy_arith/*/*/case_*/seed_0"):
+    for r in (out / "runs").glob("gsm8k_toy/*/*/case_*/seed_0"):
         rj = json.loads((r / "run.json").read_text())
         assert rj["status"] == "ok"
         l_bars.append(rj["l_bar"])
@@ -102,3 +102,7 @@ def test_example_writes_strict_plus_five_rules_and_loads(tmp_path):
     loading = pytest.importorskip("lengthlens.loading")
     runs = loading.load(out, cache=False, progress=False)
     assert "12 loaded" in runs.summary() and "0 listed as skipped" in runs.summary()
+    # Named gsm8k_*, the toy answers are graded by the GSM8K grader (a final number).
+    assert runs.table["correct"].null_count() == 0
+    # The logged thinking/answer counts are the ones the reader's audit derives from the text.
+    assert not [w for w in runs.warnings if "channel counts" in str(w)], runs.warnings

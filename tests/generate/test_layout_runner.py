@@ -55,6 +55,9 @@ def test_thinking_split_and_open():
     assert (s.analysis_chars, s.final_chars, s.reached_final_channel) == (2, 1, True)
     s = thinking_split("still thinking", "think", opened_in_prompt=True)
     assert (s.analysis_chars, s.final_chars, s.reached_final_channel) == (14, 0, False)
+    # A stray second close tag is markup, not answer text (as lengthlens.channels reads it).
+    s = thinking_split("a</think>answer: 63.</think>answer: 29", "think", opened_in_prompt=True)
+    assert (s.analysis_chars, s.final_chars) == (1, 21)
     s = thinking_split("no thinking at all", "think")
     assert (s.analysis_chars, s.final_chars, s.reached_final_channel) == (0, 18, True)
     h = "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>42"
