@@ -27,6 +27,8 @@ def add_parser(subparsers) -> None:
                    help="write and run the built-in toy campaign into OUT (reference backend)")
     p.add_argument("--example-items", type=int, default=4, help="items in the example (default 4)")
     p.add_argument("--example-seeds", type=int, default=1, help="seeds per item in the example (default 1)")
+    p.add_argument("--example-force-commit", type=int, default=None, metavar="T",
+                   help="add a spec_casc_tok force-commit arm with threshold T to the example")
     p.add_argument("--max-items", type=int, default=None, help="only the first N items of each dataset")
     p.add_argument("--dry-run", action="store_true", help="list the planned runs and whether each is done")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
@@ -52,7 +54,8 @@ def run_generate(args: argparse.Namespace) -> int:
 
         out = Path(args.example)
         cfg_path = write_example_campaign(out, n_items=args.example_items,
-                                          seeds=tuple(range(args.example_seeds)))
+                                          seeds=tuple(range(args.example_seeds)),
+                                          force_commit=args.example_force_commit)
         log(f"example campaign written to {cfg_path}")
     else:
         if args.config is None:

@@ -101,6 +101,13 @@ def make_v1_wrapper(original: Callable[..., Any], rule: str, alpha: float, modul
     from lengthlens.generate.vllm_tensors import v1_rejection_sample
 
     sig = inspect.signature(original)
+    needed = {"draft_token_ids", "num_draft_tokens", "max_spec_len", "draft_probs", "target_probs",
+              "bonus_token_ids", "sampling_metadata"}
+    missing = needed - set(sig.parameters)
+    if missing:
+        # A vLLM whose V1 function differs from the one this was written against: leave it alone.
+        log.warning("lengthlens: V1 rejection_sample lacks %s; not patching it", ", ".join(sorted(missing)))
+        return original
 
     def rejection_sample(*args: Any, **kwargs: Any):
         b = sig.bind(*args, **kwargs)
@@ -144,6 +151,9 @@ def make_v2_wrapper(original: Callable[..., Any], rule: str, alpha: float) -> Ca
     from lengthlens.generate.vllm_tensors import v2_rejection_sample
 
     names = list(inspect.signature(original).parameters)
+    if len(names) < len(V2_PARAMS) or names[1] != "draft_logits":
+        log.warning("lengthlens: %s has an unexpected signature %s; not patching it", original.__name__, names)
+        return original
 
     def patched(*args: Any, **kwargs: Any):
         vals: dict[str, Any] = {}
@@ -201,8 +211,11 @@ def _patch_attr(module: Any, attr: str, wrapper_factory: Callable[[Callable[...,
     original = _PATCHED.get(key, fn)
     if getattr(fn, "__lengthlens_rule__", None) is not None and key not in _PATCHED:
         return False  # patched by someone else's copy of this module; leave it
+    wrapped = wrapper_factory(original)
+    if wrapped is original:
+        return False
     _PATCHED[key] = original
-    setattr(module, attr, wrapper_factory(original))
+    setattr(module, attr, wrapped)
     return True
 
 

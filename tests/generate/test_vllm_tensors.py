@@ -241,3 +241,16 @@ def test_v2_wrapper_runs_rule_and_is_seeded(fake_vllm):
     m2.probabilistic_rejection_sample(tl.float(), dl.float(), ds, cu, pos, idx, None, None, temp0, seeds, 2)
     m2.probabilistic_rejection_sample(tl.float(), None, ds, cu, pos, idx, None, None, temp, seeds, 2)
     assert m2.calls == ["stock", "stock"]
+
+
+def test_unexpected_signatures_are_left_alone(monkeypatch):
+    m1 = types.ModuleType(P.V1_MODULE)
+    m1.rejection_sample = lambda draft_token_ids, target_probs: None  # not the layout we know
+    m2 = types.ModuleType(P.V2_MODULES[0])
+    m2.rejection_sample = lambda logits, input_batch: None
+    monkeypatch.setitem(sys.modules, P.V1_MODULE, m1)
+    monkeypatch.setitem(sys.modules, P.V2_MODULES[0], m2)
+    try:
+        assert P.apply("cactus", 0.3) == []
+    finally:
+        P.restore()
