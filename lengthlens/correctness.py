@@ -59,10 +59,11 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
     grades = pl.concat(frames, how="diagonal_relaxed")
     if "output_tokens" not in grades.columns:
         grades = grades.with_columns(pl.lit(None, dtype=pl.Int64).alias("output_tokens"))
-    dup = grades.filter(pl.struct(_KEY).is_duplicated())
-    if dup.height:
-        warnings.append(f"{dup.height} grade entries share their (dataset, method, params, case, seed) with another; the first is used")
     key = [*_KEY, "_scope"]
+    dup = grades.filter(pl.struct(key).is_duplicated())
+    if dup.height:
+        warnings.append(f"{dup.height} grade entries share their (dataset, method, params, case, seed) with another "
+                        f"in the same tree; the first is used")
     grades = grades.unique(subset=key, keep="first", maintain_order=True).select(
         *key, pl.col("correct").alias("_g_correct"), pl.col("output_tokens").cast(pl.Int64).alias("_g_tokens"), "_grade_file")
     t = table.with_row_index("_row").join(grades, on=_KEY, how="left", nulls_equal=True)

@@ -19,9 +19,9 @@ import pandas as pd
 import polars as pl
 
 from lengthlens import __version__
-from lengthlens.io.flat import flat_kind, read_flat
+from lengthlens.io.flat import flat_kind, read_flat, read_flat_frame
 from lengthlens.io.raw import READER_VERSION, discover, file_fingerprint, read_runs
-from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, validate_record
+from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, screen_frame, validate_record
 from lengthlens.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
 
 _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.String})
@@ -97,45 +97,120 @@ def _cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lengthlens"
 
 
-def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool) -> tuple[list[dict[str, Any]], list[dict[str, str]], int]:
-    """Records (unvalidated mappings) and read failures of one raw root; cached by file fingerprint."""
+def _validate_records(records: list[tuple[str, int | None, dict[str, Any]]]) -> tuple[pl.DataFrame, list[dict[str, str]]]:
+    """Validate mappings one by one with RunRecord; invalid ones become failures naming file, line and field."""
+    valid: list[dict[str, Any]] = []
+    failures: list[dict[str, str]] = []
+    for file, line, data in records:
+        rec, errs = validate_record(data, file, line)
+        if rec is None:
+            where = f"{file}:{line}" if line is not None else file
+            failures.append({"path": where, "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errs), "stage": "validate"})
+        else:
+            valid.append(rec.__dict__)
+    table = pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row") if valid else pl.DataFrame(schema=POLARS_SCHEMA)
+    return table, failures
+
+
+def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool) -> tuple[pl.DataFrame, list[dict[str, str]], int]:
+    """Validated table and failures of one raw root; cached (Arrow IPC) under the tree's file fingerprint."""
     runs, unplaced = discover(root)
+    n_found = len(runs) + len(unplaced)
     failures = [{"path": p, "reason": r, "stage": "read"} for p, r in unplaced]
     if cache:
         fp = hashlib.sha256(pickle.dumps((SCHEMA_VERSION, READER_VERSION, __version__, with_text, file_fingerprint(runs)))).hexdigest()
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
-        cache_file = _cache_dir() / f"raw-{key}.pkl"
+        cache_table = _cache_dir() / f"raw-{key}.arrow"
+        cache_meta = _cache_dir() / f"raw-{key}.pkl"
         try:
-            with open(cache_file, "rb") as fh:
-                stored_fp, records, stored_failures = pickle.load(fh)
+            with open(cache_meta, "rb") as fh:
+                stored_fp, stored_failures = pickle.load(fh)
             if stored_fp == fp:
-                return records, failures + stored_failures, len(runs) + len(unplaced)
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError):
+                return pl.read_ipc(cache_table), failures + stored_failures, n_found
+        except (OSError, pickle.UnpicklingError, EOFError, ValueError, pl.exceptions.PolarsError):
             pass
     bar = None
     if progress and len(runs) > 2000:
         from tqdm import tqdm
 
         bar = tqdm(total=len(runs), desc=f"reading {root.name}", unit="run", leave=False)
-    records: list[dict[str, Any]] = []
-    read_failures: list[dict[str, str]] = []
+    records: list[tuple[str, int | None, dict[str, Any]]] = []
+    own_failures: list[dict[str, str]] = []
     for res in read_runs(runs, with_text=with_text, workers=workers, progress=bar):
         if res.record is None:
-            read_failures.append({"path": res.path, "reason": res.reason or "unreadable", "stage": "read"})
+            own_failures.append({"path": res.path, "reason": res.reason or "unreadable", "stage": "read"})
         else:
-            records.append(res.record)
+            records.append((res.path, None, res.record))
     if bar is not None:
         bar.close()
+    table, invalid = _validate_records(records)
+    own_failures += invalid
     if cache:
         try:
-            cache_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_file.with_suffix(f".tmp{os.getpid()}")
+            cache_table.parent.mkdir(parents=True, exist_ok=True)
+            tmp = cache_table.with_suffix(f".tmp{os.getpid()}")
+            table.write_ipc(tmp)
+            os.replace(tmp, cache_table)
+            tmp = cache_meta.with_suffix(f".tmp{os.getpid()}")
             with open(tmp, "wb") as fh:
-                pickle.dump((fp, records, read_failures), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache_file)
+                pickle.dump((fp, own_failures), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, cache_meta)
         except OSError:
             pass  # a read-only home only costs the speed-up
-    return records, failures + read_failures, len(runs) + len(unplaced)
+    return table, failures + own_failures, n_found
+
+
+def _validate_frame(df: pl.DataFrame, lines: pl.Series, file: str) -> tuple[pl.DataFrame, list[dict[str, str]]]:
+    """Validate a flat table: screened rows in bulk, the rest record by record (naming file, line, field)."""
+    table, needs = screen_frame(df)
+    table = table.with_columns(lines.alias("_line"))
+    good = table.filter(~needs)
+    failures: list[dict[str, str]] = []
+    if needs.any():
+        checked = []
+        for line, data in zip(lines.filter(needs), df.filter(needs).iter_rows(named=True)):
+            rec, errs = validate_record(data, file, int(line))
+            if rec is None:
+                failures.append({"path": f"{file}:{line}", "stage": "validate",
+                                 "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errs)})
+            else:
+                checked.append({**rec.__dict__, "_line": int(line)})
+        if checked:
+            good = pl.concat([good, pl.DataFrame(checked, schema={**POLARS_SCHEMA, "_line": pl.Int64}, orient="row")]).sort("_line")
+    good = good.with_columns(pl.col("source").fill_null(pl.format("{}:{}", pl.lit(file), pl.col("_line")))).drop("_line")
+    return good, failures
+
+
+def _load_flat(p: Path) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
+    """Validated table, failures, rows found and unknown columns of one flat file."""
+    try:
+        framed = read_flat_frame(p)
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    if framed is not None:
+        df, lines, unknown = framed
+        if df.height == 0:
+            raise LoadError(f"{p}: the file holds no records")
+        table, fails = _validate_frame(df, lines, str(p))
+        return table, fails, df.height, unknown
+    # Not readable as one typed table (malformed lines, mixed types): row by row, naming each line.
+    rows, unknown = read_flat(p)
+    records: list[tuple[str, int | None, dict[str, Any]]] = []
+    fails: list[dict[str, str]] = []
+    count = 0
+    for row in rows:
+        count += 1
+        if row.data is None:
+            fails.append({"path": f"{row.file}:{row.line}", "reason": row.reason or "unreadable", "stage": "read"})
+            continue
+        unknown = list(dict.fromkeys([*unknown, *(k for k in row.data if k not in _FIELDS)]))
+        data = {k: v for k, v in row.data.items() if k in _FIELDS}
+        data.setdefault("source", f"{row.file}:{row.line}")
+        records.append((row.file, row.line, data))
+    if count == 0:
+        raise LoadError(f"{p}: the file holds no records")
+    table, invalid = _validate_records(records)
+    return table, fails + invalid, count, unknown
 
 
 def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[str]] | None = None,
@@ -157,7 +232,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     """
     if not sources:
         raise LoadError("no sources given: pass raw-layout folders or flat record files")
-    raw_records: list[tuple[str | None, int | None, dict[str, Any]]] = []
+    frames: list[pl.DataFrame] = []
     failures: list[dict[str, str]] = []
     warnings: list[str] = []
     n_found = 0
@@ -167,53 +242,25 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         if not p.exists():
             raise LoadError(f"{p}: no such file or folder")
         if p.is_dir():
-            records, fails, found = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress)
+            table, fails, found = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress)
             if found == 0:
                 raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
             raw_roots.append(p)
-            n_found += found
-            failures.extend(fails)
-            raw_records.extend((r["source"], None, r) for r in records)
         elif flat_kind(p):
-            rows, unknown = read_flat(p)
-            unknown_seen: set[str] = set(unknown)
-            count = 0
-            for row in rows:
-                count += 1
-                if row.data is None:
-                    failures.append({"path": f"{row.file}:{row.line}", "reason": row.reason or "unreadable", "stage": "read"})
-                    continue
-                extra = [k for k in row.data if k not in _FIELDS]
-                if extra:
-                    unknown_seen.update(extra)
-                    row = type(row)(row.file, row.line, {k: v for k, v in row.data.items() if k in _FIELDS}, None)
-                data = dict(row.data)
-                data.setdefault("source", f"{row.file}:{row.line}")
-                raw_records.append((row.file, row.line, data))
-            if count == 0:
-                raise LoadError(f"{p}: the file holds no records")
-            n_found += count
-            if unknown_seen:
-                warnings.append(f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown_seen))}")
+            table, fails, found, unknown = _load_flat(p)
+            if unknown:
+                warnings.append(f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}")
         else:
             raise LoadError(f"{p}: neither a folder of raw runs nor a .jsonl/.csv/.parquet file")
-
-    valid: list[dict[str, Any]] = []
-    errors: list[FieldError] = []
-    for file, line, data in raw_records:
-        rec, errs = validate_record(data, file or data.get("source") or "?", line)
-        if rec is None:
-            errors.extend(errs)
-            where = f"{file}:{line}" if line is not None else (data.get("source") or file or "?")
-            failures.append({"path": where, "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errs), "stage": "validate"})
-        else:
-            valid.append(rec.__dict__)
-    if strict and errors:
-        shown = "\n".join(str(e) for e in errors[:50])
-        more = f"\n... and {len(errors) - 50} more" if len(errors) > 50 else ""
-        raise LoadError(f"{len(errors)} invalid field(s) in the input:\n{shown}{more}")
-
-    table = pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row") if valid else pl.DataFrame(schema=POLARS_SCHEMA)
+        frames.append(table)
+        failures.extend(fails)
+        n_found += found
+    invalid = [f for f in failures if f["stage"] == "validate"]
+    if strict and invalid:
+        shown = "\n".join(f"{f['path']}: {f['reason']}" for f in invalid[:50])
+        more = f"\n... and {len(invalid) - 50} more" if len(invalid) > 50 else ""
+        raise LoadError(f"{len(invalid)} invalid record(s) in the input:\n{shown}{more}")
+    table = pl.concat(frames) if len(frames) > 1 else frames[0]
     from lengthlens.correctness import find_grade_files, resolve_correctness
 
     files: list = [Path(g) for g in (grades or [])]

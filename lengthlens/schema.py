@@ -187,6 +187,74 @@ def validate_record(data: dict[str, Any], file: str, line: int | None = None) ->
         return None, errors
 
 
+def _bounds(field: str) -> list[pl.Expr]:
+    """Violations of the field's pydantic constraints (Ge, Gt, Le, MinLen), as polars expressions."""
+    col = pl.col(field)
+    out = []
+    for m in RunRecord.model_fields[field].metadata:
+        name = type(m).__name__
+        if name == "MinLen":
+            out.append(col.str.len_chars() < m.min_length)
+        elif name in ("Ge", "Gt", "Le"):
+            bound = getattr(m, name.lower())
+            bad = {"Ge": col < bound, "Gt": col <= bound, "Le": col > bound}[name]
+            if _PL_TYPES[field] == pl.Float64:
+                bad = bad | col.is_nan()  # NaN satisfies no bound (polars would order it above all numbers)
+            out.append(bad)
+    return out
+
+
+def screen_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Vectorised validation of a flat table: the rows that certainly pass RunRecord, and a mask of the rest.
+
+    Returns ``(table, needs_model)``: ``table`` is ``df`` cast to :data:`POLARS_SCHEMA`, valid on
+    every row where ``needs_model`` is False. A row is screened only when each value already has
+    its field's native type (or an integral float for an integer field) and meets the field's
+    constraints and the record's rules; anything else (strings to convert, violations) goes to
+    :class:`RunRecord` row by row, which decides and names the field. The screen is derived from
+    the model's own field types and constraints, so the two cannot drift apart silently (a
+    property test checks that every screened row validates to the same values).
+    """
+    n = df.height
+    needs = pl.Series("needs_model", [False] * n, dtype=pl.Boolean)
+    cols: dict[str, pl.Series] = {}
+    for field, target in _PL_TYPES.items():
+        if field not in df.columns:
+            cols[field] = pl.Series(field, [None] * n, dtype=target)
+            continue
+        s = df.get_column(field)
+        d = s.dtype
+        present = s.is_not_null()
+        if d == pl.Null:
+            cast = pl.Series(field, [None] * n, dtype=target)
+        elif target == pl.String and (d == pl.String or (field == "item_id" and d.is_integer())):
+            cast = s.cast(pl.String)
+        elif target == pl.Int64 and d.is_integer():
+            cast = s.cast(pl.Int64, strict=False)
+            needs = needs | (present & cast.is_null())
+        elif target == pl.Int64 and d.is_float():
+            whole = s.is_finite() & (s == s.floor()) & (s.abs() < 2**53)
+            needs = needs | (present & ~whole.fill_null(False))
+            cast = pl.select(pl.when(whole.fill_null(False)).then(s).otherwise(None).cast(pl.Int64)).to_series()
+        elif target == pl.Float64 and (d.is_float() or d.is_integer()):
+            cast = s.cast(pl.Float64)
+        elif target == pl.Boolean and d == pl.Boolean:
+            cast = s
+        else:
+            needs = needs | present
+            cast = pl.Series(field, [None] * n, dtype=target)
+        cols[field] = cast.alias(field)
+    table = pl.DataFrame(cols, schema=POLARS_SCHEMA)
+    rules = [pl.col(f).is_null() for f in REQUIRED_FIELDS]
+    for f in _PL_TYPES:
+        rules += _bounds(f)
+    ok_counters = ["output_tokens", "max_new_tokens", "draft_rounds", "accepted_tokens", "draft_tokens", "wall_time_s"]
+    rules.append((pl.col("status") == "ok") & pl.any_horizontal([pl.col(c).is_null() for c in ok_counters]))
+    rules.append((pl.col("method") == STRICT) != (pl.col("params") == STRICT))
+    violated = table.select(pl.any_horizontal([r.fill_null(False) for r in rules]).alias("v")).get_column("v")
+    return table, (needs | violated).alias("needs_model")
+
+
 def json_schema() -> dict[str, Any]:
     """The versioned JSON Schema of the normalized record (the file in data_schema/)."""
     schema = RunRecord.model_json_schema()

@@ -59,6 +59,38 @@ def read_flat(path: str | Path) -> tuple[Iterator[FlatRow], list[str]]:
     return rows(), unknown
 
 
+def read_flat_frame(path: str | Path) -> tuple[pl.DataFrame, pl.Series, list[str]] | None:
+    """A flat file as one polars frame of its known columns, the file line of each row, and unknown columns.
+
+    Returns None when the file cannot be read as one typed table (malformed JSON lines, or a
+    column mixing types): the caller then reads it row by row, which names each bad line.
+    """
+    path = Path(path)
+    kind = flat_kind(path)
+    try:
+        if kind == "parquet":
+            df = pl.read_parquet(path)
+            lines = pl.Series("_line", range(1, df.height + 1), dtype=pl.Int64)
+        elif kind == "csv":
+            df = pl.read_csv(path, infer_schema_length=None)
+            lines = pl.Series("_line", range(2, df.height + 2), dtype=pl.Int64)
+        elif kind == "jsonl":
+            df = pl.read_ndjson(path, infer_schema_length=None)
+            with open(path, encoding="utf-8") as fh:
+                nonblank = [i for i, line in enumerate(fh, start=1) if line.strip()]
+            if len(nonblank) != df.height:
+                return None
+            lines = pl.Series("_line", nonblank, dtype=pl.Int64)
+        else:
+            raise ValueError(f"{path}: not a flat records file (expected .jsonl, .csv or .parquet)")
+    except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as exc:
+        if kind == "parquet":
+            raise ValueError(f"{path}: unreadable Parquet file ({exc})") from None
+        return None
+    unknown = [c for c in df.columns if c not in _FIELDS]
+    return df.select([c for c in df.columns if c in _FIELDS]), lines, unknown
+
+
 def _jsonl_rows(path: Path) -> Iterator[FlatRow]:
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
