@@ -29,13 +29,20 @@ seeded by ``SeedSequence`` keyed on names, so the same spec and seed give the sa
 Force-commit arms (the study's Table 4 intervention) rerun a relaxed base arm on the same items
 and seeds: where the base run's thinking reached ``threshold`` tokens (censored runs always did),
 the intervention run closes its thinking at the threshold and answers (correct with probability
-``accuracy_after``); elsewhere it is the base run, byte for byte.
+``accuracy_after``); elsewhere it is the base run, byte for byte. Their run.json carries
+``force_commit_fired`` (the record's field of that name).
 
 Layout written by :func:`write_raw`: one tree per target-draft pair, because the study's folders
 do not name the pair::
 
     <root>/<pair_slug>/runs/<dataset>/<method>/<params>/case_NNN/seed_K/{run.json, config.json, output.txt[, proposals.jsonl]}
     <root>/<pair_slug>/campaign/grades/<dataset>.json      (graded datasets)
+    <root>/<pair_slug>/.lengthlens-synth                     (marker: a rewrite may replace the tree)
+
+Counting conventions follow the study's logs: ``analysis_chars`` of harmony text is everything
+before the final header, markup included (``final_chars`` the final message); for ``<think>`` text
+they are the thinking and answer content lengths. proposals.jsonl has one row per emitted token
+(accepted drafts, then a recovered or bonus token per round), as the study logs it.
 
 ``lengthlens.load(root)`` reads all pairs (the pair comes from config.json); :func:`raw_roots`
 lists the per-pair ``runs`` folders for readers that want them one by one.
@@ -71,6 +78,8 @@ Kind = Literal["gsm8k", "boxed", "choice", "code", "chat"]
 #: A fixed timestamp: real configs carry one, synthetic ones must not vary between writes.
 FIXED_TIMESTAMP = "2026-01-01T00:00:00+00:00"
 ENGINE_VERSION = "0.26.0"
+#: File in each pair tree saying write_raw made it (so a rewrite may replace it).
+SYNTH_MARKER = ".lengthlens-synth"
 #: Shortest completion drawn, in tokens (keeps accepted_tokens > 0 and rounds >= 1).
 MIN_LEN = 4
 
@@ -827,10 +836,19 @@ def _config_template(spec: SynthSpec, pair: Pair, ds: Dataset, arm: _ArmDef, see
     return _Template(obj)
 
 
+_O_NEW = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+
+
 def _write(path: str, text: str) -> int:
+    """Plain write with the fewest system calls (paper scale writes ~540k files)."""
     data = text.encode("utf-8")
-    with open(path, "wb") as fh:
-        fh.write(data)
+    fd = os.open(path, _O_NEW, 0o644)
+    try:
+        view, n = memoryview(data), 0
+        while n < len(data):
+            n += os.write(fd, view[n:])
+    finally:
+        os.close(fd)
     return len(data)
 
 
@@ -873,9 +891,13 @@ def _write_group(args: tuple[SynthSpec, int, int, str, int, bool]) -> tuple[int,
         key = id(arm)
         if key not in cfg_t:
             cfg_t[key] = _config_template(spec, pair, ds, arm, seed)
-        case_dir = os.path.join(ds_dir, arm.method, arm.params, r["item_id"])
+        arm_dir = os.path.join(ds_dir, arm.method, arm.params)
+        if arm_dir not in made:
+            os.makedirs(arm_dir, exist_ok=True)
+            made.add(arm_dir)
+        case_dir = os.path.join(arm_dir, r["item_id"])
         if case_dir not in made:
-            os.makedirs(case_dir, exist_ok=True)
+            os.mkdir(case_dir)  # the tree is new (write_raw refuses existing trees)
             made.add(case_dir)
         run_dir = os.path.join(case_dir, f"seed_{r['seed']}")
         os.mkdir(run_dir)
@@ -992,18 +1014,22 @@ def write_raw(spec: SynthSpec, root: str | os.PathLike[str], *, seed: int = 0, p
               workers: int = 1, overwrite: bool = False) -> Path:
     """Write the study's raw layout, one tree per pair (``<root>/<pair_slug>/runs/...``); return ``root``.
 
-    A pair tree that already exists is an error unless ``overwrite`` (then it is replaced), so
-    stale runs of an earlier write never mix with new ones. ``workers`` > 1 writes (pair, dataset)
-    groups in parallel processes; the bytes do not depend on it.
+    Existing pair trees are replaced when an earlier ``write_raw`` made them (they hold its
+    ``.lengthlens-synth`` marker), so stale runs never mix with new ones; any other existing folder
+    of that name is an error unless ``overwrite``. ``workers`` > 1 writes (pair, dataset) groups in
+    parallel processes; the bytes do not depend on it.
     """
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     for p in spec.pairs:
         tree = root / p.slug
         if tree.exists():
-            if not overwrite:
-                raise FileExistsError(f"{tree} exists; pass overwrite=True to replace it")
+            if not (overwrite or (tree / SYNTH_MARKER).is_file()):
+                raise FileExistsError(f"{tree} exists and was not written by lengthlens.synth; pass overwrite=True to replace it")
             shutil.rmtree(tree)
+        tree.mkdir()
+        _write(str(tree / SYNTH_MARKER), json.dumps({"generator": "lengthlens.synth", "seed": int(seed),
+                                                      "target": p.target, "draft": p.draft}) + "\n")
     jobs = [(spec, pi, di, str(root), seed, proposals) for pi in range(len(spec.pairs)) for di in range(len(spec.datasets))]
     # Biggest groups first so parallel workers finish together.
     jobs.sort(key=lambda j: -_group_cost(spec.datasets[j[2]], spec))

@@ -91,8 +91,8 @@ def test_write_is_deterministic_and_worker_independent(tmp_path: Path) -> None:
     synth.write_raw(spec, b, workers=2)
     da, db = _tree_digest(a), _tree_digest(b)
     n_runs = spec.n_runs
-    # 3 files per run plus one grade file per (pair, graded dataset).
-    assert len(da) == 3 * n_runs + len(spec.pairs) * sum(d.graded for d in spec.datasets)
+    # 3 files per run, one grade file per (pair, graded dataset), one marker per pair.
+    assert len(da) == 3 * n_runs + len(spec.pairs) * (1 + sum(d.graded for d in spec.datasets))
     assert da == db
     synth.write_flat(spec, tmp_path / "f1.jsonl")
     synth.write_flat(spec, tmp_path / "f2.jsonl")
@@ -100,8 +100,14 @@ def test_write_is_deterministic_and_worker_independent(tmp_path: Path) -> None:
     # Another generator seed gives other data.
     synth.write_flat(spec, tmp_path / "f3.jsonl", seed=1)
     assert (tmp_path / "f1.jsonl").read_bytes() != (tmp_path / "f3.jsonl").read_bytes()
+    # Rewriting a synth tree replaces it (same bytes); a foreign folder of that name is refused.
+    synth.write_raw(spec, a)
+    assert _tree_digest(a) == db
+    foreign = tmp_path / "c" / spec.pairs[0].slug
+    foreign.mkdir(parents=True)
     with pytest.raises(FileExistsError):
-        synth.write_raw(spec, a)
+        synth.write_raw(spec, tmp_path / "c")
+    assert foreign.is_dir()
 
 
 def test_counters_and_char_counts_are_consistent(example_tree: Path) -> None:
