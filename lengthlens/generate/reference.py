@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,6 +214,13 @@ class Generation:
     forced_at: int | None = None
 
 
+def _eos_set(eos_id: int | Collection[int] | None) -> frozenset[int]:
+    """Stop tokens as a set: models such as Qwen3 stop on several ids."""
+    if eos_id is None:
+        return frozenset()
+    return frozenset([int(eos_id)]) if isinstance(eos_id, int) else frozenset(int(e) for e in eos_id)
+
+
 def _entropy(p: torch.Tensor) -> float:
     pos = p > 0
     return float(-(p[pos] * p[pos].log()).sum())
@@ -231,13 +238,14 @@ def speculative_generate(
     top_p: float = 1.0,
     max_new_tokens: int = 128,
     seed: int = 0,
-    eos_id: int | None = None,
+    eos_id: int | Collection[int] | None = None,
     force_commit: ForceCommit | None = None,
     decode: Callable[[list[int]], str] | None = None,
     log_proposals: bool = True,
 ) -> Generation:
     """Run one speculative generation; same arguments and seed give the same tokens bit for bit."""
     R.check_alpha(rule, alpha)
+    eos = _eos_set(eos_id)
     if num_draft < 1 or max_new_tokens < 1:
         raise ValueError("num_draft and max_new_tokens must be >= 1")
     if not prompt_ids:
@@ -292,7 +300,7 @@ def speculative_generate(
         for tok in emitted:
             out.append(tok)
             appended += 1
-            if eos_id is not None and tok == eos_id:
+            if tok in eos:
                 finish = "stop"
                 break
             if len(out) >= max_new_tokens:
@@ -369,7 +377,8 @@ def speculative_generate(
 
 
 @torch.no_grad()
-def greedy_generate(model, prompt_ids: Sequence[int], max_new_tokens: int, eos_id: int | None = None) -> list[int]:
+def greedy_generate(model, prompt_ids: Sequence[int], max_new_tokens: int,
+                    eos_id: int | Collection[int] | None = None) -> list[int]:
     """Plain greedy decoding, recomputing the full sequence each step (no cache: an independent oracle)."""
     seq = list(prompt_ids)
     out: list[int] = []
@@ -378,7 +387,7 @@ def greedy_generate(model, prompt_ids: Sequence[int], max_new_tokens: int, eos_i
         tok = int(logits.to(torch.float64).argmax())
         out.append(tok)
         seq.append(tok)
-        if eos_id is not None and tok == eos_id:
+        if tok in _eos_set(eos_id):
             break
     return out
 

@@ -28,6 +28,14 @@ class ReferenceBackend:
         if tv != dv:
             raise ValueError(f"target and draft vocabularies differ ({tv} vs {dv}); the rules need one vocabulary")
         self.marker_ids = self.tokenizer.encode(CLOSE_MARKERS[cfg.thinking_format], add_special_tokens=False)
+        # The tokenizer's EOS plus the generation config's (chat models often stop on several ids).
+        eos: set[int] = set()
+        for e in (self.tokenizer.eos_token_id, getattr(getattr(self.target, "generation_config", None), "eos_token_id", None)):
+            if isinstance(e, int):
+                eos.add(e)
+            elif isinstance(e, (list, tuple)):
+                eos.update(int(x) for x in e)
+        self.eos_ids = frozenset(eos)
 
     def _decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -45,7 +53,7 @@ class ReferenceBackend:
         g = speculative_generate(
             self.target, self.draft, ids, rule=arm.rule, alpha=arm.rule_alpha,
             num_draft=cfg.num_draft_tokens, temperature=cfg.temperature, top_p=cfg.top_p,
-            max_new_tokens=cfg.max_new_tokens, seed=seed, eos_id=self.tokenizer.eos_token_id,
+            max_new_tokens=cfg.max_new_tokens, seed=seed, eos_id=self.eos_ids,
             force_commit=fc, decode=self._decode if cfg.log_proposals else None, log_proposals=cfg.log_proposals,
         )
         extra = {"forced_tokens": g.forced_tokens, "truncated_tokens": g.truncated_tokens,
