@@ -106,3 +106,22 @@ def test_example_writes_strict_plus_five_rules_and_loads(tmp_path):
     assert runs.table["correct"].null_count() == 0
     # The logged thinking/answer counts are the ones the reader's audit derives from the text.
     assert not [w for w in runs.warnings if "channel counts" in str(w)], runs.warnings
+
+
+def test_generate_with_local_model_folders(tmp_path):
+    # Path-based models (what a user's own pair looks like), loaded offline from local folders.
+    from lengthlens.generate.reference import build_tiny_model, build_tiny_tokenizer, perturbed_copy
+
+    tok = build_tiny_tokenizer()
+    target = build_tiny_model(len(tok), hidden=32, layers=1, seed=2, logit_scale=3.0)
+    for name, m in (("t", target), ("d", perturbed_copy(target, noise=0.3, seed=3))):
+        m.save_pretrained(tmp_path / name)
+        tok.save_pretrained(tmp_path / name)
+    (tmp_path / "items.jsonl").write_text('{"id": "a", "prompt": "q: 1+2=?", "reference": "3"}\n')
+    (tmp_path / "c.toml").write_text(
+        'arms = ["strict", {rule = "mentored_dec", alpha = 0.3}]\nseeds = [4]\n'
+        f'[target]\nname = "T"\npath = "{tmp_path / "t"}"\n[draft]\nname = "D"\npath = "{tmp_path / "d"}"\n'
+        '[datasets]\ntoy = "items.jsonl"\n[sampling]\nmax_new_tokens = 16\n')
+    assert _run(["generate", str(tmp_path / "c.toml"), str(tmp_path / "out"), "--quiet"]) == 0
+    rj = json.loads((tmp_path / "out/runs/toy/mentored_dec/alpha0.3/case_001/seed_4/run.json").read_text())
+    assert rj["status"] == "ok" and 1 <= rj["output_tokens"] <= 16
