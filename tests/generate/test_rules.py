@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from scipy.spatial.distance import jensenshannon
 
@@ -258,3 +260,22 @@ def test_temperature_and_top_p():
     tp = probs_from_logits(logits, 0.7, 0.8)
     assert {i for i in range(5) if tp[i] > 0} == keep
     assert float(tp.sum()) == pytest.approx(1.0)
+
+
+_weights = st.lists(st.one_of(st.just(0.0), st.floats(0.01, 10.0)), min_size=2, max_size=8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pw=_weights, qw=_weights, rule_i=st.integers(0, len(CASES) - 1))
+def test_property_output_is_a_distribution_and_strict_limits_hold(pw, qw, rule_i):
+    n = min(len(pw), len(qw))
+    p, q = np.array(pw[:n]), np.array(qw[:n])
+    if p.sum() == 0 or q.sum() == 0:
+        return
+    p, q = p / p.sum(), q / q.sum()
+    rule, alpha = CASES[rule_i]
+    out = R.output_distribution(rule, alpha, _t(p), _t(q)).numpy()
+    assert (out >= -1e-15).all() and abs(out.sum() - 1) < 1e-12
+    np.testing.assert_allclose(out, oracle_output(rule, alpha, p, q), atol=1e-12)
+    if alpha == R.STRICT_ALPHA[rule]:
+        np.testing.assert_allclose(out, p, atol=1e-12)
