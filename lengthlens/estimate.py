@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from lengthlens.loading import RunSet
-from lengthlens.metrics import ACCURACY_DROP_PP, METRICS, SUM_FIELDS, evaluate
+from lengthlens.metrics import ACCURACY_DROP_PP, INTERVAL_METRICS, METRICS, SUM_FIELDS, evaluate
 from lengthlens.pairing import CELL_KEY, cell_units
 from lengthlens.resample import (DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, bca_interval, counts_for_group,
                                  jackknife_sums, percentile_interval)
@@ -51,10 +51,13 @@ def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _interval(method: str, reps: np.ndarray, point: np.ndarray, jack: np.ndarray | None, level: float):
-    if method == "bca":
-        return bca_interval(reps, point, jack, level)
-    return percentile_interval(reps, level)
+def _all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
+    """Every group's resampling units (its baseline's items, sorted), computed once."""
+    base = runs.paired.filter(pl.col("method") == "strict").select(*GROUP_KEY, "item_id").unique()
+    out: dict[tuple, list[str]] = {}
+    for g in base.partition_by(list(GROUP_KEY), maintain_order=False):
+        out[tuple(g.row(0)[:len(GROUP_KEY)])] = g.get_column("item_id").sort().to_list()
+    return out
 
 
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -71,37 +74,47 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
         raise ValueError(f"ci must be 'percentile' or 'bca', not {ci!r}")
     units = cell_units(runs.paired)
     q = unit_quantities(units)
+    all_items = _all_group_items(runs)
     out: list[Cell] = []
-    base = runs.paired.filter(pl.col("method") == "strict")
+    n_q = len(SUM_FIELDS)
     for group_df in q.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        items = (base.filter(*[pl.col(k) == v for k, v in zip(GROUP_KEY, group)])
-                 .get_column("item_id").unique().sort().to_list())
+        items = all_items[group]
         item_index = {it: i for i, it in enumerate(items)}
         arm_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
-        n_cells, n_q = len(arm_frames), len(SUM_FIELDS)
+        n_cells = len(arm_frames)
         X = np.zeros((len(items), n_cells, n_q))
         for j, af in enumerate(arm_frames):
             idx = np.fromiter((item_index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
-            vals = af.select(SUM_FIELDS).to_numpy().astype(np.float64)
-            np.add.at(X[:, j, :], idx, vals)
+            np.add.at(X[:, j, :], idx, af.select(SUM_FIELDS).to_numpy().astype(np.float64))
         X2 = X.reshape(len(items), n_cells * n_q)
-        counts = counts_for_group(seed, group, len(items), n_resamples)
-        boot = (counts.astype(np.float64) @ X2).reshape(n_resamples, n_cells, n_q)
+        # Columns repeat across cells (the baseline's sums on the same units, counts): multiply the
+        # distinct ones only.
+        uniq, inverse = np.unique(X2, axis=1, return_inverse=True)
+        counts = counts_for_group(seed, group, len(items), n_resamples, dtype=np.float64)
+        boot = (counts @ uniq)[:, inverse.ravel()].reshape(n_resamples, n_cells, n_q)
+        del counts
         point_sums = X.sum(axis=0)
         point = evaluate(point_sums)
-        reps = evaluate(boot)
-        jack = evaluate(jackknife_sums(X2).reshape(len(items), n_cells, n_q)) if ci == "bca" else {}
+        reps = evaluate(boot, INTERVAL_METRICS)
+        del boot
+        # One percentile call for every (metric, cell) of the group.
+        stacked = np.stack([reps[m] for m in INTERVAL_METRICS], axis=1)  # (B, n_metrics, n_cells)
+        if ci == "bca":
+            jack = evaluate(jackknife_sums(X2).reshape(len(items), n_cells, n_q), INTERVAL_METRICS)
+            jack_stacked = np.stack([jack[m] for m in INTERVAL_METRICS], axis=1)
+            pt = np.stack([point[m] for m in INTERVAL_METRICS], axis=0)
+            lo, hi, und = bca_interval(stacked, pt, jack_stacked, confidence_level)
+        else:
+            lo, hi, und = percentile_interval(stacked, confidence_level)
         for j, af in enumerate(arm_frames):
             key = af.row(0, named=True)
             ests: dict[str, Estimate] = {}
             for m in METRICS:
                 p = float(point[m.name][j])
                 if m.interval:
-                    lo, hi, und = _interval(ci, reps[m.name][:, j], np.asarray(point[m.name][j]),
-                                            jack.get(m.name, np.empty((0, n_cells)))[:, j] if ci == "bca" else None,
-                                            confidence_level)
-                    ests[m.name] = Estimate(p, ConfidenceInterval(float(lo), float(hi)), int(und))
+                    k = INTERVAL_METRICS.index(m.name)
+                    ests[m.name] = Estimate(p, ConfidenceInterval(float(lo[k, j]), float(hi[k, j])), int(und[k, j]))
                 else:
                     ests[m.name] = Estimate(p)
             n_graded = int(point_sums[j, SUM_FIELDS.index("n_graded")])

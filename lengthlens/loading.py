@@ -112,6 +112,13 @@ def _validate_records(records: list[tuple[str, int | None, dict[str, Any]]]) -> 
     return table, failures
 
 
+def _validate_raw_chunk(results: list) -> tuple[pl.DataFrame, list[dict[str, str]]]:
+    """Worker side of a raw read: read failures plus the validated table of the readable runs."""
+    fails = [{"path": r.path, "reason": r.reason or "unreadable", "stage": "read"} for r in results if r.record is None]
+    table, invalid = _validate_records([(r.path, None, r.record) for r in results if r.record is not None])
+    return table, fails + invalid
+
+
 def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool) -> tuple[pl.DataFrame, list[dict[str, str]], int]:
     """Validated table and failures of one raw root; cached (Arrow IPC) under the tree's file fingerprint."""
     runs, unplaced = discover(root)
@@ -134,17 +141,14 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
         from tqdm import tqdm
 
         bar = tqdm(total=len(runs), desc=f"reading {root.name}", unit="run", leave=False)
-    records: list[tuple[str, int | None, dict[str, Any]]] = []
+    tables: list[pl.DataFrame] = []
     own_failures: list[dict[str, str]] = []
-    for res in read_runs(runs, with_text=with_text, workers=workers, progress=bar):
-        if res.record is None:
-            own_failures.append({"path": res.path, "reason": res.reason or "unreadable", "stage": "read"})
-        else:
-            records.append((res.path, None, res.record))
+    for table, fails in read_runs(runs, with_text=with_text, workers=workers, progress=bar, convert=_validate_raw_chunk):
+        tables.append(table)
+        own_failures += fails
     if bar is not None:
         bar.close()
-    table, invalid = _validate_records(records)
-    own_failures += invalid
+    table = pl.concat(tables) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
     if cache:
         try:
             cache_table.parent.mkdir(parents=True, exist_ok=True)

@@ -126,10 +126,14 @@ METRICS: tuple[Metric, ...] = (
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
 
-def evaluate(sums: np.ndarray) -> dict[str, np.ndarray]:
-    """All metrics from a sums array whose last axis follows SUM_FIELDS."""
+def evaluate(sums: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Metrics (all, or those named) from a sums array whose last axis follows SUM_FIELDS."""
     s = {name: sums[..., i] for name, i in SUM_INDEX.items()}
-    return {m.name: m.fn(s) for m in METRICS}
+    return {m.name: m.fn(s) for m in METRICS if names is None or m.name in names}
+
+
+#: Metrics that carry a bootstrap interval.
+INTERVAL_METRICS = tuple(m.name for m in METRICS if m.interval)
 
 
 #: A cell drops accuracy by at least this many points ("drop_2pp" in the study).

@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from lengthlens.schema import STRICT, parse_alpha
 
@@ -191,29 +191,34 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
     return RawResult(p, record, None)
 
 
-def _read_chunk(args: tuple[list[RunDir], bool]) -> list[RawResult]:
-    runs, with_text = args
-    return [read_run(r, with_text=with_text) for r in runs]
+def _read_chunk(args: tuple[list[RunDir], bool, Callable[[list[RawResult]], Any] | None]) -> Any:
+    runs, with_text, convert = args
+    results = [read_run(r, with_text=with_text) for r in runs]
+    return results if convert is None else convert(results)
 
 
-def read_runs(runs: list[RunDir], *, with_text: bool = True, workers: int | None = None,
-              progress: Any = None, chunk_size: int = 2000) -> Iterator[RawResult]:
-    """Read many run folders, in parallel processes when there are many; results keep the input order."""
+def read_runs(runs: list[RunDir], *, with_text: bool = True, workers: int | None = None, progress: Any = None,
+              chunk_size: int = 2000, convert: Callable[[list[RawResult]], Any] | None = None) -> Iterator[Any]:
+    """Read run folders in chunks, in parallel processes when there are many; chunks come back in input order.
+
+    Each chunk yields its list of RawResult, or ``convert(results)`` computed in the worker (so
+    that validation and table building run in parallel too, and less crosses process boundaries).
+    """
     if workers is None:
         workers = min(os.cpu_count() or 1, 8)
     chunks = [runs[i:i + chunk_size] for i in range(0, len(runs), chunk_size)]
     if workers <= 1 or len(runs) < 4 * chunk_size:
         for c in chunks:
-            res = _read_chunk((c, with_text))
+            res = _read_chunk((c, with_text, convert))
             if progress is not None:
                 progress.update(len(c))
-            yield from res
+            yield res
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        for c, res in zip(chunks, pool.map(_read_chunk, [(c, with_text) for c in chunks])):
+        for c, res in zip(chunks, pool.map(_read_chunk, [(c, with_text, convert) for c in chunks])):
             if progress is not None:
                 progress.update(len(c))
-            yield from res
+            yield res
 
 
 def file_fingerprint(runs: Iterable[RunDir]) -> list[tuple[str, int, int]]:
