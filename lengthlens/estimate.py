@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 
 from lengthlens.loading import RunSet
+from lengthlens.stats import mcnemar_exact
 from lengthlens.metrics import ACCURACY_DROP_PP, INTERVAL_METRICS, METRICS, SUM_FIELDS, evaluate
 from lengthlens.pairing import CELL_KEY, cell_units
 from lengthlens.resample import (DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, bca_interval, counts_for_group,
@@ -43,6 +44,8 @@ def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:
         graded.cast(pl.Float64).alias("n_graded"),
         (graded & pl.col("correct")).cast(pl.Float64).alias("c"),
         (graded & pl.col("correct_star")).cast(pl.Float64).alias("c_star"),
+        (graded & pl.col("correct") & ~pl.col("correct_star")).cast(pl.Float64).alias("w2r"),
+        (graded & ~pl.col("correct") & pl.col("correct_star")).cast(pl.Float64).alias("r2w"),
         pl.col("censored").cast(pl.Float64).alias("cens"),
         pl.col("censored_star").cast(pl.Float64).alias("cens_star"),
         (pl.col("draft_rounds") / pl.col("draft_rounds_star")).alias("_rounds_ratio_unit"),
@@ -119,8 +122,13 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
                     ests[m.name] = Estimate(p)
             n_graded = int(point_sums[j, SUM_FIELDS.index("n_graded")])
             delta = ests["accuracy_delta_pp"].point
+            w2r = int(point_sums[j, SUM_FIELDS.index("w2r")])
+            r2w = int(point_sums[j, SUM_FIELDS.index("r2w")])
             extras = {
                 "drop_2pp": (bool(delta <= -ACCURACY_DROP_PP) if n_graded else None),
+                "wrong_to_right": w2r if n_graded else None,
+                "right_to_wrong": r2w if n_graded else None,
+                "mcnemar_p": mcnemar_exact(w2r, r2w) if n_graded else None,
                 "rounds_ratio_median_item": float(af.get_column("_rounds_ratio_unit").median()),
                 "time_ratio_median_item": float(af.get_column("_time_ratio_unit").median()),
                 "budget": int(af.get_column("_budget").max()),

@@ -14,7 +14,6 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 import polars as pl
-from scipy import stats
 
 from lengthlens.attribution import run_channels
 from lengthlens.estimate import unit_quantities
@@ -24,17 +23,10 @@ from lengthlens.pairing import pair, with_derived
 from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, counts_for_group, percentile_interval
 from lengthlens.results import ConfidenceInterval, Estimate, frame_html
 from lengthlens.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
+from lengthlens.stats import mcnemar_exact
 
 FORCE_COMMIT_SUFFIX = "_force_commit"
 _THRESHOLD = re.compile(r"_t(\d+)(?=_|$)")
-
-
-def mcnemar_exact(wrong_to_right: int, right_to_wrong: int) -> float:
-    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs against 1/2."""
-    n = wrong_to_right + right_to_wrong
-    if n == 0:
-        return 1.0
-    return float(min(1.0, 2.0 * stats.binom.cdf(min(wrong_to_right, right_to_wrong), n, 0.5)))
 
 
 def _select(table: pl.DataFrame, sel: Mapping[str, Any]) -> pl.DataFrame:

@@ -27,7 +27,7 @@ import numpy as np
 SUM_FIELDS: tuple[str, ...] = (
     "n", "L", "L_star", "R", "R_star", "T", "T_star",
     "lbar", "lbar_star", "n_lbar", "n_lbar_star", "A", "A_star",
-    "n_graded", "c", "c_star", "cens", "cens_star",
+    "n_graded", "c", "c_star", "cens", "cens_star", "w2r", "r2w",
 )
 SUM_INDEX = {name: i for i, name in enumerate(SUM_FIELDS)}
 

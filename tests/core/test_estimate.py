@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
+from statsmodels.stats.contingency_tables import mcnemar
 
 import lengthlens as ll
 from lengthlens.resample import counts_for_group, item_counts
@@ -55,7 +56,7 @@ def test_point_estimates_equal_plain_loop(flat_runs):
     for method in ("cactus", "r_fuzzy"):
         cell = table.get(method=method)
         L = Ls = R = Rs = T = Ts = lb = lbs = c = cs = cens = 0.0
-        n = 0
+        n = w2r = r2w = 0
         ratios = []
         for r in recs:
             if r["method"] != method:
@@ -67,6 +68,7 @@ def test_point_estimates_equal_plain_loop(flat_runs):
             T += r["wall_time_s"]; Ts += b["wall_time_s"]
             lb += r["accepted_tokens"] / r["draft_rounds"]; lbs += b["accepted_tokens"] / b["draft_rounds"]
             c += r["correct"]; cs += b["correct"]
+            w2r += r["correct"] and not b["correct"]; r2w += b["correct"] and not r["correct"]
             cens += r["output_tokens"] >= r["max_new_tokens"]
             ratios.append(r["draft_rounds"] / b["draft_rounds"])
         assert cell.n_runs == n == 50 and cell.n_items == 25
@@ -80,6 +82,9 @@ def test_point_estimates_equal_plain_loop(flat_runs):
         assert cell["censored_frac"].point == pytest.approx(cens / n)
         assert cell.extras["rounds_ratio_median_item"] == pytest.approx(float(np.median(ratios)))
         assert cell.extras["drop_2pp"] == (100 * (c - cs) / n <= -2)
+        assert (cell.extras["wrong_to_right"], cell.extras["right_to_wrong"]) == (w2r, r2w)
+        table_ = np.array([[0, w2r], [r2w, 0]])
+        assert cell.extras["mcnemar_p"] == pytest.approx(mcnemar(table_, exact=True).pvalue, rel=1e-12)
 
 
 def test_intervals_agree_with_scipy_bootstrap(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
 import lengthlens as ll
-from lengthlens.intervention import base_arm_of, compare, force_commit_pairs, mcnemar_exact, table4
+from lengthlens.intervention import base_arm_of, compare, force_commit_pairs, table4
+from lengthlens.stats import mcnemar_exact
 
 
 def _rec(method, params, item, L, correct, *, text, budget=100, fired=None, alpha=0.3):
