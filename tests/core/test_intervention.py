@@ -98,3 +98,21 @@ def test_compare_equals_plain_loop(runs):
     assert cmp.n_runs == 6 and (cmp.wrong_to_right, cmp.right_to_wrong) == (2, 1)
     acc = sum(r["correct"] for r in inter) - sum(base[r["item_id"]]["correct"] for r in inter)
     assert cmp["accuracy_delta_pp"].point == pytest.approx(100 * acc / 6)
+
+
+def test_fired_inference_agrees_with_the_logged_flag_on_the_example(tmp_path):
+    """On the synthetic example (which logs force_commit_fired), inferring from the base run gives the same answer."""
+    import polars as pl
+
+    from lengthlens import synth
+    from lengthlens.loading import RunSet
+
+    synth.write_raw(synth.example(), tmp_path / "ex")
+    rs = ll.load(tmp_path / "ex", cache=False)
+    logged = force_commit_pairs(rs).sort("target", "dataset", "method", "item_id")
+    blind = RunSet(table=rs.table.with_columns(pl.lit(None, dtype=pl.Boolean).alias("force_commit_fired")),
+                   skipped=rs.skipped, sources=rs.sources, n_found=rs.n_found)
+    inferred = force_commit_pairs(blind).sort("target", "dataset", "method", "item_id")
+    assert logged["fired_logged"].all() and not inferred["fired_logged"].any()
+    assert logged["fired"].sum() > 0
+    assert inferred["fired"].to_list() == logged["fired"].to_list()
