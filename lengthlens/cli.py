@@ -68,7 +68,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     runs = load_from_args(sources, args)
     t_load = time.perf_counter() - t0
     analysis = analyse_from_args(runs, args)
-    written = write_report(analysis, out)
+    written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures)
     if not args.quiet:
         print(runs.summary())
         print()
@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", "-o", required=True, help="output folder")
     rep.add_argument("--example", action="store_true", help="analyse the embedded synthetic example (written to OUT/example-runs)")
     rep.add_argument("--quiet", "-q", action="store_true", help="print nothing")
+    rep.add_argument("--latex", action="store_true", help="also write booktabs tables (table3.tex, table4.tex, attribution.tex)")
+    rep.add_argument("--no-pdf", action="store_true", help="skip report.pdf (WeasyPrint)")
+    rep.add_argument("--no-figures", action="store_true", help="leave the figures out of the report")
     _add_analysis_options(rep)
     rep.set_defaults(func=_cmd_report)
 
@@ -105,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
         add_generate = None
     if add_generate is not None:
         add_generate(sub)
+    from lengthlens.snapshot import add_parsers as add_snapshot
+
+    add_snapshot(sub)
     return parser
 
 
