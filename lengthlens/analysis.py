@@ -167,6 +167,6 @@ def extra_tokens_table(runs: RunSet) -> pd.DataFrame | None:
         return None
     units = cell_units(paired).select(*ARM_KEY, *UNIT_KEY)
     stats = extra_token_stats(paired, units=units)
-    if stats is None or stats.is_empty():
+    if stats is None or stats.is_empty() or stats["n_runs_with_proposals"].sum() == 0:
         return None
     return stats.to_pandas()

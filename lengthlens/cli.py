@@ -33,7 +33,8 @@ def _example_runs(out: Path) -> list[Path]:
     from lengthlens import synth
 
     root = out / "example-runs"
-    synth.write_raw(synth.example(), root, seed=0)
+    # Token traces for gsm8k only, as in the study: enough for the extra-tokens table, small on disk.
+    synth.write_raw(synth.example(), root, seed=0, proposals=("gsm8k",))
     return [root]
 
 

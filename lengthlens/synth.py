@@ -60,7 +60,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Collection, Iterable, Iterator, Literal
 
 import numpy as np
 import polars as pl
@@ -887,6 +887,9 @@ def _write_group(args: tuple[SynthSpec, int, int, str, int, bool]) -> tuple[int,
     made: set[str] = set()
     grades: list[dict[str, Any]] = []
     n_files = n_bytes = 0
+    # proposals: True for every dataset, or a collection of dataset names (the study traced gsm8k only).
+    if proposals is not True and proposals:
+        proposals = ds.name in proposals
     prop_rng = _rng(seed, "proposals", pair.target, pair.draft, ds.name) if proposals else None
     for r in _run_rows(spec, pair, ds, seed, text=True):
         arm: _ArmDef = r["arm"]
@@ -970,7 +973,17 @@ def _proposals(rng: np.random.Generator, r: dict[str, Any], k: int) -> str:
     q = np.round(np.clip(p * np.exp(0.3 * rng.standard_normal(n_acc + R)), 1e-6, 1.0), 8)
     u_draw = rng.uniform(0.0, 1.0, n_acc + R)
     lossy_only = (rng.uniform(0, 1, n_acc) < lossy_share).tolist()
-    rank = np.minimum(rng.geometric(0.7, n_acc + R) - 1, 50).tolist()
+    rank = np.minimum(rng.geometric(0.7, n_acc + R) - 1, 50)
+    # Tokens accepted only because of the relaxation are ones the target finds unlikely (the study:
+    # median p ~0.15, rank >= 1), with q above p so the lossless test would likely reject them.
+    lo_mask = np.zeros(n_acc + R, dtype=bool)
+    lo_mask[:n_acc] = lossy_only
+    n_lo = int(lo_mask.sum())
+    if n_lo:
+        p[lo_mask] = np.round(0.001 + 0.6 * rng.beta(1.2, 5.0, n_lo), 8)
+        q[lo_mask] = np.round(np.minimum(1.0, p[lo_mask] * rng.uniform(1.5, 6.0, n_lo)), 8)
+        rank[lo_mask] = np.minimum(rng.geometric(0.35, n_lo), 50)
+    rank = rank.tolist()
     idx = 0
     for rnd, ar in enumerate(a.tolist()):
         for pr in range(ar):
@@ -1012,13 +1025,14 @@ def raw_roots(spec: SynthSpec, root: str | os.PathLike[str]) -> list[Path]:
     return [Path(root) / p.slug / "runs" for p in spec.pairs]
 
 
-def write_raw(spec: SynthSpec, root: str | os.PathLike[str], *, seed: int = 0, proposals: bool = False,
+def write_raw(spec: SynthSpec, root: str | os.PathLike[str], *, seed: int = 0, proposals: bool | Collection[str] = False,
               workers: int = 1, overwrite: bool = False) -> Path:
     """Write the study's raw layout, one tree per pair (``<root>/<pair_slug>/runs/...``); return ``root``.
 
     Existing pair trees are replaced when an earlier ``write_raw`` made them (they hold its
     ``.lengthlens-synth`` marker), so stale runs never mix with new ones; any other existing folder
-    of that name is an error unless ``overwrite``. ``workers`` > 1 writes (pair, dataset) groups in
+    of that name is an error unless ``overwrite``. ``proposals`` writes proposals.jsonl for every
+    dataset (True) or for the named ones (the study traced gsm8k only). ``workers`` > 1 writes (pair, dataset) groups in
     parallel processes; the bytes do not depend on it.
     """
     root = Path(root)
