@@ -13,15 +13,13 @@ import re
 from typing import TYPE_CHECKING, Any, Iterable
 
 import matplotlib
-
-matplotlib.use("Agg", force=False)  # headless: a report is written on servers and in CI
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import polars as pl  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: F401  (in Jupyter this sets up the inline display of Figure objects)
+import numpy as np
+import pandas as pd
+import polars as pl
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Rectangle
 
 if TYPE_CHECKING:  # pragma: no cover
     from lengthlens.analysis import Analysis
@@ -60,6 +58,23 @@ _RC = {
     "svg.fonttype": "none",  # text stays text: small files, searchable in HTML and PDF
     "svg.hashsalt": "lengthlens",  # stable ids so that two renders of a report are identical
 }
+
+
+class LensFigure(Figure):
+    """A matplotlib Figure that shows itself in Jupyter whatever the backend (a PNG repr), since figures here bypass pyplot."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        with matplotlib.rc_context(_RC):
+            self.savefig(buf, format="png", dpi=110)
+        return buf.getvalue()
+
+
+def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], squeeze: bool = True,
+              layout: str = "constrained") -> tuple[Figure, Any]:
+    """Like pyplot.subplots but without pyplot: no GUI backend, nothing kept in a global registry, no double display in Jupyter."""
+    fig = LensFigure(figsize=figsize, layout=layout)
+    return fig, fig.subplots(nrows, ncols, squeeze=squeeze)
 
 
 def _cells(obj: "Analysis | pd.DataFrame") -> pd.DataFrame:
@@ -114,8 +129,8 @@ def fig_gain_vs_lambda(obj: "Analysis | pd.DataFrame") -> Figure:
     by longer completions.
     """
     df = _cells(obj)
-    with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(7.6, 4.8), layout="constrained")
+    with matplotlib.rc_context(_RC):
+        fig, ax = _subplots(figsize=(7.6, 4.8), layout="constrained")
         if df.empty:
             return _empty(fig, ax, "no cells")
         colors = method_colors(df["method"])
@@ -155,9 +170,9 @@ def fig_lambda_forest(obj: "Analysis | pd.DataFrame", max_labels: int = 30) -> F
     colour says the rule and the panel's caption the count.
     """
     df = _cells(obj)
-    with plt.rc_context(_RC):
+    with matplotlib.rc_context(_RC):
         if df.empty:
-            fig, ax = plt.subplots(figsize=(6.4, 2), layout="constrained")
+            fig, ax = _subplots(figsize=(6.4, 2), layout="constrained")
             return _empty(fig, ax, "no cells")
         datasets = sorted(df["dataset"].unique())
         per = int(df.groupby("dataset").size().max())
@@ -165,7 +180,7 @@ def fig_lambda_forest(obj: "Analysis | pd.DataFrame", max_labels: int = 30) -> F
         nrow = -(-len(datasets) // ncol)
         row_h = 0.16 if per <= max_labels else 0.075
         fig_h = nrow * (per * row_h + 0.7) + 0.5
-        fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol if per <= max_labels else 3.3 * ncol, fig_h),
+        fig, axes = _subplots(nrow, ncol, figsize=(4.6 * ncol if per <= max_labels else 3.3 * ncol, fig_h),
                                  layout="constrained", squeeze=False)
         colors = method_colors(df["method"])
         pairs = df[["target", "draft"]].drop_duplicates()
@@ -198,8 +213,8 @@ def fig_lambda_forest(obj: "Analysis | pd.DataFrame", max_labels: int = 30) -> F
 def fig_rounds_vs_time(obj: "Analysis | pd.DataFrame") -> Figure:
     """Measured rounds ratio R/R* against wall-time ratio T/T*: fewer rounds do not always mean less time."""
     df = _cells(obj)
-    with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(7.4, 4.6), layout="constrained")
+    with matplotlib.rc_context(_RC):
+        fig, ax = _subplots(figsize=(7.4, 4.6), layout="constrained")
         if df.empty:
             return _empty(fig, ax, "no cells")
         colors = method_colors(df["method"])
@@ -226,8 +241,8 @@ def fig_rounds_vs_time(obj: "Analysis | pd.DataFrame") -> Figure:
 def fig_accuracy_vs_gain(obj: "Analysis | pd.DataFrame", drop_pp: float = 2.0) -> Figure:
     """Accuracy change (percentage points, graded cells) against the per-round gain; the dashed line is the 2-point drop."""
     df = _cells(obj)
-    with plt.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(7.4, 4.4), layout="constrained")
+    with matplotlib.rc_context(_RC):
+        fig, ax = _subplots(figsize=(7.4, 4.4), layout="constrained")
         g_all = df[df["n_graded"] > 0] if not df.empty else df
         if g_all.empty or "accuracy_delta_pp" not in g_all:
             return _empty(fig, ax, "no graded cells")
@@ -262,7 +277,7 @@ def _km_curve(lengths: np.ndarray, censored: np.ndarray) -> tuple[np.ndarray, np
     return np.concatenate([[0.0], uniq]), np.concatenate([[1.0], s])
 
 
-def _thin(t: np.ndarray, s: np.ndarray, max_points: int = 400) -> tuple[np.ndarray, np.ndarray]:
+def _thin(t: np.ndarray, s: np.ndarray, max_points: int = 200) -> tuple[np.ndarray, np.ndarray]:
     """Keep a step curve's shape with at most ~max_points vertices (thousands of steps bloat the SVG)."""
     if len(t) <= max_points:
         return t, s
@@ -284,9 +299,9 @@ def fig_survival(analysis: "Analysis", *, runs: pl.DataFrame | None = None, arms
 
     t = with_derived(runs if runs is not None else analysis.runs.paired)
     cells = analysis.tables["cells"]
-    with plt.rc_context(_RC):
+    with matplotlib.rc_context(_RC):
         if t.is_empty() or cells.empty:
-            fig, ax = plt.subplots(figsize=(6.4, 2), layout="constrained")
+            fig, ax = _subplots(figsize=(6.4, 2), layout="constrained")
             return _empty(fig, ax, "no paired runs")
         if arms is None:
             arms = select_alphas(cells, analysis.settings.get("alphas", "loosest"))
@@ -298,7 +313,7 @@ def fig_survival(analysis: "Analysis", *, runs: pl.DataFrame | None = None, arms
         colors = method_colors(data["method"].unique().to_list())
         ncol = min(3, len(datasets))
         nrow = -(-len(datasets) // ncol)
-        fig, axes = plt.subplots(nrow, ncol, figsize=(3.3 * ncol, 2.5 * nrow + 0.6), layout="constrained", squeeze=False)
+        fig, axes = _subplots(nrow, ncol, figsize=(3.3 * ncol, 2.5 * nrow + 0.6), layout="constrained", squeeze=False)
         for ax, ds in zip(axes.flat, datasets):
             d = data.filter(pl.col("dataset") == ds)
             budgets = sorted(int(b) for b in d["max_new_tokens"].drop_nulls().unique().to_list())
@@ -340,9 +355,9 @@ def fig_survival(analysis: "Analysis", *, runs: pl.DataFrame | None = None, arms
 def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
     """Where the extra characters go: mean extra characters per run split into thinking and answer, per dataset and rule."""
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("attribution")
-    with plt.rc_context(_RC):
+    with matplotlib.rc_context(_RC):
         if df is None or df.empty or not {"extra_chars", "extra_chars_thinking"} <= set(df.columns):
-            fig, ax = plt.subplots(figsize=(6.4, 2), layout="constrained")
+            fig, ax = _subplots(figsize=(6.4, 2), layout="constrained")
             return _empty(fig, ax, "no attribution table (needs completion texts)")
         agg = (df.assign(answer=df["extra_chars"] - df["extra_chars_thinking"])
                .groupby(["dataset", "method"], sort=True)[["extra_chars_thinking", "answer", "extra_chars"]].mean()
@@ -350,7 +365,7 @@ def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
         datasets = sorted(agg["dataset"].unique())
         methods = sorted(agg["method"].unique())
         colors = method_colors(methods)
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(datasets) * max(1, len(methods)) / 3), 3.8), layout="constrained")
+        fig, ax = _subplots(figsize=(max(6.0, 1.1 * len(datasets) * max(1, len(methods)) / 3), 3.8), layout="constrained")
         width = 0.8 / max(1, len(methods))
         for j, m in enumerate(methods):
             g = agg[agg["method"] == m].set_index("dataset").reindex(datasets)
@@ -366,7 +381,7 @@ def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
         ax.grid(axis="x", visible=False)
         ax.set_ylabel("extra characters per run (relaxed − strict)")
         handles = [Line2D([], [], color=colors[m], lw=6, label=m) for m in methods]
-        handles += [plt.Rectangle((0, 0), 1, 1, color="#888"), plt.Rectangle((0, 0), 1, 1, color="#888", alpha=0.35, hatch="///")]
+        handles += [Rectangle((0, 0), 1, 1, color="#888"), Rectangle((0, 0), 1, 1, color="#888", alpha=0.35, hatch="///")]
         labels = methods + ["thinking", "answer"]
         ax.legend(handles, labels, frameon=False, ncol=2, loc="upper left")
         ax.set_title("Extra characters: thinking (solid) against answer (hatched), mean over cells")
@@ -399,7 +414,7 @@ def to_svg(fig: Figure, *, close: bool = True) -> str:
     those ids, so they are dropped (nothing refers to them). Referenced ids are content hashes.
     """
     buf = io.StringIO()
-    with plt.rc_context(_RC):
+    with matplotlib.rc_context(_RC):
         # Settle constrained layout first: on a figure's first draw, legends beside the axes can be
         # measured after the layout has already been fixed, which clips them in the saved SVG.
         fig.draw_without_rendering()

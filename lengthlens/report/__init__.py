@@ -8,6 +8,7 @@ and page footers).
 
 from __future__ import annotations
 
+import base64
 import re
 import time
 from pathlib import Path
@@ -94,6 +95,13 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
         df = analysis.tables.get(name)
         if df is None:
             continue
+        if name == "extra_tokens" and "n_runs_with_proposals" in df.columns:
+            # Cells without proposal logs have nothing to show (all counts zero); say so once instead.
+            n_all = len(df)
+            df = df[df["n_runs_with_proposals"] > 0]
+            if df.empty:
+                out[name] = Markup(f"<p>No proposal logs (proposals.jsonl) were found for any of the {n_all} cells.</p>")
+                continue
         cols = described_columns(name, df)
         if name == "table4" or "target" not in df.columns:
             bold = (lambda r: any(str(v).lower() in ("total", "all") for v in r.values() if isinstance(v, str)))
@@ -150,6 +158,17 @@ def _arm_cols(arms: pd.DataFrame):
 
 
 _CI_SPAN = re.compile(r"<span class=ci>(.*?)</span>")
+_SVG = re.compile(r"<svg\b.*?</svg>", re.S)
+
+
+def _svg_to_img(m: re.Match) -> str:
+    """An inline SVG as an <img> with a data: URI, for WeasyPrint only.
+
+    Inline, every SVG node joins the HTML tree and goes through the CSS cascade and the HTML parser
+    (at paper scale most of the PDF time); as an image WeasyPrint parses it once with its SVG reader.
+    """
+    svg = re.sub(r'data-w="([\d.]+)" data-h="([\d.]+)"', r'width="\1pt" height="\2pt"', m.group(0), count=1)
+    return f'<img class="fig" alt="" src="data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()}">'
 
 
 def render_pdf(html: str, path: Path) -> Path:
@@ -159,6 +178,7 @@ def render_pdf(html: str, path: Path) -> Path:
     # Inline boxes cost WeasyPrint a line-breaking pass each; interval spans only grey the text, so print
     # them as plain text (a 360-cell report has ~6000 of them).
     html = _CI_SPAN.sub(r"\1", html)
+    html = _SVG.sub(_svg_to_img, html)
     HTML(string=html, base_url=str(path.parent)).write_pdf(path)
     return path
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import platform
 import re
 from typing import Any
@@ -96,9 +97,17 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
         "hardware": hardware,
         "version": __version__,
         "python": platform.python_version(),
-        "generated": generated or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "generated": generated or _generated(),
         "warnings": list(runs.warnings) + list(getattr(analysis, "notes", ())),
     }
+
+
+def _generated() -> str:
+    """Now in UTC, or SOURCE_DATE_EPOCH when set (reproducible builds: the committed example report does not churn)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    when = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch and epoch.isdigit()
+            else _dt.datetime.now(_dt.timezone.utc))
+    return when.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def definitions() -> list[dict[str, str]]:
