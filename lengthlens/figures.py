@@ -353,24 +353,28 @@ def fig_survival(analysis: "Analysis", *, runs: pl.DataFrame | None = None, arms
 
 
 def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
-    """Where the extra characters go: mean extra characters per run split into thinking and answer, per dataset and rule."""
+    """Where the extra characters go: extra characters per run (relaxed − strict) split into thinking and answer, per dataset and rule.
+
+    The attribution table holds sums over a cell's runs; they are divided by the cell's runs and
+    averaged over target–draft pairs, so bars of datasets with different item counts compare.
+    """
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("attribution")
     with matplotlib.rc_context(_RC):
         if df is None or df.empty or not {"extra_chars", "extra_chars_thinking"} <= set(df.columns):
-            fig, ax = _subplots(figsize=(6.4, 2), layout="constrained")
+            fig, ax = _subplots(figsize=(6.4, 2))
             return _empty(fig, ax, "no attribution table (needs completion texts)")
-        agg = (df.assign(answer=df["extra_chars"] - df["extra_chars_thinking"])
-               .groupby(["dataset", "method"], sort=True)[["extra_chars_thinking", "answer", "extra_chars"]].mean()
-               .reset_index())
+        per = df["n_runs"].where(df["n_runs"] > 0) if "n_runs" in df.columns else 1.0
+        d = df.assign(think=df["extra_chars_thinking"] / per, answer=(df["extra_chars"] - df["extra_chars_thinking"]) / per)
+        agg = d.groupby(["dataset", "method"], sort=True)[["think", "answer"]].mean().reset_index()
         datasets = sorted(agg["dataset"].unique())
         methods = sorted(agg["method"].unique())
         colors = method_colors(methods)
-        fig, ax = _subplots(figsize=(max(6.0, 1.1 * len(datasets) * max(1, len(methods)) / 3), 3.8), layout="constrained")
+        fig, ax = _subplots(figsize=(max(6.5, 0.35 * len(datasets) * max(1, len(methods)) + 2.2), 3.9))
         width = 0.8 / max(1, len(methods))
         for j, m in enumerate(methods):
             g = agg[agg["method"] == m].set_index("dataset").reindex(datasets)
             x = np.arange(len(datasets)) - 0.4 + width * (j + 0.5)
-            think = g["extra_chars_thinking"].to_numpy()
+            think = g["think"].to_numpy()
             ans = g["answer"].to_numpy()
             ax.bar(x, think, width, color=colors[m], label=m)
             # The answer part sits on the thinking part when both go the same way, else from zero.
@@ -381,10 +385,10 @@ def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
         ax.grid(axis="x", visible=False)
         ax.set_ylabel("extra characters per run (relaxed − strict)")
         handles = [Line2D([], [], color=colors[m], lw=6, label=m) for m in methods]
-        handles += [Rectangle((0, 0), 1, 1, color="#888"), Rectangle((0, 0), 1, 1, color="#888", alpha=0.35, hatch="///")]
-        labels = methods + ["thinking", "answer"]
-        ax.legend(handles, labels, frameon=False, ncol=2, loc="upper left")
-        ax.set_title("Extra characters: thinking (solid) against answer (hatched), mean over cells")
+        handles += [Rectangle((0, 0), 1, 1, color="#888", label="thinking"),
+                    Rectangle((0, 0), 1, 1, color="#888", alpha=0.35, hatch="///", label="answer")]
+        fig.legend(handles=handles, frameon=False, loc="outside right upper")
+        ax.set_title("Extra characters per run: thinking (solid) and answer (hatched), mean over pairs")
         return fig
 
 
@@ -397,7 +401,8 @@ FIGURES: dict[str, tuple[Any, str]] = {
     "rounds_vs_time": (fig_rounds_vs_time, "Measured rounds ratio against wall-time ratio per cell."),
     "survival": (fig_survival, "Completion-length survival: strict against each rule per dataset; the dashed line is the "
                  "token budget and + marks runs cut there (censored)."),
-    "attribution": (fig_attribution, "Extra characters of relaxed runs over strict, split into thinking and answer."),
+    "attribution": (fig_attribution, "Extra characters per run of relaxed runs over strict, split into the thinking "
+                    "channel (solid) and the answer (hatched); mean over target–draft pairs."),
     "accuracy_vs_gain": (fig_accuracy_vs_gain, "Accuracy change against per-round gain for graded cells; dashed: a 2-point drop."),
 }
 

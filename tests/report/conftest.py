@@ -12,10 +12,10 @@ N_RESAMPLES = 2000
 
 @pytest.fixture(scope="session")
 def example_root(tmp_path_factory) -> Path:
-    from lengthlens import synth
+    """The runs ``lengthlens report --example`` analyses, written exactly as the CLI writes them."""
+    from lengthlens.cli import _example_runs
 
-    root = tmp_path_factory.mktemp("example-runs")
-    synth.write_raw(synth.example(), root, seed=0)
+    (root,) = _example_runs(tmp_path_factory.mktemp("example"))
     return root
 
 
