@@ -10,7 +10,11 @@ those settings and names every number that moved beyond its tolerance:
   standard errors of a bootstrap percentile, derived from the interval's width: for a sampling
   distribution of spread s, interval width w = 2 z s (z the normal quantile of the confidence
   level), and the percentile at p = (1 - level)/2 estimated from B resamples has standard error
-  s * sqrt(p (1 - p) / B) / phi(z). With the same seed and B the limits are reproduced exactly;
+  s * sqrt(p (1 - p) / B) / phi(z). For a skewed interval the spread of a limit's side is taken
+  from that side (twice the point-to-limit distance) when it is the larger. The normal approximation
+  is rough for cells with few items and lumpy bootstrap distributions: on the example (12-16 items
+  per cell) a changed seed moved about 1 limit in 2,000 beyond it. ``check`` uses the snapshot's
+  seed and resample count by default, which reproduces every limit exactly. With the same seed and B the limits are reproduced exactly;
   the tolerance is what a change of seed, platform or resample count may legitimately move them.
   Statistics on a lattice (accuracy differences, steps of 100/n points) get one step more.
 
@@ -40,8 +44,11 @@ SNAPSHOT_FORMAT = 1
 KEY = ("target", "draft", "dataset", "method", "params")
 #: Relative tolerance of "exact" (deterministic) numbers: floating-point rounding only.
 EXACT_REL = 1e-9
-#: Monte-Carlo standard errors a resampled number may move (5: a correct re-run of 10,000 numbers fails with ~0.6% chance).
-RESAMPLE_Z = 5.0
+#: Monte-Carlo standard errors a resampled limit may move. Two runs differ by sqrt(2) SE in sd, so 6 SE is
+#: ~4.2 sd of the difference: a correct re-run of 1,000 limits fails with ~3% chance even if the normal
+#: approximation is off in the tails (few items, skewed ratios), and a real change of a few percent of
+#: an interval's width is still caught.
+RESAMPLE_Z = 6.0
 _SETTINGS = ("n_resamples", "seed", "ci", "confidence_level")
 #: Interval stems of statistics on a lattice: one lattice step is added to their tolerance, since a
 #: percentile of a discrete bootstrap distribution jumps a whole step when the seed changes
@@ -50,7 +57,11 @@ LATTICE_STEP = {"accuracy_delta": lambda row: 100.0 / row["n_graded"] if row.get
 
 
 def resample_tolerance(width: float, n_resamples: int, confidence_level: float = 0.95) -> float:
-    """How far a bootstrap percentile limit may move between runs: RESAMPLE_Z Monte-Carlo standard errors (module docstring)."""
+    """How far a bootstrap percentile limit may move between runs: RESAMPLE_Z Monte-Carlo standard errors (module docstring).
+
+    ``width`` is twice the distance that sets the spread: the interval's width, or for one limit of a
+    skewed interval twice the distance from the point estimate to that limit (see :func:`snapshot`).
+    """
     if width is None or not math.isfinite(width) or n_resamples <= 0:
         return math.inf if width is not None and math.isinf(width) else 0.0
     p = (1.0 - confidence_level) / 2.0
@@ -58,6 +69,16 @@ def resample_tolerance(width: float, n_resamples: int, confidence_level: float =
     spread = abs(width) / (2.0 * z)
     se = spread * math.sqrt(p * (1.0 - p) / n_resamples) / float(stats.norm.pdf(z))
     return RESAMPLE_Z * se
+
+
+def _point_columns() -> dict[str, str]:
+    """Interval stem -> point-estimate column (accuracy_delta -> accuracy_delta_pp)."""
+    from lengthlens.metrics import METRICS
+
+    return {(m.ci_name or m.name): m.name for m in METRICS}
+
+
+_POINT_OF = _point_columns()
 
 
 def _is_resampled(col: str) -> bool:
@@ -132,10 +153,18 @@ def snapshot(obj: Any, *, settings: Mapping[str, Any] | None = None) -> dict[str
         tol = {}
         for c in values:
             if _is_resampled(c):
-                stem = c[:-3]
+                stem, side = c[:-3], c[-2:]
                 lo, hi = row.get(f"{stem}_lo"), row.get(f"{stem}_hi")
-                width = (hi - lo) if lo is not None and hi is not None else float("nan")
-                t = resample_tolerance(float(width), n_res, level) if not pd.isna(width) else 0.0
+                point = row.get(_POINT_OF.get(stem, stem))
+                if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+                    tol[c] = 0.0
+                    continue
+                width = hi - lo
+                if point is not None and not pd.isna(point) and lo <= point <= hi:
+                    # A skewed interval has its long side where the bootstrap density is thin: use that side's
+                    # distance (doubled) when it exceeds half the width.
+                    width = max(width, 2.0 * ((point - lo) if side == "lo" else (hi - point)))
+                t = resample_tolerance(float(width), n_res, level)
                 t += LATTICE_STEP.get(stem, lambda _r: 0.0)(row)
                 tol[c] = _clean(t)
         cells.append({"key": {k: _clean(row.get(k)) for k in KEY}, "values": values, "tolerance": tol})
@@ -307,7 +336,11 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    exp = load_snapshot(args.against)
+    try:
+        exp = load_snapshot(args.against)
+    except (OSError, ValueError) as exc:  # a missing or foreign file is a usage error, not a moved number
+        print(f"lengthlens check: cannot read the snapshot: {exc}", file=sys.stderr)
+        return 2
     settings = dict(exp.get("settings", {}))
     for k in ("n_resamples", "seed", "ci"):
         v = getattr(args, k)

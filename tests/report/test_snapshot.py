@@ -47,8 +47,8 @@ def mini(tmp_path) -> Path:
 
 
 def test_tolerance_is_monte_carlo_error_of_a_percentile():
-    # 5 SE of the 2.5% percentile: width 1 -> spread 1/(2*1.95996); SE = spread*sqrt(.025*.975/B)/phi(1.95996)
-    assert resample_tolerance(1.0, 10_000, 0.95) == pytest.approx(5 * 0.2551067 * 0.0015612495 / 0.05844507, rel=1e-5)
+    # 6 SE of the 2.5% percentile: width 1 -> spread 1/(2*1.95996); SE = spread*sqrt(.025*.975/B)/phi(1.95996)
+    assert resample_tolerance(1.0, 10_000, 0.95) == pytest.approx(6 * 0.2551067 * 0.0015612495 / 0.05844507, rel=1e-5)
     assert resample_tolerance(2.0, 10_000) == pytest.approx(2 * resample_tolerance(1.0, 10_000))
     assert resample_tolerance(1.0, 2_500) == pytest.approx(2 * resample_tolerance(1.0, 10_000))
 
@@ -182,3 +182,14 @@ def test_pytest_helper(mini, tmp_path, monkeypatch):
 def test_committed_fixture_numbers(tmp_path):
     """The project's own regression fixture: a committed run file and its committed snapshot."""
     assert_matches_snapshot(load(FIXTURES / "mini_runs.jsonl", cache=False), FIXTURES / "mini.snapshot.json")
+
+
+def test_skewed_interval_gets_the_long_side_spread():
+    import pandas as pd
+
+    row = {"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p",
+           "lambda": 1.1, "lambda_lo": 1.0, "lambda_hi": 1.9}  # long upper side
+    snap = snapshot(pd.DataFrame([row]), settings={"n_resamples": 10_000, "confidence_level": 0.95})
+    tol = snap["cells"][0]["tolerance"]
+    assert tol["lambda_lo"] == pytest.approx(resample_tolerance(0.9, 10_000))  # half-width side: the width
+    assert tol["lambda_hi"] == pytest.approx(resample_tolerance(1.6, 10_000))  # 2 x (1.9 - 1.1)
