@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import io
 import re
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
-import matplotlib.pyplot as plt  # noqa: F401  (in Jupyter this sets up the inline display of Figure objects)
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -77,7 +78,7 @@ def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], s
     return fig, fig.subplots(nrows, ncols, squeeze=squeeze)
 
 
-def _cells(obj: "Analysis | pd.DataFrame") -> pd.DataFrame:
+def _cells(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
     if isinstance(obj, pd.DataFrame):
         return obj
     return obj.tables["cells"]
@@ -121,7 +122,7 @@ def _legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, lo
         ax.legend(handles=mh, title="dataset", frameon=False, title_fontsize=7.5, loc="lower right")
 
 
-def fig_gain_vs_lambda(obj: "Analysis | pd.DataFrame") -> Figure:
+def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
     """Per cell, the per-round gain against the length ratio; above the line lambda = gain measured rounds lose.
 
     R/R* = lambda / gain, so a cell breaks even in verifier rounds exactly on the diagonal: the
@@ -163,7 +164,7 @@ def fig_gain_vs_lambda(obj: "Analysis | pd.DataFrame") -> Figure:
         return fig
 
 
-def fig_lambda_forest(obj: "Analysis | pd.DataFrame", max_labels: int = 30) -> Figure:
+def fig_lambda_forest(obj: Analysis | pd.DataFrame, max_labels: int = 30) -> Figure:
     """Forest plot: lambda with its bootstrap interval per cell, one panel per dataset, sorted by lambda.
 
     Rows are labelled (pair and rule) while a panel has at most ``max_labels`` cells; beyond that the
@@ -210,7 +211,7 @@ def fig_lambda_forest(obj: "Analysis | pd.DataFrame", max_labels: int = 30) -> F
         return fig
 
 
-def fig_rounds_vs_time(obj: "Analysis | pd.DataFrame") -> Figure:
+def fig_rounds_vs_time(obj: Analysis | pd.DataFrame) -> Figure:
     """Measured rounds ratio R/R* against wall-time ratio T/T*: fewer rounds do not always mean less time."""
     df = _cells(obj)
     with matplotlib.rc_context(_RC):
@@ -238,7 +239,7 @@ def fig_rounds_vs_time(obj: "Analysis | pd.DataFrame") -> Figure:
         return fig
 
 
-def fig_accuracy_vs_gain(obj: "Analysis | pd.DataFrame", drop_pp: float = 2.0) -> Figure:
+def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> Figure:
     """Accuracy change (percentage points, graded cells) against the per-round gain; the dashed line is the 2-point drop."""
     df = _cells(obj)
     with matplotlib.rc_context(_RC):
@@ -286,7 +287,7 @@ def _thin(t: np.ndarray, s: np.ndarray, max_points: int = 200) -> tuple[np.ndarr
     return grid, s[idx]
 
 
-def fig_survival(analysis: "Analysis", *, runs: pl.DataFrame | None = None, arms: pd.DataFrame | None = None) -> Figure:
+def fig_survival(analysis: Analysis, *, runs: pl.DataFrame | None = None, arms: pd.DataFrame | None = None) -> Figure:
     """Completion-length survival P(L > x), strict against each rule, one panel per dataset.
 
     Kaplan–Meier over the paired runs of every target–draft pair (pooled), for the arms that enter
@@ -352,7 +353,7 @@ def fig_survival(analysis: "Analysis", *, runs: pl.DataFrame | None = None, arms
         return fig
 
 
-def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
+def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
     """Where the extra characters go: extra characters per run (relaxed − strict) split into thinking and answer, per dataset and rule.
 
     The attribution table holds sums over a cell's runs; they are divided by the cell's runs and
@@ -394,15 +395,15 @@ def fig_attribution(obj: "Analysis | pd.DataFrame") -> Figure:
 
 #: Report figures in the order they appear: key -> (function, caption).
 FIGURES: dict[str, tuple[Any, str]] = {
-    "gain_vs_lambda": (fig_gain_vs_lambda, "The length illusion at a glance: per-round gain against length ratio per cell. "
+    "gain_vs_lambda": (fig_gain_vs_lambda, ("The length illusion at a glance: per-round gain against length ratio per cell. "
                        "Measured rounds break even on the diagonal (R/R* = λ / gain = 1); every cell above it needs more "
-                       "verifier rounds than strict decoding although its acceptance length rose."),
+                       "verifier rounds than strict decoding although its acceptance length rose.")),
     "lambda_forest": (fig_lambda_forest, "Length ratio λ with its paired item-bootstrap interval, per cell."),
     "rounds_vs_time": (fig_rounds_vs_time, "Measured rounds ratio against wall-time ratio per cell."),
-    "survival": (fig_survival, "Completion-length survival: strict against each rule per dataset; the dashed line is the "
-                 "token budget and + marks runs cut there (censored)."),
-    "attribution": (fig_attribution, "Extra characters per run of relaxed runs over strict, split into the thinking "
-                    "channel (solid) and the answer (hatched); mean over target–draft pairs."),
+    "survival": (fig_survival, ("Completion-length survival: strict against each rule per dataset; the dashed line is the "
+                 "token budget and + marks runs cut there (censored).")),
+    "attribution": (fig_attribution, ("Extra characters per run of relaxed runs over strict, split into the thinking "
+                    "channel (solid) and the answer (hatched); mean over target–draft pairs.")),
     "accuracy_vs_gain": (fig_accuracy_vs_gain, "Accuracy change against per-round gain for graded cells; dashed: a 2-point drop."),
 }
 

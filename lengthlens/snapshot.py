@@ -28,9 +28,10 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,7 @@ from scipy import stats
 
 from lengthlens import __version__
 
-__all__ = ["CheckResult", "Difference", "add_parsers", "check", "load_snapshot", "save_snapshot", "snapshot", "tolerance"]
+__all__ = ["CheckResult", "Difference", "add_parsers", "check", "load_snapshot", "resample_tolerance", "save_snapshot", "snapshot"]
 
 SNAPSHOT_FORMAT = 1
 KEY = ("target", "draft", "dataset", "method", "params")
@@ -82,7 +83,7 @@ _POINT_OF = _point_columns()
 
 
 def _is_resampled(col: str) -> bool:
-    return col.endswith("_lo") or col.endswith("_hi")
+    return col.endswith(("_lo", "_hi"))
 
 
 def _clean(v: Any) -> Any:
@@ -121,7 +122,11 @@ def _cells_and_settings(obj: Any, settings: Mapping[str, Any] | None = None) -> 
     settings = dict(settings or {})
     if isinstance(obj, RunSet):
         from lengthlens.estimate import cells as compute_cells
-        from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
+        from lengthlens.resample import (
+            DEFAULT_CONFIDENCE,
+            DEFAULT_N_RESAMPLES,
+            DEFAULT_SEED,
+        )
 
         kw = {"n_resamples": int(settings.get("n_resamples") or DEFAULT_N_RESAMPLES),
               "seed": int(settings["seed"]) if settings.get("seed") is not None else DEFAULT_SEED,
@@ -323,7 +328,11 @@ def _load_runs(args: argparse.Namespace):
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
+    from lengthlens.resample import (
+        DEFAULT_CONFIDENCE,
+        DEFAULT_N_RESAMPLES,
+        DEFAULT_SEED,
+    )
 
     runs = _load_runs(args)
     settings = {"n_resamples": args.n_resamples or DEFAULT_N_RESAMPLES,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -21,7 +22,14 @@ from markupsafe import Markup
 from lengthlens.analysis import Analysis
 from lengthlens.report import context as ctx
 from lengthlens.report.latex import write_latex
-from lengthlens.report.tables import (CELL_COLS, TABLE3_COLS, described_columns, fmt, grouped_html, table_html)
+from lengthlens.report.tables import (
+    CELL_COLS,
+    TABLE3_COLS,
+    described_columns,
+    fmt,
+    grouped_html,
+    table_html,
+)
 
 __all__ = ["CSV_OUTPUTS", "figures", "render_html", "render_pdf", "write_csvs", "write_latex", "write_report"]
 
@@ -31,18 +39,18 @@ CSV_OUTPUTS = ("cells", "arms", "table3", "skipped")
 #: Optional analysis tables: name -> (section title, intro). Rendered when the analysis has them.
 OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
     "table4": ("Table 4: force-commit interventions",
-               "Runs where the intervention fired and what happened to their correctness: McNemar's exact test on the "
-               "discordant pairs (wrong→right against right→wrong); 'still capped' runs hit the budget anyway."),
+               ("Runs where the intervention fired and what happened to their correctness: McNemar's exact test on the "
+               "discordant pairs (wrong→right against right→wrong); 'still capped' runs hit the budget anyway.")),
     "attribution": ("Thinking attribution",
-                    "Where the extra characters of relaxed runs go: the thinking (analysis) channel or the answer, per "
-                    "cell, from the completion texts split into channels."),
+                    ("Where the extra characters of relaxed runs go: the thinking (analysis) channel or the answer, per "
+                    "cell, from the completion texts split into channels.")),
     "censoring": ("Censoring",
-                  "Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
+                  ("Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
                   "λ on the pairs where neither run is censored and accelerated-failure-time (AFT) length ratios that "
-                  "treat censored runs as censored; Kaplan–Meier medians per side."),
+                  "treat censored runs as censored; Kaplan–Meier medians per side.")),
     "extra_tokens": ("Tokens accepted only because of the relaxation",
-                     "From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
-                     "rejected, with the target's probability and rank of those tokens against strict-accepted ones."),
+                     ("From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
+                     "rejected, with the target's probability and rank of those tokens against strict-accepted ones.")),
 }
 
 
@@ -158,7 +166,7 @@ def _arm_cols(arms: pd.DataFrame):
 
 
 _CI_SPAN = re.compile(r"<span class=ci>(.*?)</span>")
-_SVG = re.compile(r"<svg\b.*?</svg>", re.S)
+_SVG = re.compile(r"<svg\b.*?</svg>", re.DOTALL)
 
 
 def _svg_to_img(m: re.Match) -> str:

@@ -105,8 +105,8 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
 def _generated() -> str:
     """Now in UTC, or SOURCE_DATE_EPOCH when set (reproducible builds: the committed example report does not churn)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
-    when = (_dt.datetime.fromtimestamp(int(epoch), _dt.timezone.utc) if epoch and epoch.isdigit()
-            else _dt.datetime.now(_dt.timezone.utc))
+    when = (_dt.datetime.fromtimestamp(int(epoch), _dt.UTC) if epoch and epoch.isdigit()
+            else _dt.datetime.now(_dt.UTC))
     return when.strftime("%Y-%m-%d %H:%M UTC")
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,7 +49,7 @@ def fmt(v: Any, kind: str = "auto") -> str:
     if kind == "text" or isinstance(v, str):
         return str(v)
     if kind == "int":
-        return f"{int(round(v)):,}"
+        return f"{round(v):,}"
     if kind.startswith("f") and kind[1:].isdigit():
         return f"{v:.{int(kind[1:])}f}"
     if kind == "pct":
@@ -128,7 +129,7 @@ def auto_columns(df: pd.DataFrame, *, first: Sequence[str] = (), skip: Iterable[
     for c in names:
         if c in skip:
             continue
-        if (c.endswith("_lo") or c.endswith("_hi")) and c[:-3] in stems:
+        if c.endswith(("_lo", "_hi")) and c[:-3] in stems:
             continue
         ci = c if f"{c}_lo" in stems and f"{c}_hi" in stems else None
         left = df[c].dtype == object and not pd.api.types.is_numeric_dtype(df[c])

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -13,3 +17,26 @@ def need(binary: str) -> str:
     if path is None:
         pytest.skip(f"{binary} not installed (apt-get install chromium poppler-utils)")
     return path
+
+
+def chromium_screenshot(html_path: Path, shot: Path, width: int = 1400, height: int = 1000) -> list[str]:
+    """Load a page in headless Chromium, save a screenshot; return the browser console lines (errors, logs)."""
+    exe = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
+             f"--window-size={width},{height}", "--virtual-time-budget=3000", html_path.resolve().as_uri()],
+            capture_output=True, text=True, timeout=120, check=False)
+    return [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
+
+
+def keep_artifact(path: Path) -> None:
+    """Copy a screenshot or page image to $LENGTHLENS_TEST_ARTIFACTS (when set) so that a person can look at it."""
+    dest = os.environ.get("LENGTHLENS_TEST_ARTIFACTS")
+    if dest:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, Path(dest) / path.name)

@@ -5,17 +5,15 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from lengthlens.report import render_html, write_report
 from lengthlens.report.latex import tex_escape
 from lengthlens.report.tables import fmt
-from .helpers import need
+
+from .helpers import chromium_screenshot, keep_artifact, need
 
 FLOAT_COLS_T3 = ["gain_mean", "gain_median", "lambda_mean", "lambda_median", "rounds_ratio_mean", "rounds_ratio_median",
                  "time_ratio_mean", "time_ratio_median"]
@@ -111,6 +109,8 @@ def test_pdf_rasterises(example_report, tmp_path):
                     str(tmp_path / "page")], check=True)
     pages = sorted(tmp_path.glob("page-*.png"))
     assert len(pages) == 3
+    for p in pages:
+        keep_artifact(p)
     from PIL import Image
 
     for p in pages:
@@ -119,30 +119,25 @@ def test_pdf_rasterises(example_report, tmp_path):
         assert (im < 128).mean() > 0.005  # there is ink on the page
 
 
-def _chromium(html_path: Path, shot: Path) -> subprocess.CompletedProcess:
-    exe = next((b for b in ("chromium", "chromium-browser", "google-chrome") if __import__("shutil").which(b)), None)
-    if exe is None:
-        pytest.skip("chromium not installed (apt-get install chromium)")
-    with tempfile.TemporaryDirectory() as profile:
-        return subprocess.run(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
-             "--window-size=1400,1000", "--virtual-time-budget=3000", html_path.resolve().as_uri()],
-            capture_output=True, text=True, timeout=120)
-
-
 def test_chromium_loads_without_console_errors(example_report, tmp_path):
     shot = tmp_path / "report.png"
-    proc = _chromium(example_report / "report.html", shot)
-    console = [ln for ln in proc.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
+    console = chromium_screenshot(example_report / "report.html", shot)
     assert not console, console
     assert shot.exists() and shot.stat().st_size > 20_000
+    keep_artifact(shot)
     from PIL import Image
 
     im = np.asarray(Image.open(shot).convert("L"))
     assert im.shape[1] == 1400
     assert (im < 128).mean() > 0.01  # the page rendered text, not a blank or an error page
+
+
+def test_console_check_sees_errors(tmp_path):
+    """Negative control: the console check above would catch a script error."""
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><p>x</p><script>undefinedFn();</script></body></html>")
+    console = chromium_screenshot(bad, tmp_path / "bad.png", 400, 300)
+    assert any("undefinedFn is not defined" in ln for ln in console), console
 
 
 def test_latex_tables(example_report, example_analysis):

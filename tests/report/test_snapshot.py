@@ -12,7 +12,14 @@ import pytest
 
 from lengthlens.estimate import cells as compute_cells
 from lengthlens.loading import load
-from lengthlens.snapshot import add_parsers, check, load_snapshot, resample_tolerance, save_snapshot, snapshot
+from lengthlens.snapshot import (
+    add_parsers,
+    check,
+    load_snapshot,
+    resample_tolerance,
+    save_snapshot,
+    snapshot,
+)
 from lengthlens.testing import UPDATE_ENV, assert_matches_snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -27,12 +34,13 @@ def _records(seed: int = 0, n_items: int = 24) -> list[dict]:
         for i in range(n_items):
             L = int(min(1500, max(2, round(lam * rng.lognormal(mu[i], 0.4)))))
             lb = rng.uniform(1.5, 3.0) if method == "strict" else rng.uniform(2.0, 4.0)
-            R = max(1, int(round(L / (lb + 1))))
-            recs.append(dict(target="T", draft="D", dataset="ds", method=method, params=params,
-                             alpha=None if method == "strict" else float(params[5:]), item_id=f"case_{i:03d}", seed=0,
-                             status="ok", output_tokens=L, finish_reason="length" if L >= 1500 else "stop",
-                             max_new_tokens=1500, draft_rounds=R, accepted_tokens=L - R, draft_tokens=4 * R,
-                             wall_time_s=round(R * 0.025, 6), correct=bool(rng.random() < 0.75)))
+            R = max(1, round(L / (lb + 1)))
+            recs.append({"target": "T", "draft": "D", "dataset": "ds", "method": method, "params": params,
+                         "alpha": None if method == "strict" else float(params[5:]), "item_id": f"case_{i:03d}",
+                         "seed": 0, "status": "ok", "output_tokens": L,
+                         "finish_reason": "length" if L >= 1500 else "stop", "max_new_tokens": 1500,
+                         "draft_rounds": R, "accepted_tokens": L - R, "draft_tokens": 4 * R,
+                         "wall_time_s": round(R * 0.025, 6), "correct": bool(rng.random() < 0.75)})
     return recs
 
 
