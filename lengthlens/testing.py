@@ -20,7 +20,7 @@ from typing import Any
 
 from lengthlens.snapshot import CheckResult, check, save_snapshot
 
-__all__ = ["assert_matches_snapshot", "UPDATE_ENV"]
+__all__ = ["UPDATE_ENV", "assert_matches_snapshot"]
 
 UPDATE_ENV = "LENGTHLENS_UPDATE_SNAPSHOTS"
 
