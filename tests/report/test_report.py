@@ -173,3 +173,23 @@ def test_report_without_pdf_and_figures(example_analysis, tmp_path):
     assert not (tmp_path / "report.pdf").exists()
     assert (tmp_path / "report.html") in written
     assert "<svg" not in (tmp_path / "report.html").read_text()
+
+
+def test_reports_without_cells_or_texts(tmp_path):
+    """A strict-only run set (no cells) and runs without completion texts still give a full report, not an error."""
+    import lengthlens as ll
+
+    from .test_snapshot import _records, _write
+
+    strict = ll.load(_write(tmp_path / "s.jsonl", [r for r in _records() if r["method"] == "strict"]), cache=False)
+    a = ll.analyse(strict, n_resamples=200)
+    written = {p.name for p in write_report(a, tmp_path / "none", latex=True)}
+    assert {"report.html", "report.pdf"} <= written and "table3.tex" not in written
+    html = (tmp_path / "none" / "report.html").read_text()
+    assert "No cells: no relaxed arm could be paired with a strict baseline." in html
+
+    runs = ll.load(_write(tmp_path / "m.jsonl", _records()), cache=False)
+    a = ll.analyse(runs, n_resamples=200)
+    write_report(a, tmp_path / "two", pdf=False, latex=True)
+    html = (tmp_path / "two" / "report.html").read_text()
+    assert html.count('<details class="group"') >= 1 and "T / D" in html
