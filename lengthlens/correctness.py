@@ -86,8 +86,11 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
 
 
 def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: bool = True,
-                        problems: object = None) -> tuple[pl.DataFrame, list[str]]:
+                        problems: object = None, texts: pl.Series | None = None) -> tuple[pl.DataFrame, list[str]]:
     """Fill ``correct`` in the documented order and record where each verdict came from.
+
+    ``texts``: when the table's text column was set aside (the caller's memory-saving split), the
+    texts indexed by the table's ``_rid`` column.
 
     Adds ``grade_source`` (``record``, ``grade_file``, ``grader:<name>``, or null when ungraded)
     and ``graded_answer`` (the answer a lengthlens grader extracted; null otherwise).
@@ -104,10 +107,16 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
     if run_graders:
         from lengthlens.grading import grade_frame, grader_name
 
-        need = (pl.col("correct").is_null() & (pl.col("status") == "ok") & pl.col("text").is_not_null()
-                & pl.col("dataset").map_elements(lambda d: grader_name(d) not in (None, "mtbench"), return_dtype=pl.Boolean))
+        gradable = [d for d in t.get_column("dataset").unique().to_list() if grader_name(d) not in (None, "mtbench")]
+        if texts is not None:
+            has_text = texts.gather(t.get_column("_rid")).is_not_null()
+        else:
+            has_text = t.get_column("text").is_not_null()
+        need = pl.col("correct").is_null() & (pl.col("status") == "ok") & has_text & pl.col("dataset").is_in(gradable)
         t = t.with_row_index("_row")
         todo = t.filter(need)
+        if texts is not None and todo.height:
+            todo = todo.with_columns(texts.gather(todo.get_column("_rid")).alias("text"))
         if todo.height:
             graded = grade_frame(todo.drop("correct"), problems=problems).select(
                 "_row", pl.col("correct").alias("_c"), pl.col("grader").alias("_grader"), pl.col("graded_answer").alias("_ans"),

@@ -267,20 +267,27 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     table = pl.concat(frames) if len(frames) > 1 else frames[0]
     from lengthlens.correctness import find_grade_files, resolve_correctness
 
+    # The texts are most of the table's bytes: the joins and sorts below run on the rest, and the
+    # texts are gathered back by row id at the end.
+    table = table.with_row_index("_rid")
+    texts = table.get_column("text")
+    slim = table.drop("text")
     files: list = [Path(g) for g in (grades or [])]
     if find_grades:
         files += find_grade_files(raw_roots)
-    table, grade_warnings = resolve_correctness(table, files, run_graders=run_graders, problems=problems)
+    slim, grade_warnings = resolve_correctness(slim, files, run_graders=run_graders, problems=problems, texts=texts)
     warnings.extend(grade_warnings)
 
     skipped_parts = [pl.DataFrame(failures, schema=_SKIP_SCHEMA) if failures else pl.DataFrame(schema=_SKIP_SCHEMA)]
-    table, sk = drop_duplicates(table)
+    slim, sk = drop_duplicates(slim)
     skipped_parts.append(sk)
-    table, sk = drop_over_budget(table)
+    slim, sk = drop_over_budget(slim)
     skipped_parts.append(sk)
-    warnings += finish_reason_warnings(table) + l_bar_warnings(table)
-    table, sk, pair_warn = pairing_checks(table)
+    warnings += finish_reason_warnings(slim) + l_bar_warnings(slim)
+    slim, sk, pair_warn = pairing_checks(slim)
     skipped_parts.append(sk)
     warnings += pair_warn
     skipped = pl.concat(skipped_parts)
+    extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
+    table = slim.with_columns(texts.gather(slim.get_column("_rid")).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
     return RunSet(table=table, skipped=skipped, sources=tuple(str(s) for s in sources), n_found=n_found, warnings=tuple(warnings))
