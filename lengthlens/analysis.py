@@ -7,16 +7,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pandas as pd
+import polars as pl
 
 import numpy as np
 
 from lengthlens.attribution import attribution
 from lengthlens.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
 from lengthlens.estimate import cells as compute_cells
-from lengthlens.estimate import group_items
+from lengthlens.estimate import all_group_items
 from lengthlens.intervention import table4
 from lengthlens.pairing import CELL_KEY, cell_units
-from lengthlens.resample import counts_for_group
+from lengthlens.resample import DrawCache, counts_for_group
 from lengthlens.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
 from lengthlens.loading import RunSet
 from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
@@ -91,30 +92,47 @@ class Analysis:
         return f"<p>{html.escape(self.headline())}</p>" + frame_html(self.tables["table3"], "Table 3")
 
 
+def _censoring_group(job: tuple) -> list[dict]:
+    """censoring.csv rows of one group's cells."""
+    cells_data, counts, n_resamples_aft, confidence_level = job
+    counts = counts.astype(np.float64)
+    rows = []
+    for key, arrays, idx in cells_data:
+        with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
+            cell = censoring_cell(*arrays, counts, item_index=idx, n_resamples_aft=n_resamples_aft,
+                                  confidence_level=confidence_level)
+        rows.append({**key, **cell.to_row()})
+    return rows
+
+
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-                    n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE) -> pd.DataFrame:
+                    n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
+                    draws: DrawCache | None = None) -> pd.DataFrame:
     """OUT/censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
 
     Uses the cell table's draws (same seed, group and items); the AFT fits use the first
     ``n_resamples_aft`` of them, since each resample is a maximum-likelihood fit.
     """
     units = cell_units(runs.paired)
-    rows = []
+    every_group_items = all_group_items(runs)
+    jobs = []
     for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        items = group_items(runs, group)
+        items = every_group_items[group]
         index = {it: i for i, it in enumerate(items)}
-        counts = counts_for_group(seed, group, len(items), n_resamples)
+        counts = (draws.compact(group, len(items)) if draws is not None
+                  else counts_for_group(seed, group, len(items), n_resamples))
+        cells_data = []
         for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
             idx = np.fromiter((index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
-            with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
-                cell = censoring_cell(
-                    af["output_tokens"].to_numpy(), af["censored"].to_numpy(), af["max_new_tokens"].to_numpy(),
-                    af["output_tokens_star"].to_numpy(), af["censored_star"].to_numpy(), af["max_new_tokens_star"].to_numpy(),
-                    counts, item_index=idx, n_resamples_aft=min(n_resamples_aft, n_resamples), confidence_level=confidence_level)
-            key = {k: af.row(0, named=True)[k] for k in CELL_KEY}
-            rows.append({**key, **cell.to_row()})
-    return pd.DataFrame(rows)
+            arrays = tuple(af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
+                                                      "censored_star", "max_new_tokens_star"))
+            cells_data.append(({k: af.row(0, named=True)[k] for k in CELL_KEY}, arrays, idx))
+        jobs.append((cells_data, counts, min(n_resamples_aft, n_resamples), confidence_level))
+    # (Fitting groups in parallel processes was measured slower here: the fits already use both
+    # cores through BLAS.)
+    results = [_censoring_group(j) for j in jobs]
+    return pd.DataFrame([row for rows in results for row in rows])
 
 
 def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -128,7 +146,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     n_resamples_aft : resamples for the censoring-aware AFT intervals (each one a likelihood fit).
     proposals : aggregate proposals.jsonl (tokens accepted only because of the relaxation) where present.
     """
-    cell_table = compute_cells(runs, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
+    draws = DrawCache(seed, n_resamples)
+    cell_table = compute_cells(runs, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level, draws=draws)
     cells_df = cell_table.to_frame()
     tables = {
         "cells": cells_df,
@@ -139,8 +158,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     notes: list[str] = []
     if not cells_df.empty:
         tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
-                                              confidence_level=confidence_level)
-        attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
+                                              confidence_level=confidence_level, draws=draws)
+        attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level, draws=draws)
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         if attr.logged_disagreements:
@@ -162,8 +181,9 @@ def extra_tokens_table(runs: RunSet) -> pd.DataFrame | None:
     """OUT/extra_tokens.csv: per cell, tokens accepted only because of the relaxation (None without proposals)."""
     from lengthlens.extra_tokens import extra_token_stats
 
-    paired = runs.paired
-    if "source" not in paired.columns or paired.is_empty():
+    # Token traces live in raw run folders; flat records ("file:line" sources) have none.
+    paired = runs.paired.filter(~pl.col("source").str.contains(r":\d+$").fill_null(True))
+    if paired.is_empty():
         return None
     units = cell_units(paired).select(*ARM_KEY, *UNIT_KEY)
     stats = extra_token_stats(paired, units=units)

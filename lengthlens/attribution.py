@@ -20,7 +20,7 @@ from lengthlens.channels import check_logged_counts, split_channels
 from lengthlens.estimate import cell_bootstrap_sums
 from lengthlens.loading import RunSet
 from lengthlens.pairing import CELL_KEY, cell_units
-from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, percentile_interval
+from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache, percentile_interval
 from lengthlens.results import frame_html
 
 #: Cells putting at least these shares of their extra length into thinking are counted in the summary.
@@ -78,7 +78,7 @@ class Attribution:
 
 
 def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-                confidence_level: float = DEFAULT_CONFIDENCE) -> Attribution:
+                confidence_level: float = DEFAULT_CONFIDENCE, draws: DrawCache | None = None) -> Attribution:
     """Share of each cell's extra characters that is thinking, with intervals from the cell table's draws."""
     paired, disagreements = run_channels(runs.paired)
     units = cell_units(paired).filter(pl.col("thinking_chars").is_not_null() & pl.col("thinking_chars_star").is_not_null())
@@ -92,7 +92,7 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
     cols = ["chars", "chars_star", "extra", "extra_thinking"]
     out = []
     a = (1 - confidence_level) / 2
-    for key, point, boot, n_items in cell_bootstrap_sums(runs, units, cols, n_resamples=n_resamples, seed=seed):
+    for key, point, boot, n_items in cell_bootstrap_sums(runs, units, cols, n_resamples=n_resamples, seed=seed, draws=draws):
         cell_units_df = units.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
         with np.errstate(divide="ignore", invalid="ignore"):
             share = point[3] / point[2] if point[2] != 0 else np.nan

@@ -337,15 +337,15 @@ def _collapse(y: np.ndarray, event: np.ndarray, x: np.ndarray, W: np.ndarray):
     censored run of an arm sits at the same budget: with one budget per arm the censored part of
     the log-normal likelihood shrinks to two columns, whatever the number of items.
     """
-    keys = np.stack([y, event.astype(float), x], axis=1)
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    if len(uniq) == len(y):
+    # Lexicographic sort by (y, event, x), stable: the groups and their order are np.unique(axis=0)'s.
+    order = np.lexsort((x, event, y))
+    ys, es, xs = y[order], event[order], x[order]
+    new = np.r_[True, (np.diff(ys) != 0) | (np.diff(es.astype(np.int8)) != 0) | (np.diff(xs) != 0)]
+    if new.all():
         return y, event, x, W
-    inverse = inverse.ravel()
-    order = np.argsort(inverse, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(inverse[order]) != 0])
+    starts = np.flatnonzero(new)
     Wg = np.add.reduceat(W[:, order], starts, axis=1)
-    return uniq[:, 0], uniq[:, 1] > 0.5, uniq[:, 2], Wg
+    return ys[starts], es[starts], xs[starts], Wg
 
 
 class _AFTProblem:
@@ -509,11 +509,12 @@ def _no_spread(W: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     out = np.ones(W.shape[0], dtype=bool)
     for arm in (0, 1):
         cols = np.flatnonzero(x == arm)
-        _, inv = np.unique(y[cols], return_inverse=True)
-        U = np.zeros((len(cols), inv.max() + 1 if len(cols) else 0))
-        U[np.arange(len(cols)), inv.ravel()] = 1.0
-        distinct = ((W[:, cols] > 0).astype(float) @ U > 0).sum(axis=1)
-        out &= distinct <= 1
+        if len(cols) == 0:
+            continue
+        drawn = W[:, cols] > 0
+        lo = np.where(drawn, y[cols], np.inf).min(axis=1)
+        hi = np.where(drawn, y[cols], -np.inf).max(axis=1)
+        out &= ~(hi > lo)
     return out
 
 

@@ -17,7 +17,7 @@ from lengthlens.loading import RunSet
 from lengthlens.stats import mcnemar_exact
 from lengthlens.metrics import ACCURACY_DROP_PP, INTERVAL_METRICS, METRICS, SUM_FIELDS, evaluate
 from lengthlens.pairing import CELL_KEY, cell_units
-from lengthlens.resample import (DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, bca_interval, counts_for_group,
+from lengthlens.resample import (DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache, bca_interval, counts_for_group,
                                  jackknife_sums, percentile_interval)
 from lengthlens.results import Cell, CellTable, ConfidenceInterval, Estimate
 from lengthlens.schema import GROUP_KEY, UNIT_KEY
@@ -54,7 +54,7 @@ def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
+def all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
     """Every group's resampling units (its baseline's items, sorted), computed once."""
     base = runs.paired.filter(pl.col("method") == "strict").select(*GROUP_KEY, "item_id").unique()
     out: dict[tuple, list[str]] = {}
@@ -64,7 +64,8 @@ def _all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
 
 
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-          ci: Literal["percentile", "bca"] = "percentile", confidence_level: float = DEFAULT_CONFIDENCE) -> CellTable:
+          ci: Literal["percentile", "bca"] = "percentile", confidence_level: float = DEFAULT_CONFIDENCE,
+          draws: DrawCache | None = None) -> CellTable:
     """Every cell (relaxed arm x its baseline on shared items) with item-level paired bootstrap intervals.
 
     Parameters
@@ -72,12 +73,13 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     n_resamples : bootstrap resamples per group (the same draws serve every arm of the group).
     seed : with the group's names, fixes the draws: same seed, same numbers, bit for bit.
     ci : ``percentile`` (default) or ``bca`` (bias-corrected and accelerated, jackknife over items).
+    draws : a DrawCache (same seed and n_resamples) to share the draws with other analyses.
     """
     if ci not in ("percentile", "bca"):
         raise ValueError(f"ci must be 'percentile' or 'bca', not {ci!r}")
     units = cell_units(runs.paired)
     q = unit_quantities(units)
-    all_items = _all_group_items(runs)
+    all_items = all_group_items(runs)
     out: list[Cell] = []
     n_q = len(SUM_FIELDS)
     for group_df in q.partition_by(list(GROUP_KEY), maintain_order=True):
@@ -94,7 +96,8 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
         # Columns repeat across cells (the baseline's sums on the same units, counts): multiply the
         # distinct ones only.
         uniq, inverse = np.unique(X2, axis=1, return_inverse=True)
-        counts = counts_for_group(seed, group, len(items), n_resamples, dtype=np.float64)
+        counts = (draws.counts(group, len(items)) if draws is not None
+                  else counts_for_group(seed, group, len(items), n_resamples, dtype=np.float64))
         boot = (counts @ uniq)[:, inverse.ravel()].reshape(n_resamples, n_cells, n_q)
         del counts
         point_sums = X.sum(axis=0)
@@ -148,17 +151,19 @@ def group_items(runs: RunSet, group: tuple[str, ...]) -> list[str]:
 
 
 def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,
-                        n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED):
+                        n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED, draws: DrawCache | None = None):
     """For each cell in ``units``, sums of ``columns`` over its units: point (Q,) and per resample (B, Q).
 
     Uses the very draws of :func:`cells` (same seed, group and items), so a secondary analysis'
     intervals are consistent with the cell table's. Yields (cell key dict, point, boot, n_items).
     """
+    all_items = all_group_items(runs)
     for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        items = group_items(runs, group)
+        items = all_items[group]
         index = {it: i for i, it in enumerate(items)}
-        counts = counts_for_group(seed, group, len(items), n_resamples).astype(np.float64)
+        counts = (draws.counts(group, len(items)) if draws is not None
+                  else counts_for_group(seed, group, len(items), n_resamples, dtype=np.float64))
         for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
             X = np.zeros((len(items), len(columns)))
             idx = np.fromiter((index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)

@@ -35,6 +35,7 @@ def item_counts(n_items: int, n_resamples: int, rng: np.random.Generator, dtype:
     ready for a matrix product without another copy.
     """
     out = np.empty((n_resamples, max(n_items, 0)), dtype=dtype)
+    limit = np.iinfo(dtype).max if np.issubdtype(dtype, np.integer) else None
     if n_items <= 0:
         return out
     block = max(1, (1 << 22) // n_items)
@@ -42,13 +43,46 @@ def item_counts(n_items: int, n_resamples: int, rng: np.random.Generator, dtype:
         stop = min(n_resamples, start + block)
         idx = rng.integers(0, n_items, size=(stop - start, n_items), dtype=np.int32)
         for r in range(stop - start):
-            out[start + r] = np.bincount(idx[r], minlength=n_items)
+            row = np.bincount(idx[r], minlength=n_items)
+            if limit is not None and row.max(initial=0) > limit:
+                raise OverflowError(f"an item was drawn {row.max()} times, more than {np.dtype(dtype).name} holds")
+            out[start + r] = row
     return out
 
 
 def counts_for_group(seed: int, group: Sequence[str], n_items: int, n_resamples: int, dtype: type = np.int64) -> np.ndarray:
     """The count matrix of a group, reproducible from (seed, group names, n_items, n_resamples) alone."""
     return item_counts(n_items, n_resamples, group_rng(seed, group), dtype)
+
+
+class DrawCache:
+    """Each group's count matrix drawn once and kept compact (uint8), shared by every analysis of a report.
+
+    The draws are those of :func:`counts_for_group` (same seed, group, items), so sharing changes
+    no number; it saves drawing them again for the censoring and attribution intervals.
+    """
+
+    def __init__(self, seed: int = DEFAULT_SEED, n_resamples: int = DEFAULT_N_RESAMPLES):
+        self.seed = seed
+        self.n_resamples = n_resamples
+        self._store: dict[tuple, np.ndarray] = {}
+
+    def counts(self, group: Sequence[str], n_items: int, n_resamples: int | None = None) -> np.ndarray:
+        """(n_resamples, n_items) float64 counts of the group (the first n_resamples rows of its draws)."""
+        rows = self.n_resamples if n_resamples is None else n_resamples
+        return self.compact(group, n_items)[:rows].astype(np.float64)
+
+    def compact(self, group: Sequence[str], n_items: int) -> np.ndarray:
+        """The group's counts as stored (uint8 unless an item was drawn more than 255 times)."""
+        key = (tuple(group), n_items)
+        c = self._store.get(key)
+        if c is None:
+            try:
+                c = counts_for_group(self.seed, group, n_items, self.n_resamples, dtype=np.uint8)
+            except OverflowError:  # an item drawn > 255 times: only with tiny groups; redraw wider
+                c = counts_for_group(self.seed, group, n_items, self.n_resamples, dtype=np.int64)
+            self._store[key] = c
+        return c
 
 
 def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
