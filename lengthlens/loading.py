@@ -20,7 +20,7 @@ import polars as pl
 
 from lengthlens import __version__
 from lengthlens.io.flat import flat_kind, read_flat, read_flat_frame
-from lengthlens.io.raw import READER_VERSION, discover, file_fingerprint, read_runs
+from lengthlens.io.raw import READER_VERSION, discover, read_runs, tree_fingerprint
 from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, screen_frame, validate_record
 from lengthlens.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
 
@@ -99,6 +99,13 @@ def _cache_dir() -> Path:
 
 def _validate_records(records: list[tuple[str, int | None, dict[str, Any]]]) -> tuple[pl.DataFrame, list[dict[str, str]]]:
     """Validate mappings one by one with RunRecord; invalid ones become failures naming file, line and field."""
+    valid, failures = _validate_dicts(records)
+    table = pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row") if valid else pl.DataFrame(schema=POLARS_SCHEMA)
+    return table, failures
+
+
+def _validate_dicts(records: list[tuple[str, int | None, dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The validated field mappings and the failures (no polars: this runs in forked workers)."""
     valid: list[dict[str, Any]] = []
     failures: list[dict[str, str]] = []
     for file, line, data in records:
@@ -108,34 +115,73 @@ def _validate_records(records: list[tuple[str, int | None, dict[str, Any]]]) -> 
             failures.append({"path": where, "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errs), "stage": "validate"})
         else:
             valid.append(rec.__dict__)
-    table = pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row") if valid else pl.DataFrame(schema=POLARS_SCHEMA)
-    return table, failures
+    return valid, failures
 
 
-def _validate_raw_chunk(results: list) -> tuple[pl.DataFrame, list[dict[str, str]]]:
-    """Worker side of a raw read: read failures plus the validated table of the readable runs."""
+def _validate_raw_chunk(results: list) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Worker side of a raw read: read failures plus the validated records of the readable runs."""
     fails = [{"path": r.path, "reason": r.reason or "unreadable", "stage": "read"} for r in results if r.record is None]
-    table, invalid = _validate_records([(r.path, None, r.record) for r in results if r.record is not None])
-    return table, fails + invalid
+    valid, invalid = _validate_dicts([(r.path, None, r.record) for r in results if r.record is not None])
+    return valid, fails + invalid
 
 
-def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool) -> tuple[pl.DataFrame, list[dict[str, str]], int]:
-    """Validated table and failures of one raw root; cached (Arrow IPC) under the tree's file fingerprint."""
-    runs, unplaced = discover(root)
-    n_found = len(runs) + len(unplaced)
-    failures = [{"path": p, "reason": r, "stage": "read"} for p, r in unplaced]
+def _grades_key(grade_files: list, run_graders: bool, problems: object) -> tuple | None:
+    """What correctness depends on besides the runs (None: not cacheable, e.g. problems given as a mapping)."""
+    if problems is not None and not isinstance(problems, (str, os.PathLike)):
+        return None
+    files = []
+    for entry in grade_files:
+        f, scope = entry if isinstance(entry, tuple) else (entry, None)
+        try:
+            st = os.stat(f)
+            files.append((str(f), str(scope), st.st_size, st.st_mtime_ns))
+        except OSError:
+            files.append((str(f), str(scope), -1, 0))
+    prob = None
+    if problems is not None:
+        st = os.stat(problems)
+        prob = (str(problems), st.st_size, st.st_mtime_ns)
+    return (tuple(files), run_graders, prob)
+
+
+def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems: object) -> tuple[pl.DataFrame, list[str]]:
+    """Correctness for one source's table; the texts stay out of the joins (they are most of its bytes)."""
+    from lengthlens.correctness import resolve_correctness
+
+    table = table.with_row_index("_rid")
+    texts = table.get_column("text")
+    slim, warnings = resolve_correctness(table.drop("text"), grade_files, run_graders=run_graders, problems=problems,
+                                         texts=texts)
+    extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
+    return slim.with_columns(texts.gather(slim.get_column("_rid")).alias("text")).select(*POLARS_SCHEMA.names(), *extra), warnings
+
+
+def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool, grade_files: list,
+                   run_graders: bool, problems: object) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
+    """Validated, graded table, failures, runs found and grading warnings of one raw root.
+
+    Cached (Arrow IPC) under the fingerprint of every run file and grade file it depends on.
+    """
+    gkey = _grades_key(grade_files, run_graders, problems)
+    cache = cache and gkey is not None
     if cache:
-        fp = hashlib.sha256(pickle.dumps((SCHEMA_VERSION, READER_VERSION, __version__, with_text, file_fingerprint(runs)))).hexdigest()
+        digest, n_runs, unplaced = tree_fingerprint(root, workers=workers)
+        n_found = n_runs + len(unplaced)
+        fp = hashlib.sha256(pickle.dumps((SCHEMA_VERSION, READER_VERSION, __version__, with_text, digest, gkey))).hexdigest()
         key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
         cache_table = _cache_dir() / f"raw-{key}.arrow"
         cache_meta = _cache_dir() / f"raw-{key}.pkl"
+        failures = [{"path": p, "reason": r, "stage": "read"} for p, r in unplaced]
         try:
             with open(cache_meta, "rb") as fh:
-                stored_fp, stored_failures = pickle.load(fh)
+                stored_fp, stored_failures, stored_warnings = pickle.load(fh)
             if stored_fp == fp:
-                return pl.read_ipc(cache_table), failures + stored_failures, n_found
+                return pl.read_ipc(cache_table), failures + stored_failures, n_found, stored_warnings
         except (OSError, pickle.UnpicklingError, EOFError, ValueError, pl.exceptions.PolarsError):
             pass
+    runs, unplaced = discover(root)
+    n_found = len(runs) + len(unplaced)
+    failures = [{"path": p, "reason": r, "stage": "read"} for p, r in unplaced]
     bar = None
     if progress and len(runs) > 2000:
         from tqdm import tqdm
@@ -143,12 +189,14 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
         bar = tqdm(total=len(runs), desc=f"reading {root.name}", unit="run", leave=False)
     tables: list[pl.DataFrame] = []
     own_failures: list[dict[str, str]] = []
-    for table, fails in read_runs(runs, with_text=with_text, workers=workers, progress=bar, convert=_validate_raw_chunk):
-        tables.append(table)
+    for valid, fails in read_runs(runs, with_text=with_text, workers=workers, progress=bar, convert=_validate_raw_chunk):
+        if valid:
+            tables.append(pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row"))
         own_failures += fails
     if bar is not None:
         bar.close()
     table = pl.concat(tables) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
+    table, grade_warnings = _resolve(table, grade_files, run_graders, problems)
     if cache:
         try:
             cache_table.parent.mkdir(parents=True, exist_ok=True)
@@ -157,11 +205,11 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
             os.replace(tmp, cache_table)
             tmp = cache_meta.with_suffix(f".tmp{os.getpid()}")
             with open(tmp, "wb") as fh:
-                pickle.dump((fp, own_failures), fh, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.dump((fp, own_failures, grade_warnings), fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, cache_meta)
         except OSError:
             pass  # a read-only home only costs the speed-up
-    return table, failures + own_failures, n_found
+    return table, failures + own_failures, n_found, grade_warnings
 
 
 def _validate_frame(df: pl.DataFrame, lines: pl.Series, file: str) -> tuple[pl.DataFrame, list[dict[str, str]]]:
@@ -240,20 +288,26 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     failures: list[dict[str, str]] = []
     warnings: list[str] = []
     n_found = 0
-    raw_roots: list[Path] = []
+    from lengthlens.correctness import find_grade_files
+
+    explicit: list = [Path(g) for g in (grades or [])]
     for src in sources:
         p = Path(src)
         if not p.exists():
             raise LoadError(f"{p}: no such file or folder")
         if p.is_dir():
-            table, fails, found = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress)
+            gfiles = explicit + (find_grade_files([p]) if find_grades else [])
+            table, fails, found, gwarn = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress,
+                                                        grade_files=gfiles, run_graders=run_graders, problems=problems)
             if found == 0:
                 raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
-            raw_roots.append(p)
+            warnings.extend(gwarn)
         elif flat_kind(p):
             table, fails, found, unknown = _load_flat(p)
             if unknown:
                 warnings.append(f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}")
+            table, gwarn = _resolve(table, explicit, run_graders, problems)
+            warnings.extend(gwarn)
         else:
             raise LoadError(f"{p}: neither a folder of raw runs nor a .jsonl/.csv/.parquet file")
         frames.append(table)
@@ -264,19 +318,12 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         shown = "\n".join(f"{f['path']}: {f['reason']}" for f in invalid[:50])
         more = f"\n... and {len(invalid) - 50} more" if len(invalid) > 50 else ""
         raise LoadError(f"{len(invalid)} invalid record(s) in the input:\n{shown}{more}")
-    table = pl.concat(frames) if len(frames) > 1 else frames[0]
-    from lengthlens.correctness import find_grade_files, resolve_correctness
-
+    table = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
     # The texts are most of the table's bytes: the joins and sorts below run on the rest, and the
     # texts are gathered back by row id at the end.
     table = table.with_row_index("_rid")
     texts = table.get_column("text")
     slim = table.drop("text")
-    files: list = [Path(g) for g in (grades or [])]
-    if find_grades:
-        files += find_grade_files(raw_roots)
-    slim, grade_warnings = resolve_correctness(slim, files, run_graders=run_graders, problems=problems, texts=texts)
-    warnings.extend(grade_warnings)
 
     skipped_parts = [pl.DataFrame(failures, schema=_SKIP_SCHEMA) if failures else pl.DataFrame(schema=_SKIP_SCHEMA)]
     slim, sk = drop_duplicates(slim)

@@ -8,8 +8,10 @@ run: it is turned into a record, or reported as skipped with the reason.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import pickle
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -46,6 +48,10 @@ class RawResult:
     reason: str | None
 
 
+def _name(entry: os.DirEntry) -> str:
+    return entry.name
+
+
 def discover(root: str | os.PathLike[str]) -> tuple[list[RunDir], list[tuple[str, str]]]:
     """Find every run folder under ``root``; also return folders that look like runs but cannot be placed.
 
@@ -61,7 +67,7 @@ def discover(root: str | os.PathLike[str]) -> tuple[list[RunDir], list[tuple[str
 
     def walk(d: str, depth_parts: tuple[str, ...]) -> None:
         try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
+            entries = sorted(os.scandir(d), key=_name)
         except OSError as exc:
             unplaced.append((d, f"cannot list folder: {exc.strerror}"))
             return
@@ -70,7 +76,11 @@ def discover(root: str | os.PathLike[str]) -> tuple[list[RunDir], list[tuple[str
                 continue
             parts = depth_parts + (e.name,)
             if _CASE.match(e.name):
-                for s in sorted(os.scandir(e.path), key=lambda x: x.name):
+                with os.scandir(e.path) as it:
+                    seeds = list(it)
+                if len(seeds) > 1:
+                    seeds.sort(key=_name)
+                for s in seeds:
                     m = _SEED.match(s.name)
                     if not (m and s.is_dir(follow_symlinks=True)):
                         continue
@@ -214,11 +224,58 @@ def read_runs(runs: list[RunDir], *, with_text: bool = True, workers: int | None
                 progress.update(len(c))
             yield res
         return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    import multiprocessing as mp
+
+    # fork: workers start at once and need no importable __main__ (Jupyter, stdin). ``convert``
+    # must not use polars there: its thread pool does not survive a fork.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
         for c, res in zip(chunks, pool.map(_read_chunk, [(c, with_text, convert) for c in chunks])):
             if progress is not None:
                 progress.update(len(c))
             yield res
+
+
+def _subtree_fingerprint(path: str) -> tuple[str, int, list[tuple[str, str]]]:
+    runs, unplaced = discover(path)
+    h = hashlib.sha256()
+    stat = os.stat
+    for r in runs:
+        base = r.path + "/"
+        parts = []
+        for name in ("run.json", "config.json", "output.txt"):
+            try:
+                st = stat(base + name)
+                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+            except FileNotFoundError:
+                parts.append("-")
+        h.update(f"{base}|{'|'.join(parts)}\n".encode())
+    return h.hexdigest(), len(runs), unplaced
+
+
+def tree_fingerprint(root: str | os.PathLike[str], *, workers: int | None = None) -> tuple[str, int, list[tuple[str, str]]]:
+    """A digest of every run file's (path, size, mtime) under root, the number of runs, and unplaced folders.
+
+    This is what decides whether a cached table is still valid, so it must stat every file; the
+    top-level subfolders are walked in parallel processes (the walk is system-call bound).
+    """
+    root_path = Path(root).resolve()
+    children = []
+    if not (_CASE.match(root_path.name) or _SEED.match(root_path.name)):
+        try:
+            children = sorted(e.path for e in os.scandir(root_path) if e.is_dir() and not e.name.startswith("."))
+        except OSError:
+            children = []
+    if workers is None:
+        workers = min(os.cpu_count() or 1, 8)
+    if len(children) < 2 or workers <= 1 or any(_CASE.match(os.path.basename(c)) for c in children):
+        return _subtree_fingerprint(str(root_path))
+    import multiprocessing as mp
+
+    # fork is safe here: the children only walk folders and hash (no polars, no threads).
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+        parts = list(pool.map(_subtree_fingerprint, children))
+    digest = hashlib.sha256("".join(d for d, _, _ in parts).encode()).hexdigest()
+    return digest, sum(n for _, n, _ in parts), [u for _, _, us in parts for u in us]
 
 
 def file_fingerprint(runs: Iterable[RunDir]) -> list[tuple[str, int, int]]:
