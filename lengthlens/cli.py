@@ -126,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoadError as exc:
         print(f"lengthlens: {exc}", file=sys.stderr)
         return 2
+    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as exc:
+        # Unusable input (a snapshot, a campaign file, a grade file): one line, not a traceback.
+        print(f"lengthlens: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
