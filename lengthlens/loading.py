@@ -144,6 +144,14 @@ def _grades_key(grade_files: list, run_graders: bool, problems: object) -> tuple
     return (tuple(files), run_graders, prob)
 
 
+def _reattach(slim: pl.DataFrame, texts: pl.Series) -> pl.Series:
+    """The texts in slim's row order: the same buffers when no row moved or went (no copy of the largest column)."""
+    rid = slim.get_column("_rid")
+    if slim.height == len(texts) and bool((rid == pl.int_range(0, len(texts), eager=True, dtype=rid.dtype)).all()):
+        return texts
+    return texts.gather(rid)
+
+
 def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems: object) -> tuple[pl.DataFrame, list[str]]:
     """Correctness for one source's table; the texts stay out of the joins (they are most of its bytes)."""
     from lengthlens.correctness import resolve_correctness
@@ -153,7 +161,7 @@ def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems
     slim, warnings = resolve_correctness(table.drop("text"), grade_files, run_graders=run_graders, problems=problems,
                                          texts=texts)
     extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
-    return slim.with_columns(texts.gather(slim.get_column("_rid")).alias("text")).select(*POLARS_SCHEMA.names(), *extra), warnings
+    return slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra), warnings
 
 
 def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool, grade_files: list,
@@ -195,7 +203,8 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
         own_failures += fails
     if bar is not None:
         bar.close()
-    table = pl.concat(tables) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
+    table = pl.concat(tables, rechunk=False) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
+    del tables
     table, grade_warnings = _resolve(table, grade_files, run_graders, problems)
     if cache:
         try:
@@ -336,5 +345,6 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     warnings += pair_warn
     skipped = pl.concat(skipped_parts)
     extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
-    table = slim.with_columns(texts.gather(slim.get_column("_rid")).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
+    del table
+    table = slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
     return RunSet(table=table, skipped=skipped, sources=tuple(str(s) for s in sources), n_found=n_found, warnings=tuple(warnings))
