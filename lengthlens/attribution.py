@@ -9,7 +9,6 @@ from the same draws as the cell table; plus the per-item distribution of that sh
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,7 +90,6 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
     )
     cols = ["chars", "chars_star", "extra", "extra_thinking"]
     out = []
-    a = (1 - confidence_level) / 2
     for key, point, boot, n_items in cell_bootstrap_sums(runs, units, cols, n_resamples=n_resamples, seed=seed, draws=draws):
         cell_units_df = units.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -130,7 +128,3 @@ def summarize(cells_df: pd.DataFrame) -> pd.DataFrame:
 
     rows = [row(d, str(m)) for m, d in cells_df.groupby("method", sort=True)] + [row(cells_df, "all")]
     return pd.DataFrame(rows)
-
-
-def _escape(s: str) -> str:  # pragma: no cover - used by templates only
-    return html.escape(s)

@@ -144,12 +144,6 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     return CellTable(cells=tuple(out), n_resamples=n_resamples, seed=seed, ci_method=ci, confidence_level=confidence_level)
 
 
-def group_items(runs: RunSet, group: tuple[str, ...]) -> list[str]:
-    """The resampling units of a group: its baseline's items, sorted (the columns of its count matrix)."""
-    base = runs.paired.filter(pl.col("method") == "strict", *[pl.col(k) == v for k, v in zip(GROUP_KEY, group)])
-    return base.get_column("item_id").unique().sort().to_list()
-
-
 def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,
                         n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED, draws: DrawCache | None = None):
     """For each cell in ``units``, sums of ``columns`` over its units: point (Q,) and per resample (B, Q).

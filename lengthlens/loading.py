@@ -13,7 +13,7 @@ import os
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 import polars as pl
@@ -21,7 +21,7 @@ import polars as pl
 from lengthlens import __version__
 from lengthlens.io.flat import flat_kind, read_flat, read_flat_frame
 from lengthlens.io.raw import READER_VERSION, discover, read_runs, tree_fingerprint
-from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, screen_frame, validate_record
+from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, RunRecord, screen_frame, validate_record
 from lengthlens.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
 
 _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.String})

@@ -57,10 +57,10 @@ import re
 import shutil
 import zlib
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Collection, Iterable, Iterator, Literal
+from typing import Any, Collection, Iterator, Literal
 
 import numpy as np
 import polars as pl

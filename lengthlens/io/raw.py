@@ -11,12 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
 import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from lengthlens.schema import STRICT, parse_alpha
 
@@ -278,15 +277,3 @@ def tree_fingerprint(root: str | os.PathLike[str], *, workers: int | None = None
     return digest, sum(n for _, n, _ in parts), [u for _, _, us in parts for u in us]
 
 
-def file_fingerprint(runs: Iterable[RunDir]) -> list[tuple[str, int, int]]:
-    """(path, size, mtime_ns) of the files a run's record depends on; the cache key of a raw tree."""
-    out = []
-    for r in runs:
-        for name in ("run.json", "config.json", "output.txt"):
-            f = os.path.join(r.path, name)
-            try:
-                st = os.stat(f)
-                out.append((f, st.st_size, st.st_mtime_ns))
-            except FileNotFoundError:
-                out.append((f, -1, 0))
-    return out
