@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
+from lengthlens.censoring import kaplan_meier
 from lengthlens.loading import RunSet
 from lengthlens.pairing import with_derived
 from lengthlens.results import CellTable
@@ -15,7 +16,8 @@ from lengthlens.schema import ARM_KEY, GROUP_KEY
 
 
 def arms(runs: RunSet) -> pd.DataFrame:
-    """One row per arm: runs found and ok, and means over its ok runs (no pairing: the study's per-arm aggregates)."""
+    """One row per arm: runs found and ok, means over its ok runs (the study's per-arm aggregates, no pairing),
+    and Kaplan–Meier quartiles of completion length with their intervals (NaN where not identified)."""
     t = with_derived(runs.table)
     ok = pl.col("status") == "ok"
     df = (
@@ -36,7 +38,21 @@ def arms(runs: RunSet) -> pd.DataFrame:
         )
         .sort(ARM_KEY)
     )
-    return df.to_pandas()
+    out = df.to_pandas()
+    # Kaplan–Meier quartiles of completion length per arm (censored runs: hit the budget).
+    km_cols: dict[str, list] = {f"km_{q}{s}": [] for q in ("q25", "median", "q75") for s in ("", "_lo", "_hi")}
+    ok_runs = t.filter(ok).select(*ARM_KEY, "output_tokens", "censored").partition_by(list(ARM_KEY), as_dict=True)
+    for key in zip(*(out[k] for k in ARM_KEY)):
+        part = ok_runs.get(tuple(key))
+        km = kaplan_meier(part["output_tokens"].to_numpy(), part["censored"].to_numpy()) if part is not None else None
+        for q in ("q25", "median", "q75"):
+            est = getattr(km, q) if km is not None else None
+            km_cols[f"km_{q}"].append(np.nan if est is None or est.value is None else est.value)
+            km_cols[f"km_{q}_lo"].append(np.nan if est is None or est.ci_low is None else est.ci_low)
+            km_cols[f"km_{q}_hi"].append(np.nan if est is None or est.ci_high is None else est.ci_high)
+    for name, values in km_cols.items():
+        out[name] = values
+    return out
 
 
 def select_alphas(cells_df: pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest") -> pd.DataFrame:

@@ -109,3 +109,20 @@ def test_campaign_accuracy_reproduced(real, shared_data):
             assert ours == pytest.approx(r.accuracy, rel=1e-9), key
             equal += 1
     assert equal == 66
+
+
+def test_arm_km_median_without_censoring_is_the_median(real):
+    """With no run cut at the budget, Kaplan–Meier is the empirical distribution: its median is np.median."""
+    import numpy as np
+    import polars as pl
+
+    runs, arms = real
+    clean = arms[(arms.censored_frac == 0) & (arms.n_ok >= 12)]
+    assert len(clean) > 20
+    for a in clean.itertuples(index=False):
+        lengths = runs.table.filter((pl.col("dataset") == a.dataset) & (pl.col("method") == a.method)
+                                    & (pl.col("params") == a.params))["output_tokens"].to_numpy()
+        assert a.km_median == pytest.approx(float(np.median(lengths)))
+    # With censoring beyond half of the runs the median is not identified (NaN), never made up.
+    heavy = arms[arms.censored_frac > 0.5]
+    assert len(heavy) and heavy.km_median.isna().all()
