@@ -127,7 +127,7 @@ def stage_load(path: Path, cache_dir: str | None):
     if cache_dir:
         os.environ["LENGTHLENS_CACHE_DIR"] = cache_dir
     t = time.perf_counter()
-    runs = ll.load(path, run_graders=False)
+    runs = ll.load(path, run_graders=False, cache=cache_dir is not None)
     return time.perf_counter() - t, runs.table.height, runs.skipped.height
 
 

@@ -275,7 +275,7 @@ def _load_flat(p: Path) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[s
 
 
 def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[str]] | None = None,
-         find_grades: bool = True, strict: bool = False, cache: bool = True, with_text: bool = True,
+         find_grades: bool = True, strict: bool = False, cache: bool = False, with_text: bool = True,
          workers: int | None = None, progress: bool = False, run_graders: bool = True,
          problems: object = None) -> RunSet:
     """Load runs from raw-layout folders and/or flat record files (JSONL, CSV, Parquet).
@@ -285,8 +285,9 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     grades : grade files in the study's format (``{"runs": [{case, seed, method, params, verdict}]}``);
         with ``find_grades`` the files under ``campaign/grades/`` next to a raw root are used too.
     strict : raise :class:`LoadError` listing every invalid record instead of skipping them.
-    cache : reuse the normalized records of a raw tree whose files have not changed
-        (cache in ``$LENGTHLENS_CACHE_DIR`` or ``~/.cache/lengthlens``).
+    cache : keep the normalized table of each raw tree on disk and reuse it while none of its
+        files changed (in ``$LENGTHLENS_CACHE_DIR`` or ``~/.cache/lengthlens``). Off by default in
+        the library, which writes nothing unless asked; the command line turns it on.
     with_text : keep each run's output text (needed for grading and thinking attribution).
     run_graders : grade runs still without a verdict with lengthlens' own graders (from the answer text).
     problems : HumanEval problems / LiveCodeBench tests for the execution graders (mapping or JSONL path).

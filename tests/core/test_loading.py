@@ -110,15 +110,17 @@ def test_cache_is_invalidated_when_a_file_changes(tmp_path, monkeypatch):
     monkeypatch.setenv("LENGTHLENS_CACHE_DIR", str(tmp_path / "cache"))
     root = tmp_path / "runs"
     _tree(root)
-    first = ll.load(root)
+    ll.load(root)
+    assert not (tmp_path / "cache").exists()  # the library writes nothing unless asked
+    first = ll.load(root, cache=True)
     assert list((tmp_path / "cache").iterdir())
-    again = ll.load(root)
+    again = ll.load(root, cache=True)
     assert again.table.equals(first.table)
     d = root / "ds" / "cactus" / "alpha0.3" / "case_000" / "seed_0"
     run = json.loads((d / "run.json").read_text())
     run["output_tokens"] = 999
     (d / "run.json").write_text(json.dumps(run))
-    changed = ll.load(root)
+    changed = ll.load(root, cache=True)
     assert 999 in changed.table["output_tokens"].to_list()
 
 
