@@ -14,7 +14,7 @@ import numpy as np
 from lengthlens.attribution import attribution
 from lengthlens.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
 from lengthlens.estimate import cells as compute_cells
-from lengthlens.estimate import all_group_items
+from lengthlens.estimate import all_group_items, item_positions
 from lengthlens.intervention import table4
 from lengthlens.pairing import CELL_KEY, cell_units
 from lengthlens.resample import DrawCache, counts_for_group
@@ -92,19 +92,6 @@ class Analysis:
         return f"<p>{html.escape(self.headline())}</p>" + frame_html(self.tables["table3"], "Table 3")
 
 
-def _censoring_group(job: tuple) -> list[dict]:
-    """censoring.csv rows of one group's cells."""
-    cells_data, counts, n_resamples_aft, confidence_level = job
-    counts = counts.astype(np.float64)
-    rows = []
-    for key, arrays, idx in cells_data:
-        with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
-            cell = censoring_cell(*arrays, counts, item_index=idx, n_resamples_aft=n_resamples_aft,
-                                  confidence_level=confidence_level)
-        rows.append({**key, **cell.to_row()})
-    return rows
-
-
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
                     draws: DrawCache | None = None) -> pd.DataFrame:
@@ -115,24 +102,20 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     """
     units = cell_units(runs.paired)
     every_group_items = all_group_items(runs)
-    jobs = []
+    rows = []
     for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
         items = every_group_items[group]
         index = {it: i for i, it in enumerate(items)}
-        counts = (draws.compact(group, len(items)) if draws is not None
-                  else counts_for_group(seed, group, len(items), n_resamples))
-        cells_data = []
+        counts = draws.counts(group, len(items)) if draws is not None else counts_for_group(seed, group, len(items), n_resamples)
         for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
-            idx = np.fromiter((index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
-            arrays = tuple(af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
-                                                      "censored_star", "max_new_tokens_star"))
-            cells_data.append(({k: af.row(0, named=True)[k] for k in CELL_KEY}, arrays, idx))
-        jobs.append((cells_data, counts, min(n_resamples_aft, n_resamples), confidence_level))
-    # (Fitting groups in parallel processes was measured slower here: the fits already use both
-    # cores through BLAS.)
-    results = [_censoring_group(j) for j in jobs]
-    return pd.DataFrame([row for rows in results for row in rows])
+            arrays = (af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
+                                                  "censored_star", "max_new_tokens_star"))
+            with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
+                cell = censoring_cell(*arrays, counts, item_index=item_positions(af, index),
+                                      n_resamples_aft=min(n_resamples_aft, n_resamples), confidence_level=confidence_level)
+            rows.append({**{k: af.row(0, named=True)[k] for k in CELL_KEY}, **cell.to_row()})
+    return pd.DataFrame(rows)
 
 
 def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,

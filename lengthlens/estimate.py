@@ -54,6 +54,23 @@ def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def item_positions(frame: pl.DataFrame, index: dict[str, int]) -> np.ndarray:
+    """Each run's item as a column of its group's count matrix."""
+    return np.fromiter((index[i] for i in frame.get_column("item_id")), dtype=np.int64, count=frame.height)
+
+
+def item_sums(frame: pl.DataFrame, columns: list[str] | tuple[str, ...], index: dict[str, int]) -> np.ndarray:
+    """(n_items, len(columns)) sums of per-run columns by item: the seeds of an item add up, since the item is resampled."""
+    X = np.zeros((len(index), len(columns)))
+    np.add.at(X, item_positions(frame, index), frame.select(columns).to_numpy().astype(np.float64))
+    return X
+
+
+def _float_counts(draws: DrawCache | None, seed: int, group: tuple, n_items: int, n_resamples: int) -> np.ndarray:
+    return (draws.counts(group, n_items) if draws is not None
+            else counts_for_group(seed, group, n_items, n_resamples, dtype=np.float64))
+
+
 def all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
     """Every group's resampling units (its baseline's items, sorted), computed once."""
     base = runs.paired.filter(pl.col("method") == "strict").select(*GROUP_KEY, "item_id").unique()
@@ -88,16 +105,12 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
         item_index = {it: i for i, it in enumerate(items)}
         arm_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
         n_cells = len(arm_frames)
-        X = np.zeros((len(items), n_cells, n_q))
-        for j, af in enumerate(arm_frames):
-            idx = np.fromiter((item_index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
-            np.add.at(X[:, j, :], idx, af.select(SUM_FIELDS).to_numpy().astype(np.float64))
+        X = np.stack([item_sums(af, SUM_FIELDS, item_index) for af in arm_frames], axis=1)
         X2 = X.reshape(len(items), n_cells * n_q)
         # Columns repeat across cells (the baseline's sums on the same units, counts): multiply the
         # distinct ones only.
         uniq, inverse = np.unique(X2, axis=1, return_inverse=True)
-        counts = (draws.counts(group, len(items)) if draws is not None
-                  else counts_for_group(seed, group, len(items), n_resamples, dtype=np.float64))
+        counts = _float_counts(draws, seed, group, len(items), n_resamples)
         boot = (counts @ uniq)[:, inverse.ravel()].reshape(n_resamples, n_cells, n_q)
         del counts
         point_sums = X.sum(axis=0)
@@ -156,11 +169,8 @@ def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
         items = all_items[group]
         index = {it: i for i, it in enumerate(items)}
-        counts = (draws.counts(group, len(items)) if draws is not None
-                  else counts_for_group(seed, group, len(items), n_resamples, dtype=np.float64))
+        counts = _float_counts(draws, seed, group, len(items), n_resamples)
         for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
-            X = np.zeros((len(items), len(columns)))
-            idx = np.fromiter((index[i] for i in af.get_column("item_id")), dtype=np.int64, count=af.height)
-            np.add.at(X, idx, af.select(columns).to_numpy().astype(np.float64))
+            X = item_sums(af, columns, index)
             key = {k: af.row(0, named=True)[k] for k in CELL_KEY}
             yield key, X.sum(axis=0), counts @ X, int(af.get_column("item_id").n_unique())

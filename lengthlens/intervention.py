@@ -16,7 +16,7 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.attribution import run_channels
-from lengthlens.estimate import unit_quantities
+from lengthlens.estimate import item_sums, unit_quantities
 from lengthlens.loading import RunSet
 from lengthlens.metrics import METRICS, SUM_FIELDS, evaluate
 from lengthlens.pairing import pair, with_derived
@@ -86,9 +86,7 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
         group = tuple(g.row(0, named=True)[k] for k in GROUP_KEY)
         items = g.get_column("item_id").unique().sort().to_list()
         index = {it: i for i, it in enumerate(items)}
-        Xg = np.zeros((len(items), len(SUM_FIELDS)))
-        np.add.at(Xg, np.array([index[i] for i in g.get_column("item_id")]), g.select(SUM_FIELDS).to_numpy().astype(float))
-        X_parts.append(Xg)
+        X_parts.append(item_sums(g, SUM_FIELDS, index))
         C_parts.append(counts_for_group(seed, ("compare", *group), len(items), n_resamples))
     X = np.vstack(X_parts)
     C = np.hstack(C_parts).astype(np.float64)

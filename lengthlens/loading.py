@@ -21,7 +21,7 @@ import polars as pl
 from lengthlens import __version__
 from lengthlens.io.flat import flat_kind, read_flat, read_flat_frame
 from lengthlens.io.raw import READER_VERSION, discover, read_runs, tree_fingerprint
-from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, RunRecord, screen_frame, validate_record
+from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, screen_frame, validate_record
 from lengthlens.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
 
 _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.String})
@@ -104,6 +104,11 @@ def _validate_records(records: list[tuple[str, int | None, dict[str, Any]]]) -> 
     return table, failures
 
 
+def _field_failure(where: str, errors: list[FieldError]) -> dict[str, str]:
+    """A skipped.csv row for a record that failed validation, naming every bad field."""
+    return {"path": where, "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errors), "stage": "validate"}
+
+
 def _validate_dicts(records: list[tuple[str, int | None, dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """The validated field mappings and the failures (no polars: this runs in forked workers)."""
     valid: list[dict[str, Any]] = []
@@ -111,8 +116,7 @@ def _validate_dicts(records: list[tuple[str, int | None, dict[str, Any]]]) -> tu
     for file, line, data in records:
         rec, errs = validate_record(data, file, line)
         if rec is None:
-            where = f"{file}:{line}" if line is not None else file
-            failures.append({"path": where, "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errs), "stage": "validate"})
+            failures.append(_field_failure(f"{file}:{line}" if line is not None else file, errs))
         else:
             valid.append(rec.__dict__)
     return valid, failures
@@ -232,8 +236,7 @@ def _validate_frame(df: pl.DataFrame, lines: pl.Series, file: str) -> tuple[pl.D
         for line, data in zip(lines.filter(needs), df.filter(needs).iter_rows(named=True)):
             rec, errs = validate_record(data, file, int(line))
             if rec is None:
-                failures.append({"path": f"{file}:{line}", "stage": "validate",
-                                 "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errs)})
+                failures.append(_field_failure(f"{file}:{line}", errs))
             else:
                 checked.append({**rec.__dict__, "_line": int(line)})
         if checked:
