@@ -1,4 +1,4 @@
-"""Throughput and peak memory of the lossy-only token aggregation (lengthlens.extra_tokens) on big traces.
+"""Throughput and peak memory of the lossy-only token aggregation (lengthlens.analyses.extra_tokens) on big traces.
 
 Generates a synthetic study of proposals.jsonl files with the real trace's schema (34 keys per judged
 row, 12 per bonus row, rounds of k = 6 drafts ending in a rejection or a bonus) under --dir (default
@@ -145,7 +145,7 @@ def _rss_mb() -> float:
 
 def measure(runs_path: Path, engine: str, scan: str, repeat: int) -> dict:
     """Time extra_token_stats (or a per-file-scan variant) in this process; report MB/s, rows/s and peak RSS."""
-    from lengthlens import extra_tokens as et
+    from lengthlens.analyses import extra_tokens as et
 
     runs = pl.read_parquet(runs_path)
     files = et.proposal_files(runs).filter("has_proposals")

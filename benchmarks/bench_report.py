@@ -32,8 +32,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from lengthlens import synth
-    from lengthlens.analysis import analyse
-    from lengthlens.loading import load
+    from lengthlens.analyses.analyse import analyse
+    from lengthlens.data.loading import load
     from lengthlens.report import render_html, render_pdf, write_csvs
     from lengthlens.report.latex import write_latex
 

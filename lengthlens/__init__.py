@@ -8,15 +8,15 @@ The library prints and writes nothing unless asked::
     ll.table3(cells)                   # the study's Table 3 (pandas)
 """
 
-__version__ = "0.1.0"
+from lengthlens._version import __version__  # noqa: E402
 
-from lengthlens.estimate import cells  # noqa: E402
-from lengthlens.loading import LoadError, RunSet, load  # noqa: E402
-from lengthlens.results import Cell, CellTable, ConfidenceInterval, Estimate  # noqa: E402
-from lengthlens.tables import arms, table3  # noqa: E402
-from lengthlens.intervention import compare, table4  # noqa: E402
-from lengthlens.attribution import attribution  # noqa: E402
-from lengthlens.analysis import Analysis, analyse  # noqa: E402
+from lengthlens.stats.estimate import cells  # noqa: E402
+from lengthlens.data.loading import LoadError, RunSet, load  # noqa: E402
+from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estimate  # noqa: E402
+from lengthlens.analyses.tables import arms, table3  # noqa: E402
+from lengthlens.analyses.intervention import compare, table4  # noqa: E402
+from lengthlens.analyses.attribution import attribution  # noqa: E402
+from lengthlens.analyses.analyse import Analysis, analyse  # noqa: E402
 
 __all__ = ["load", "cells", "arms", "table3", "table4", "compare", "attribution", "analyse", "Analysis", "RunSet",
            "LoadError", "Cell", "CellTable", "ConfidenceInterval", "Estimate", "__version__"]

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from lengthlens import __version__
-from lengthlens.resample import DEFAULT_N_RESAMPLES, DEFAULT_SEED
+from lengthlens._version import __version__
+from lengthlens.stats.resample import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
 
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
@@ -21,7 +21,7 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grades", action="append", default=[], metavar="FILE",
                    help="grade file(s) in the study's format (campaign/grades next to a root are found anyway)")
     p.add_argument("--aft-resamples", type=int, default=None, metavar="N",
-                   help="resamples for the censoring-aware AFT intervals, each a likelihood fit (default: lengthlens.censoring's)")
+                   help="resamples for the censoring-aware AFT intervals, each a likelihood fit (default: lengthlens.analyses.censoring's)")
     p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
     p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
@@ -40,15 +40,15 @@ def _example_runs(out: Path) -> list[Path]:
 
 def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace):
     """lengthlens.load with the shared command-line options (also used by snapshot/check)."""
-    from lengthlens.loading import load
+    from lengthlens.data.loading import load
 
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
                 progress=not getattr(args, "quiet", False), run_graders=not args.no_graders, problems=args.problems)
 
 
 def analyse_from_args(runs, args: argparse.Namespace):
-    """lengthlens.analysis.analyse with the shared command-line options."""
-    from lengthlens.analysis import analyse
+    """lengthlens.analyses.analyse.analyse with the shared command-line options."""
+    from lengthlens.analyses.analyse import analyse
 
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_generate = None
     if add_generate is not None:
         add_generate(sub)
-    from lengthlens.snapshot import add_parsers as add_snapshot
+    from lengthlens.report.snapshot import add_parsers as add_snapshot
 
     add_snapshot(sub)
     return parser
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; errors in the input end with one clear line, not a traceback."""
-    from lengthlens.loading import LoadError
+    from lengthlens.data.loading import LoadError
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -1,8 +1,8 @@
-"""Pytest helpers: regression-test cell numbers against a committed snapshot (see :mod:`lengthlens.snapshot`).
+"""Pytest helpers: regression-test cell numbers against a committed snapshot (see :mod:`lengthlens.report.snapshot`).
 
 Typical use in a user's test suite::
 
-    from lengthlens.loading import load
+    from lengthlens.data.loading import load
     from lengthlens.testing import assert_matches_snapshot
 
     def test_numbers_did_not_move():
@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lengthlens.snapshot import CheckResult, check, save_snapshot
+from lengthlens.report.snapshot import CheckResult, check, save_snapshot
 
 __all__ = ["UPDATE_ENV", "assert_matches_snapshot"]
 

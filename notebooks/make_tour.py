@@ -24,7 +24,8 @@ checkout (`../shared/data/lossy-token-eff`), on those too."""),
 from pathlib import Path
 
 import lengthlens as ll
-from lengthlens import figures, synth
+from lengthlens import synth
+from lengthlens.report import plots
 
 # The embedded example: 2 target-draft pairs x 3 datasets, strict + 5 rules + 2 force-commit arms.
 root = Path(tempfile.mkdtemp()) / "example-runs"
@@ -52,7 +53,7 @@ analysis.tables["table3"]"""),
 Figures are matplotlib `Figure`s: shown inline here, saved however you like (`fig.savefig("x.pdf")`).
 Above the diagonal a rule needs *more* verifier rounds than strict decoding, although its acceptance
 length rose: the length illusion."""),
-    ("code", """fig = figures.fig_gain_vs_lambda(analysis)
+    ("code", """fig = plots.fig_gain_vs_lambda(analysis)
 fig"""),
     ("md", """## A custom comparison
 

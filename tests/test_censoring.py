@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 from statsmodels.duration.survfunc import SurvfuncRight
 
-from lengthlens.censoring import (
+from lengthlens.analyses.censoring import (
     _percentile,
     censoring_cell,
     fit_aft,

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lengthlens.channels import (
+from lengthlens.data.channels import (
     check_logged_counts,
     detect_format,
     logged_convention,

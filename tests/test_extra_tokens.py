@@ -13,7 +13,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from lengthlens.extra_tokens import (
+from lengthlens.analyses.extra_tokens import (
     PROPOSAL_SCHEMA,
     STAT_COLUMNS,
     ExtraTokens,
@@ -22,7 +22,7 @@ from lengthlens.extra_tokens import (
     proposal_files,
     scan_proposals,
 )
-from lengthlens.schema import ARM_KEY, parse_alpha
+from lengthlens.data.schema import ARM_KEY, parse_alpha
 
 K = 6  # draft length of the study (and of the fake traces)
 
@@ -193,7 +193,7 @@ def test_per_run_counts_and_per_file_scan_agree(fake_study):
         assert got["n_accepted"] == sum(bool(r.get("actually_accepted")) for r in rows)
         assert got["n_lossy_only"] == sum(bool(r.get("lossy_only_accepted")) for r in rows)
     # The per-file-scan variant (benchmark only) gives the same table.
-    from lengthlens.extra_tokens import _compute
+    from lengthlens.analyses.extra_tokens import _compute
     assert _compute(runs, None, False, "streaming", per_file=True)[0].equals(res.stats)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lengthlens.channels import split_channels
-from lengthlens.grading import (
+from lengthlens.data.channels import split_channels
+from lengthlens.data.grading import (
     GRADE_FILE_COLUMNS,
     Grade,
     grade,
@@ -23,8 +23,8 @@ from lengthlens.grading import (
     grader_name,
     load_grade_file,
 )
-from lengthlens.grading import code as code_mod
-from lengthlens.grading.answers import (
+from lengthlens.data.grading import code as code_mod
+from lengthlens.data.grading.answers import (
     aime_integer,
     extract_choice,
     extract_gsm8k,
@@ -32,7 +32,7 @@ from lengthlens.grading.answers import (
     numbers_in,
     parse_number,
 )
-from lengthlens.grading.code import (
+from lengthlens.data.grading.code import (
     ProblemsUnavailable,
     extract_code,
     humaneval_package_path,

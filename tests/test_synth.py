@@ -16,7 +16,7 @@ import pytest
 
 import lengthlens
 from lengthlens import synth
-from lengthlens.schema import POLARS_SCHEMA, STRICT
+from lengthlens.data.schema import POLARS_SCHEMA, STRICT
 from lengthlens.synth import Arm, Dataset, Effect, ForceCommit, Pair, SynthSpec
 
 KEY = ["target", "draft", "dataset", "method", "params", "item_id", "seed"]

@@ -106,15 +106,15 @@ _HARMONY_FINAL = re.compile(r"<\|channel\|>final")
 
 
 def thinking_split(text: str, fmt: str = "think", opened_in_prompt: bool = False) -> ThinkingSplit:
-    """Thinking/answer character counts of a completion, computed by :mod:`lengthlens.channels`.
+    """Thinking/answer character counts of a completion, computed by :mod:`lengthlens.data.channels`.
 
     Using the analysis side's own splitter means the counts written to run.json are exactly the
     ones the reader's audit expects. ``harmony``: the study generator's convention
-    (:func:`lengthlens.channels.logged_convention`). ``think``: content characters inside and
+    (:func:`lengthlens.data.channels.logged_convention`). ``think``: content characters inside and
     outside ``<think>...</think>``; with ``opened_in_prompt`` a completion without any tag is
     unclosed thinking (the prompt ended with ``<think>``).
     """
-    from lengthlens.channels import logged_convention, split_channels
+    from lengthlens.data.channels import logged_convention, split_channels
 
     if fmt == "harmony":
         sp = split_channels(text)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lengthlens import __version__
+from lengthlens._version import __version__
 from lengthlens.generate.config import Arm, GenerateConfig, Item
 from lengthlens.generate.layout import (
     CLOSE_MARKERS,

@@ -19,10 +19,10 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from lengthlens.analysis import Analysis
+from lengthlens.analyses.analyse import Analysis
 from lengthlens.report import context as ctx
 from lengthlens.report.latex import write_latex
-from lengthlens.report.tables import (
+from lengthlens.report.columns import (
     CELL_COLS,
     TABLE3_COLS,
     described_columns,
@@ -73,8 +73,8 @@ def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
 
 
 def figures(analysis: Analysis) -> dict[str, Any]:
-    """The report's figures as matplotlib Figures, keyed as in :data:`lengthlens.figures.FIGURES` (absent data: left out)."""
-    from lengthlens import figures as F
+    """The report's figures as matplotlib Figures, keyed as in :data:`lengthlens.report.plots.FIGURES` (absent data: left out)."""
+    from lengthlens.report import plots as F
 
     out = {}
     for key, (fn, _caption) in F.FIGURES.items():
@@ -87,7 +87,7 @@ def figures(analysis: Analysis) -> dict[str, Any]:
 
 
 def _figure_blocks(analysis: Analysis) -> dict[str, dict[str, str]]:
-    from lengthlens import figures as F
+    from lengthlens.report import plots as F
 
     blocks = {}
     for i, (key, fig) in enumerate(figures(analysis).items(), start=1):
@@ -156,7 +156,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
 
 
 def _arm_cols(arms: pd.DataFrame):
-    from lengthlens.report.tables import Col
+    from lengthlens.report.columns import Col
     spec = [Col("target", left=True, kind="text"), Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
             Col("params", left=True, kind="text"), Col("n_runs", "runs", "int"), Col("n_ok", "ok", "int"),
             Col("mean_l_bar", "mean ℓ̄", "f2"), Col("mean_completion_length", "mean length", "f1"),

@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from lengthlens import __version__
-from lengthlens.metrics import ACCURACY_DROP_PP, METRICS
+from lengthlens._version import __version__
+from lengthlens.stats.metrics import ACCURACY_DROP_PP, METRICS
 
 #: Formula of each cell metric as printed in the Methods section (names as in cells.csv).
 FORMULAS: dict[str, str] = {

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from lengthlens.report.tables import fmt
+from lengthlens.report.columns import fmt
 
 _ESC = {"&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
         "^": r"\textasciicircum{}", "\\": r"\textbackslash{}"}

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import lengthlens as ll
-from lengthlens.analysis import censoring_table
-from lengthlens.attribution import attribution
-from lengthlens.resample import counts_for_group
+from lengthlens.analyses.analyse import censoring_table
+from lengthlens.analyses.attribution import attribution
+from lengthlens.stats.resample import counts_for_group
 
 
 def _rec(method, item, think, answer, L, budget=1000):

@@ -12,7 +12,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
 import lengthlens as ll
-from lengthlens.resample import counts_for_group, item_counts
+from lengthlens.stats.resample import counts_for_group, item_counts
 
 
 def _records(rng: np.random.Generator, n_items: int, arms: dict[str, float], *, seeds=(0,), budget=4000,

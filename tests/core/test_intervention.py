@@ -9,8 +9,8 @@ import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
 import lengthlens as ll
-from lengthlens.intervention import base_arm_of, compare, force_commit_pairs, table4
-from lengthlens.stats import mcnemar_exact
+from lengthlens.analyses.intervention import base_arm_of, compare, force_commit_pairs, table4
+from lengthlens.stats.mcnemar import mcnemar_exact
 
 
 def _rec(method, params, item, L, correct, *, text, budget=100, fired=None, alpha=0.3):
@@ -105,7 +105,7 @@ def test_fired_inference_agrees_with_the_logged_flag_on_the_example(tmp_path):
     import polars as pl
 
     from lengthlens import synth
-    from lengthlens.loading import RunSet
+    from lengthlens.data.loading import RunSet
 
     synth.write_raw(synth.example(), tmp_path / "ex")
     rs = ll.load(tmp_path / "ex", cache=False)

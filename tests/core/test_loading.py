@@ -9,7 +9,7 @@ import pytest
 
 import lengthlens as ll
 from lengthlens.cli import main
-from lengthlens.schema import parse_alpha
+from lengthlens.data.schema import parse_alpha
 
 from .minitree import write_run
 

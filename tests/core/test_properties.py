@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lengthlens as ll
-from lengthlens.loading import RunSet
-from lengthlens.pairing import cell_units
-from lengthlens.resample import counts_for_group, item_counts
-from lengthlens.schema import POLARS_SCHEMA
-from lengthlens.validate import pairing_checks
+from lengthlens.data.loading import RunSet
+from lengthlens.data.pairing import cell_units
+from lengthlens.stats.resample import counts_for_group, item_counts
+from lengthlens.data.schema import POLARS_SCHEMA
+from lengthlens.data.validate import pairing_checks
 
 
 def _runset(rows: list[dict]) -> RunSet:

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from lengthlens.schema import POLARS_SCHEMA, RunRecord, json_schema
+from lengthlens.data.schema import POLARS_SCHEMA, RunRecord, json_schema
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "data_schema" / "run_record.v1.schema.json"
 

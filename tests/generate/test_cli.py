@@ -99,7 +99,7 @@ def test_example_writes_strict_plus_five_rules_and_loads(tmp_path):
         l_bars.append(rj["l_bar"])
     assert len(l_bars) == 12
     assert 1.0 < sum(l_bars) / len(l_bars) < 4.0  # a realistic pair, not a copy and not unrelated
-    loading = pytest.importorskip("lengthlens.loading")
+    loading = pytest.importorskip("lengthlens.data.loading")
     runs = loading.load(out, cache=False, progress=False)
     assert "12 loaded" in runs.summary() and "0 listed as skipped" in runs.summary()
     # Named gsm8k_*, the toy answers are graded by the GSM8K grader (a final number).

@@ -19,7 +19,7 @@ from lengthlens.generate.layout import (
     write_run,
 )
 from lengthlens.generate.runner import plan, run_campaign
-from lengthlens.schema import parse_alpha, validate_record
+from lengthlens.data.schema import parse_alpha, validate_record
 
 
 def test_arm_names_match_study_spelling():
@@ -55,7 +55,7 @@ def test_thinking_split_and_open():
     assert (s.analysis_chars, s.final_chars, s.reached_final_channel) == (2, 1, True)
     s = thinking_split("still thinking", "think", opened_in_prompt=True)
     assert (s.analysis_chars, s.final_chars, s.reached_final_channel) == (14, 0, False)
-    # A stray second close tag is markup, not answer text (as lengthlens.channels reads it).
+    # A stray second close tag is markup, not answer text (as lengthlens.data.channels reads it).
     s = thinking_split("a</think>answer: 63.</think>answer: 29", "think", opened_in_prompt=True)
     assert (s.analysis_chars, s.final_chars) == (1, 21)
     s = thinking_split("no thinking at all", "think")
@@ -162,7 +162,7 @@ def test_campaign_writes_readable_tree_and_resumes(tmp_path):
 
 
 def test_written_tree_goes_through_the_reader(tmp_path):
-    raw = pytest.importorskip("lengthlens.io.raw")
+    raw = pytest.importorskip("lengthlens.data.raw")
     cfg = load_config(_campaign(tmp_path))
     out = tmp_path / "out"
     run_campaign(cfg, out, backend=FakeBackend(), log=lambda m: None)

@@ -21,14 +21,14 @@ def example_root(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def example_runs(example_root):
-    from lengthlens.loading import load
+    from lengthlens.data.loading import load
 
     return load(example_root, cache=False)
 
 
 @pytest.fixture(scope="session")
 def example_analysis(example_runs):
-    from lengthlens.analysis import analyse
+    from lengthlens.analyses.analyse import analyse
 
     return analyse(example_runs, n_resamples=N_RESAMPLES)
 

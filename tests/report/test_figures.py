@@ -10,7 +10,7 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 
-from lengthlens import figures as F
+from lengthlens.report import plots as F
 
 
 @pytest.mark.parametrize("key", list(F.FIGURES))

@@ -11,7 +11,7 @@ import pandas as pd
 
 from lengthlens.report import render_html, write_report
 from lengthlens.report.latex import tex_escape
-from lengthlens.report.tables import fmt
+from lengthlens.report.columns import fmt
 
 from .helpers import chromium_screenshot, keep_artifact, need
 

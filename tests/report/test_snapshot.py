@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lengthlens.estimate import cells as compute_cells
-from lengthlens.loading import load
-from lengthlens.snapshot import (
+from lengthlens.stats.estimate import cells as compute_cells
+from lengthlens.data.loading import load
+from lengthlens.report.snapshot import (
     add_parsers,
     check,
     load_snapshot,

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from lengthlens import __version__
+from lengthlens._version import __version__
 
 __all__ = ["CheckResult", "Difference", "add_parsers", "check", "load_snapshot", "resample_tolerance", "save_snapshot", "snapshot"]
 
@@ -74,7 +74,7 @@ def resample_tolerance(width: float, n_resamples: int, confidence_level: float =
 
 def _point_columns() -> dict[str, str]:
     """Interval stem -> point-estimate column (accuracy_delta -> accuracy_delta_pp)."""
-    from lengthlens.metrics import METRICS
+    from lengthlens.stats.metrics import METRICS
 
     return {(m.ci_name or m.name): m.name for m in METRICS}
 
@@ -116,13 +116,13 @@ def _num(v: Any) -> Any:
 
 def _cells_and_settings(obj: Any, settings: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Cells frame and bootstrap settings from an Analysis, a CellTable, a RunSet (cells computed) or a cells DataFrame."""
-    from lengthlens.loading import RunSet
-    from lengthlens.results import CellTable
+    from lengthlens.data.loading import RunSet
+    from lengthlens.stats.results import CellTable
 
     settings = dict(settings or {})
     if isinstance(obj, RunSet):
-        from lengthlens.estimate import cells as compute_cells
-        from lengthlens.resample import (
+        from lengthlens.stats.estimate import cells as compute_cells
+        from lengthlens.stats.resample import (
             DEFAULT_CONFIDENCE,
             DEFAULT_N_RESAMPLES,
             DEFAULT_SEED,
@@ -322,13 +322,13 @@ def check(obj: Any, expected: Mapping[str, Any] | str | Path) -> CheckResult:
 # --- command line ------------------------------------------------------------------------------
 
 def _load_runs(args: argparse.Namespace):
-    from lengthlens.loading import load
+    from lengthlens.data.loading import load
 
     return load(*args.runs, grades=args.grades, strict=args.strict, cache=not args.no_cache)
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
-    from lengthlens.resample import (
+    from lengthlens.stats.resample import (
         DEFAULT_CONFIDENCE,
         DEFAULT_N_RESAMPLES,
         DEFAULT_SEED,
@@ -392,11 +392,11 @@ def add_parsers(subparsers: Any) -> None:
 
 
 def main(argv: Iterable[str] | None = None) -> int:
-    """Run ``snapshot``/``check`` without the main CLI (``python -m lengthlens.snapshot check ...``)."""
+    """Run ``snapshot``/``check`` without the main CLI (``python -m lengthlens.report.snapshot check ...``)."""
     parser = argparse.ArgumentParser(prog="lengthlens")
     add_parsers(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(list(argv) if argv is not None else None)
-    from lengthlens.loading import LoadError
+    from lengthlens.data.loading import LoadError
 
     try:
         return int(args.func(args))

@@ -2,7 +2,7 @@
 
 1. ``correct`` already in the record (flat files); 2. grade files such as the study's
 ``campaign/grades/<dataset>.json``; 3. lengthlens' own graders on the output text (see
-:mod:`lengthlens.grading`). A grade is attached only when it provably belongs to the run: the
+:mod:`lengthlens.data.grading`). A grade is attached only when it provably belongs to the run: the
 keys match and, where the grade file logged it, the output length matches too.
 """
 
@@ -45,7 +45,7 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
     A grade whose logged output_tokens differs from the run's is not applied and is counted in a
     warning: it grades another run (e.g. an older campaign stored under the same keys).
     """
-    from lengthlens.grading import load_grade_file
+    from lengthlens.data.grading import load_grade_file
 
     warnings: list[str] = []
     frames = []
@@ -105,7 +105,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
         filled = before & t["correct"].is_not_null()
         t = t.with_columns(pl.when(filled).then(pl.lit("grade_file")).otherwise(pl.col("grade_source")).alias("grade_source"))
     if run_graders:
-        from lengthlens.grading import grade_frame, grader_name
+        from lengthlens.data.grading import grade_frame, grader_name
 
         gradable = [d for d in t.get_column("dataset").unique().to_list() if grader_name(d) not in (None, "mtbench")]
         if texts is not None:

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 import polars as pl
 
-from lengthlens.schema import RunRecord
+from lengthlens.data.schema import RunRecord
 
 FLAT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 _FIELDS = set(RunRecord.model_fields)

@@ -2,7 +2,7 @@
 
 Rules every grader follows (a run's ``finish_reason`` and the channel split decide before any grader):
 
-* A run that hit its token budget (``finish_reason`` in :data:`~lengthlens.schema.LENGTH_FINISH_REASONS`)
+* A run that hit its token budget (``finish_reason`` in :data:`~lengthlens.data.schema.LENGTH_FINISH_REASONS`)
   with its thinking still open is incorrect: nothing is ever extracted from thinking.
 * A run with no answer text (it never opened its answer channel) is incorrect.
 * MT-Bench is judge-scored, not right/wrong: it is ``correct=None`` ("ungraded") and kept out of
@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 import polars as pl
 
-from lengthlens.channels import ChannelSplit, split_channels
-from lengthlens.grading.answers import aime_integer, extract_choice, extract_gsm8k, last_boxed, parse_number
-from lengthlens.grading.code import (
+from lengthlens.data.channels import ChannelSplit, split_channels
+from lengthlens.data.grading.answers import aime_integer, extract_choice, extract_gsm8k, last_boxed, parse_number
+from lengthlens.data.grading.code import (
     ProblemsUnavailable,
     extract_code,
     humaneval_program,
@@ -37,8 +37,8 @@ from lengthlens.grading.code import (
     run_lcb_tests,
     run_program,
 )
-from lengthlens.grading.study import GRADE_FILE_COLUMNS, VERDICTS, load_grade_file
-from lengthlens.schema import LENGTH_FINISH_REASONS
+from lengthlens.data.grading.study import GRADE_FILE_COLUMNS, VERDICTS, load_grade_file
+from lengthlens.data.schema import LENGTH_FINISH_REASONS
 
 __all__ = [
     "Grade", "grade", "grade_split", "grade_frame", "grader_name", "GRADERS", "ProblemsUnavailable",

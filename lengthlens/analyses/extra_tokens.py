@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 
-from lengthlens.schema import ARM_KEY, UNIT_KEY
+from lengthlens.data.schema import ARM_KEY, UNIT_KEY
 
 PROPOSALS_FILE = "proposals.jsonl"
 

@@ -1,6 +1,6 @@
 """The report's figures as matplotlib Figures (Agg backend): returned for notebooks, inlined as SVG in the report.
 
-Every function takes an :class:`~lengthlens.analysis.Analysis` (or, where noted, the DataFrame it
+Every function takes an :class:`~lengthlens.analyses.analyse.Analysis` (or, where noted, the DataFrame it
 needs, e.g. ``analysis.tables["cells"]``) and returns a new :class:`matplotlib.figure.Figure`;
 nothing is shown or saved. :func:`to_svg` turns a figure into an SVG string that can be inlined
 into HTML next to other figures.
@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lengthlens.analysis import Analysis
+    from lengthlens.analyses.analyse import Analysis
 
 __all__ = [
     "FIGURES",
@@ -295,8 +295,8 @@ def fig_survival(analysis: Analysis, *, runs: pl.DataFrame | None = None, arms: 
     the curve stops; the budget is the dashed line. A curve ending high at the budget means many
     runs never finished.
     """
-    from lengthlens.pairing import with_derived
-    from lengthlens.tables import select_alphas
+    from lengthlens.data.pairing import with_derived
+    from lengthlens.analyses.tables import select_alphas
 
     t = with_derived(runs if runs is not None else analysis.runs.paired)
     cells = analysis.tables["cells"]

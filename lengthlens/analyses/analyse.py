@@ -11,19 +11,19 @@ import polars as pl
 
 import numpy as np
 
-from lengthlens.attribution import attribution
-from lengthlens.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
-from lengthlens.estimate import cells as compute_cells
-from lengthlens.estimate import all_group_items, item_positions
-from lengthlens.intervention import table4
-from lengthlens.pairing import CELL_KEY, cell_units
-from lengthlens.resample import DrawCache, counts_for_group
-from lengthlens.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
-from lengthlens.loading import RunSet
-from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
-from lengthlens.results import CellTable, frame_html
-from lengthlens.tables import arms as compute_arms
-from lengthlens.tables import table3 as compute_table3
+from lengthlens.analyses.attribution import attribution
+from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
+from lengthlens.stats.estimate import cells as compute_cells
+from lengthlens.stats.estimate import all_group_items, item_positions
+from lengthlens.analyses.intervention import table4
+from lengthlens.data.pairing import CELL_KEY, cell_units
+from lengthlens.stats.resample import DrawCache, counts_for_group
+from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
+from lengthlens.data.loading import RunSet
+from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
+from lengthlens.stats.results import CellTable, frame_html
+from lengthlens.analyses.tables import arms as compute_arms
+from lengthlens.analyses.tables import table3 as compute_table3
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
 
 def extra_tokens_table(runs: RunSet) -> pd.DataFrame | None:
     """OUT/extra_tokens.csv: per cell, tokens accepted only because of the relaxation (None without proposals)."""
-    from lengthlens.extra_tokens import extra_token_stats
+    from lengthlens.analyses.extra_tokens import extra_token_stats
 
     # Token traces live in raw run folders; flat records ("file:line" sources) have none.
     paired = runs.paired.filter(~pl.col("source").str.contains(r":\d+$").fill_null(True))

@@ -66,7 +66,7 @@ import numpy as np
 import polars as pl
 from scipy.special import ndtr, ndtri
 
-from lengthlens.schema import POLARS_SCHEMA, STRICT
+from lengthlens.data.schema import POLARS_SCHEMA, STRICT
 
 # --------------------------------------------------------------------------------------------
 # Spec

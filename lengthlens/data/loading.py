@@ -18,11 +18,11 @@ from typing import Any, Sequence
 import pandas as pd
 import polars as pl
 
-from lengthlens import __version__
-from lengthlens.io.flat import flat_kind, read_flat, read_flat_frame
-from lengthlens.io.raw import READER_VERSION, discover, read_runs, tree_fingerprint
-from lengthlens.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, screen_frame, validate_record
-from lengthlens.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
+from lengthlens._version import __version__
+from lengthlens.data.flat import flat_kind, read_flat, read_flat_frame
+from lengthlens.data.raw import READER_VERSION, discover, read_runs, tree_fingerprint
+from lengthlens.data.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, screen_frame, validate_record
+from lengthlens.data.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
 
 _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.String})
 _FIELDS = set(RunRecord.model_fields)
@@ -158,7 +158,7 @@ def _reattach(slim: pl.DataFrame, texts: pl.Series) -> pl.Series:
 
 def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems: object) -> tuple[pl.DataFrame, list[str]]:
     """Correctness for one source's table; the texts stay out of the joins (they are most of its bytes)."""
-    from lengthlens.correctness import resolve_correctness
+    from lengthlens.data.correctness import resolve_correctness
 
     table = table.with_row_index("_rid")
     texts = table.get_column("text")
@@ -301,7 +301,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     failures: list[dict[str, str]] = []
     warnings: list[str] = []
     n_found = 0
-    from lengthlens.correctness import find_grade_files
+    from lengthlens.data.correctness import find_grade_files
 
     explicit: list = [Path(g) for g in (grades or [])]
     for src in sources:

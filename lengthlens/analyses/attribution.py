@@ -1,6 +1,6 @@
 """Thinking-channel attribution: how much of a relaxed rule's extra length lands in the thinking trace.
 
-Each output is split into thinking and answer by :mod:`lengthlens.channels` (GPT-OSS harmony
+Each output is split into thinking and answer by :mod:`lengthlens.data.channels` (GPT-OSS harmony
 channels, ``<think>`` tags, or none). Counts are characters of message content, markers and tags
 excluded. Per cell over paired runs: extra_chars = sum(chars - chars*), and the share of the extra
 in the thinking part = sum(think - think*) / sum(chars - chars*), with a paired bootstrap interval
@@ -15,12 +15,12 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from lengthlens.channels import check_logged_counts, split_channels
-from lengthlens.estimate import cell_bootstrap_sums
-from lengthlens.loading import RunSet
-from lengthlens.pairing import CELL_KEY, cell_units
-from lengthlens.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache, percentile_interval
-from lengthlens.results import frame_html
+from lengthlens.data.channels import check_logged_counts, split_channels
+from lengthlens.stats.estimate import cell_bootstrap_sums
+from lengthlens.data.loading import RunSet
+from lengthlens.data.pairing import CELL_KEY, cell_units
+from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache, percentile_interval
+from lengthlens.stats.results import frame_html
 
 #: Cells putting at least these shares of their extra length into thinking are counted in the summary.
 SHARE_THRESHOLDS = (0.90, 0.92)

@@ -3,7 +3,7 @@
 Every input format (the study's raw folder layout, flat JSONL/CSV/Parquet tables from other
 generators) is turned into rows of exactly this record before anything else happens. The JSON
 Schema in ``data_schema/run_record.v1.schema.json`` is generated from :class:`RunRecord`
-(``python -m lengthlens.schema > data_schema/run_record.v1.schema.json``) and a test keeps the two
+(``python -m lengthlens.data.schema > data_schema/run_record.v1.schema.json``) and a test keeps the two
 in sync.
 """
 

@@ -81,7 +81,7 @@ class Cell:
 
     def to_row(self) -> dict[str, Any]:
         """Flat columns as in cells.csv: metric, metric_lo, metric_hi (interval stems may differ)."""
-        from lengthlens.metrics import METRIC_BY_NAME
+        from lengthlens.stats.metrics import METRIC_BY_NAME
 
         row: dict[str, Any] = {
             "target": self.target, "draft": self.draft, "dataset": self.dataset, "method": self.method,

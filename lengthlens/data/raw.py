@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from lengthlens.schema import STRICT, parse_alpha
+from lengthlens.data.schema import STRICT, parse_alpha
 
 #: Bumped whenever read_run's output changes, so cached normalized tables are rebuilt.
 READER_VERSION = 2

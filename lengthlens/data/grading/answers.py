@@ -1,6 +1,6 @@
 """Answer extraction and comparison for the short-answer datasets (GSM8K, AIME, LongBench-v2).
 
-Every function here reads the ANSWER part of a completion only (see :mod:`lengthlens.channels`);
+Every function here reads the ANSWER part of a completion only (see :mod:`lengthlens.data.channels`);
 the callers never pass thinking text.
 """
 

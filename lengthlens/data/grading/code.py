@@ -304,7 +304,7 @@ def load_livecodebench_tests(tests: Mapping[str, Any] | str | os.PathLike | None
     if tests is None:
         raise ProblemsUnavailable(
             "LiveCodeBench tests unavailable: pass problems=<path to a tests JSONL> (format in "
-            "lengthlens.grading.code)")
+            "lengthlens.data.grading.code)")
     if isinstance(tests, Mapping):
         return {k: v if isinstance(v, LCBProblem) else lcb_problem({"question_id": k, **v}) for k, v in tests.items()}
     return _lcb_from_path(str(tests))
