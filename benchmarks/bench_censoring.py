@@ -17,7 +17,9 @@ import numpy as np
 # Runnable from a plain checkout without installing the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lengthlens.analyses.censoring import _DISTS, censoring_cell, fit_aft, fit_aft_bootstrap
+from lengthlens.analyses.censoring import censoring_cell  # noqa: E402
+from lengthlens.stats.aft import _DISTS, fit_aft  # noqa: E402
+from lengthlens.stats.aft_bootstrap import fit_aft_bootstrap
 
 
 def make_cell(n: int, rng: np.random.Generator, budget: int = 4096, B: int = 2000):

@@ -29,10 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import lengthlens as ll  # noqa: E402
 from lengthlens import synth  # noqa: E402
+from lengthlens.data.pairing import CELL_KEY, cell_units  # noqa: E402
 from lengthlens.stats.estimate import unit_quantities  # noqa: E402
 from lengthlens.stats.metrics import INTERVAL_METRICS, SUM_FIELDS, evaluate  # noqa: E402
-from lengthlens.data.pairing import CELL_KEY, cell_units  # noqa: E402
-
 
 
 def in_child(fn, *args):

@@ -1,3 +1,5 @@
-from lengthlens.cli import main
 import sys
+
+from lengthlens.cli import main
+
 sys.exit(main())

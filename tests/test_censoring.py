@@ -11,13 +11,10 @@ import pytest
 from scipy import stats
 from statsmodels.duration.survfunc import SurvfuncRight
 
-from lengthlens.analyses.censoring import (
-    _percentile,
-    censoring_cell,
-    fit_aft,
-    fit_aft_bootstrap,
-    kaplan_meier,
-)
+from lengthlens.analyses.censoring import censoring_cell
+from lengthlens.stats.aft import fit_aft
+from lengthlens.stats.aft_bootstrap import _percentile, fit_aft_bootstrap
+from lengthlens.stats.survival import kaplan_meier
 
 LEVELS = (0.25, 0.5, 0.75)
 

@@ -6,24 +6,28 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 import polars as pl
 
-import numpy as np
-
 from lengthlens.analyses.attribution import attribution
 from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
-from lengthlens.stats.estimate import cells as compute_cells
-from lengthlens.stats.estimate import all_group_items, item_positions
 from lengthlens.analyses.intervention import table4
-from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.stats.resample import DrawCache, counts_for_group
-from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
-from lengthlens.data.loading import RunSet
-from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
-from lengthlens.stats.results import CellTable, frame_html
 from lengthlens.analyses.tables import arms as compute_arms
 from lengthlens.analyses.tables import table3 as compute_table3
+from lengthlens.data.loading import RunSet
+from lengthlens.data.pairing import CELL_KEY, cell_units
+from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
+from lengthlens.stats.estimate import all_group_items, item_positions
+from lengthlens.stats.estimate import cells as compute_cells
+from lengthlens.stats.resample import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_N_RESAMPLES,
+    DEFAULT_SEED,
+    DrawCache,
+    counts_for_group,
+)
+from lengthlens.stats.results import CellTable, frame_html
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,16 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.data.channels import check_logged_counts, split_channels
-from lengthlens.stats.estimate import cell_bootstrap_sums
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache, percentile_interval
+from lengthlens.stats.estimate import cell_bootstrap_sums
+from lengthlens.stats.resample import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_N_RESAMPLES,
+    DEFAULT_SEED,
+    DrawCache,
+    percentile_interval,
+)
 from lengthlens.stats.results import frame_html
 
 #: Cells putting at least these shares of their extra length into thinking are counted in the summary.

@@ -16,14 +16,20 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.attribution import run_channels
-from lengthlens.stats.estimate import item_sums, unit_quantities
 from lengthlens.data.loading import RunSet
-from lengthlens.stats.metrics import METRICS, SUM_FIELDS, evaluate
 from lengthlens.data.pairing import pair, with_derived
-from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, counts_for_group, percentile_interval
-from lengthlens.stats.results import ConfidenceInterval, Estimate, frame_html
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
+from lengthlens.stats.estimate import item_sums, unit_quantities
 from lengthlens.stats.mcnemar import mcnemar_exact
+from lengthlens.stats.metrics import METRICS, SUM_FIELDS, evaluate
+from lengthlens.stats.resample import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_N_RESAMPLES,
+    DEFAULT_SEED,
+    counts_for_group,
+    percentile_interval,
+)
+from lengthlens.stats.results import ConfidenceInterval, Estimate, frame_html
 
 FORCE_COMMIT_SUFFIX = "_force_commit"
 _THRESHOLD = re.compile(r"_t(\d+)(?=_|$)")

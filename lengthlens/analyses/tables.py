@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from lengthlens.analyses.censoring import kaplan_meier
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import with_derived
-from lengthlens.stats.results import CellTable
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
+from lengthlens.stats.results import CellTable
+from lengthlens.stats.survival import kaplan_meier
 
 
 def arms(runs: RunSet) -> pd.DataFrame:

@@ -21,8 +21,22 @@ import polars as pl
 from lengthlens._version import __version__
 from lengthlens.data.flat import flat_kind, read_flat, read_flat_frame
 from lengthlens.data.raw import READER_VERSION, discover, read_runs, tree_fingerprint
-from lengthlens.data.schema import ARM_KEY, POLARS_SCHEMA, SCHEMA_VERSION, FieldError, RunRecord, screen_frame, validate_record
-from lengthlens.data.validate import drop_duplicates, drop_over_budget, finish_reason_warnings, l_bar_warnings, pairing_checks
+from lengthlens.data.schema import (
+    ARM_KEY,
+    POLARS_SCHEMA,
+    SCHEMA_VERSION,
+    FieldError,
+    RunRecord,
+    screen_frame,
+    validate_record,
+)
+from lengthlens.data.validate import (
+    drop_duplicates,
+    drop_over_budget,
+    finish_reason_warnings,
+    l_bar_warnings,
+    pairing_checks,
+)
 
 _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.String})
 _FIELDS = set(RunRecord.model_fields)

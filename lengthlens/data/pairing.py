@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from lengthlens.data.schema import ARM_KEY, GROUP_KEY, LENGTH_FINISH_REASONS, STRICT, UNIT_KEY
+from lengthlens.data.schema import (
+    ARM_KEY,
+    GROUP_KEY,
+    LENGTH_FINISH_REASONS,
+    STRICT,
+    UNIT_KEY,
+)
 
 CELL_KEY = (*ARM_KEY, "alpha")
 

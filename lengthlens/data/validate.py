@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from lengthlens.data.schema import ARM_KEY, GROUP_KEY, LENGTH_FINISH_REASONS, STRICT, UNIT_KEY
+from lengthlens.data.schema import (
+    ARM_KEY,
+    GROUP_KEY,
+    LENGTH_FINISH_REASONS,
+    STRICT,
+    UNIT_KEY,
+)
 
 #: Settings that must agree between an arm and its baseline for lengths to be comparable.
 PAIRING_SETTINGS = ("max_new_tokens", "temperature", "top_p")

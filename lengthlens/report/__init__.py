@@ -21,7 +21,6 @@ from markupsafe import Markup
 
 from lengthlens.analyses.analyse import Analysis
 from lengthlens.report import context as ctx
-from lengthlens.report.latex import write_latex
 from lengthlens.report.columns import (
     CELL_COLS,
     TABLE3_COLS,
@@ -30,6 +29,7 @@ from lengthlens.report.columns import (
     grouped_html,
     table_html,
 )
+from lengthlens.report.latex import write_latex
 
 __all__ = ["CSV_OUTPUTS", "figures", "render_html", "render_pdf", "write_csvs", "write_latex", "write_report"]
 

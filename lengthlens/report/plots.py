@@ -295,8 +295,8 @@ def fig_survival(analysis: Analysis, *, runs: pl.DataFrame | None = None, arms: 
     the curve stops; the budget is the dashed line. A curve ending high at the budget means many
     runs never finished.
     """
-    from lengthlens.data.pairing import with_derived
     from lengthlens.analyses.tables import select_alphas
+    from lengthlens.data.pairing import with_derived
 
     t = with_derived(runs if runs is not None else analysis.runs.paired)
     cells = analysis.tables["cells"]

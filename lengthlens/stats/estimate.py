@@ -14,13 +14,27 @@ import numpy as np
 import polars as pl
 
 from lengthlens.data.loading import RunSet
-from lengthlens.stats.mcnemar import mcnemar_exact
-from lengthlens.stats.metrics import ACCURACY_DROP_PP, INTERVAL_METRICS, METRICS, SUM_FIELDS, evaluate
 from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.stats.resample import (DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache, bca_interval, counts_for_group,
-                                 jackknife_sums, percentile_interval)
-from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estimate
 from lengthlens.data.schema import GROUP_KEY, UNIT_KEY
+from lengthlens.stats.mcnemar import mcnemar_exact
+from lengthlens.stats.metrics import (
+    ACCURACY_DROP_PP,
+    INTERVAL_METRICS,
+    METRICS,
+    SUM_FIELDS,
+    evaluate,
+)
+from lengthlens.stats.resample import (
+    DEFAULT_CONFIDENCE,
+    DEFAULT_N_RESAMPLES,
+    DEFAULT_SEED,
+    DrawCache,
+    bca_interval,
+    counts_for_group,
+    jackknife_sums,
+    percentile_interval,
+)
+from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estimate
 
 
 def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 import lengthlens as ll
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import cell_units
-from lengthlens.stats.resample import counts_for_group, item_counts
 from lengthlens.data.schema import POLARS_SCHEMA
 from lengthlens.data.validate import pairing_checks
+from lengthlens.stats.resample import counts_for_group, item_counts
 
 
 def _runset(rows: list[dict]) -> RunSet:

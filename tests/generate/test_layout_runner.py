@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from lengthlens.data.schema import parse_alpha, validate_record
 from lengthlens.generate.config import Arm, config_from_dict, load_config, parse_arms
 from lengthlens.generate.layout import (
     RunResult,
@@ -19,7 +20,6 @@ from lengthlens.generate.layout import (
     write_run,
 )
 from lengthlens.generate.runner import plan, run_campaign
-from lengthlens.data.schema import parse_alpha, validate_record
 
 
 def test_arm_names_match_study_spelling():

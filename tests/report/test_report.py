@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from lengthlens.report import render_html, write_report
-from lengthlens.report.latex import tex_escape
 from lengthlens.report.columns import fmt
+from lengthlens.report.latex import tex_escape
 
 from .helpers import chromium_screenshot, keep_artifact, need
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lengthlens.stats.estimate import cells as compute_cells
 from lengthlens.data.loading import load
 from lengthlens.report.snapshot import (
     add_parsers,
@@ -20,6 +19,7 @@ from lengthlens.report.snapshot import (
     save_snapshot,
     snapshot,
 )
+from lengthlens.stats.estimate import cells as compute_cells
 from lengthlens.testing import UPDATE_ENV, assert_matches_snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -25,7 +25,13 @@ from typing import Any, Callable
 import polars as pl
 
 from lengthlens.data.channels import ChannelSplit, split_channels
-from lengthlens.data.grading.answers import aime_integer, extract_choice, extract_gsm8k, last_boxed, parse_number
+from lengthlens.data.grading.answers import (
+    aime_integer,
+    extract_choice,
+    extract_gsm8k,
+    last_boxed,
+    parse_number,
+)
 from lengthlens.data.grading.code import (
     ProblemsUnavailable,
     extract_code,

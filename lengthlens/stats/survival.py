@@ -1,0 +1,264 @@
+"""Right-censored lengths: Kaplan–Meier survival with quantile intervals, and restricted means.
+
+A run that stops at its token budget is right-censored: its true length is at least the budget.
+Kaplan–Meier (KM) survival of completion length gives the median and quartiles with their
+Brookmeyer–Crowley intervals (log-log transform, as statsmodels' ``SurvfuncRight.quantile_ci``), or
+``None`` with the reason when too much is censored to identify them. With one budget per arm, KM
+below the budget *is* the empirical distribution and the restricted mean up to the budget *is*
+``mean(min(L, budget))``: they add information only when budgets differ between runs or arms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = ["KaplanMeier", "QuantileEstimate", "kaplan_meier", "restricted_means_many"]
+
+
+def _html(title: str, frame: pd.DataFrame, note: str = "") -> str:
+    """Notebook rendering shared by the result dataclasses: a caption, a table and a footnote."""
+    foot = f"<p><small>{note}</small></p>" if note else ""
+    return f"<h4>{title}</h4>{frame.to_html(index=False, na_rep='—')}{foot}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Kaplan–Meier
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuantileEstimate:
+    """A KM quantile of completion length with its interval; ``None`` parts are not identified.
+
+    ``p`` is the probability (0.25 for the first quartile, 0.5 for the median); ``reason`` says why
+    the value or a limit is missing and is empty when everything is identified.
+    """
+
+    p: float
+    value: float | None
+    ci_low: float | None
+    ci_high: float | None
+    reason: str = ""
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
+class KaplanMeier:
+    """Kaplan–Meier survival S(t) = P(L > t) of completion length, evaluated at the event times.
+
+    Arrays are indexed by the distinct lengths at which at least one run finished (an event);
+    ``survival_se`` is Greenwood's, ``ci_low``/``ci_high`` the pointwise log-log interval.
+    Quantiles follow statsmodels: the p-quantile is the first event time with ``S(t) < 1 - p``,
+    except where S equals 1 - p exactly on a step, where it is the midpoint of that step (as R's
+    ``survival`` and SAS do; statsmodels' log-sum rounding picks either end there). Without
+    censoring the KM median is therefore ``np.median(lengths)``. Intervals are statsmodels'
+    ``quantile_ci`` (Brookmeyer–Crowley, log-log): always event times, the upper limit missing when
+    it lies beyond the last event time.
+    """
+
+    times: np.ndarray
+    survival: np.ndarray
+    survival_se: np.ndarray
+    ci_low: np.ndarray
+    ci_high: np.ndarray
+    n_at_risk: np.ndarray
+    n_events: np.ndarray
+    n_obs: float
+    n_censored: float
+    #: Largest observed length (event or censoring time).
+    max_time: float
+    #: Lengths up to which S is identified: ``inf`` if the largest observation is an event (S
+    #: drops to 0), else the largest censoring time.
+    horizon: float
+    median: QuantileEstimate
+    q25: QuantileEstimate
+    q75: QuantileEstimate
+    confidence_level: float
+
+    def survival_at(self, t: float | np.ndarray) -> np.ndarray:
+        """S(t) as the right-continuous step function; NaN beyond the identified horizon."""
+        t = np.asarray(t, dtype=float)
+        k = np.searchsorted(self.times, t, side="right")
+        s = np.concatenate(([1.0], self.survival))[k]
+        return np.where(t > self.horizon, np.nan, s)
+
+    def restricted_mean(self, tau: float) -> float:
+        """Restricted mean length ``integral_0^tau S(t) dt`` = E[min(L, tau)].
+
+        With one budget ``tau`` for every run this is exactly ``mean(min(L, tau))``. Raises
+        ``ValueError`` when ``tau`` lies beyond the identified horizon (S unknown there).
+        """
+        if tau > self.horizon:
+            raise ValueError(f"restricted mean not identified: tau={tau} beyond the last censoring time {self.horizon}")
+        if tau <= 0:
+            return 0.0
+        t = self.times[self.times < tau]
+        edges = np.concatenate(([0.0], t, [tau]))
+        s = np.concatenate(([1.0], self.survival[: len(t)]))
+        return float(np.sum(s * np.diff(edges)))
+
+    @property
+    def quantiles(self) -> tuple[QuantileEstimate, QuantileEstimate, QuantileEstimate]:
+        """First quartile, median and third quartile."""
+        return (self.q25, self.median, self.q75)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The survival table, one row per event time."""
+        return pd.DataFrame(
+            {
+                "length": self.times,
+                "n_at_risk": self.n_at_risk,
+                "n_events": self.n_events,
+                "survival": self.survival,
+                "survival_se": self.survival_se,
+                "ci_low": self.ci_low,
+                "ci_high": self.ci_high,
+            }
+        )
+
+    def quantile_frame(self) -> pd.DataFrame:
+        """Quartiles and median with their intervals and, where missing, the reason."""
+        return pd.DataFrame([q.__dict__ for q in self.quantiles])
+
+    def _repr_html_(self) -> str:
+        note = (
+            f"n={self.n_obs:g}, censored={self.n_censored:g}; "
+            f"{self.confidence_level:.0%} Brookmeyer–Crowley (log-log) intervals."
+        )
+        return _html("Kaplan–Meier quantiles of completion length", self.quantile_frame(), note)
+
+
+def _km_table(time: np.ndarray, event: np.ndarray, weights: np.ndarray | None):
+    """Risk sets and events at the distinct event times (frequency weights act as repetition)."""
+    utime, rank = np.unique(time, return_inverse=True)
+    w = np.ones_like(time, dtype=float) if weights is None else np.asarray(weights, dtype=float)
+    d = np.bincount(rank, weights=w * event, minlength=len(utime))
+    n = np.cumsum(np.bincount(rank, weights=w, minlength=len(utime))[::-1])[::-1]
+    keep = d > 0
+    return utime[keep], n[keep], d[keep]
+
+
+def _km_quantile(
+    p: float, times: np.ndarray, surv: np.ndarray, se: np.ndarray, z: float
+) -> QuantileEstimate:
+    """Quantile and Brookmeyer–Crowley interval by inverting log-log z-tests (statsmodels' rule)."""
+    target = 1.0 - p
+    # A small tolerance makes "S(t) < 1-p" exact for S computed as a product of ratios.
+    below = np.flatnonzero(surv < target - 1e-12)
+    at = np.flatnonzero(np.abs(surv - target) <= 1e-12)
+    reasons = []
+    if len(at):
+        # S sits exactly at 1-p on [t_k, t_k+1): take the midpoint (R's survival, SAS), so that
+        # without censoring the KM median is the ordinary sample median.
+        k = at[0]
+        value = float((times[k] + times[k + 1]) / 2) if k + 1 < len(times) else float(times[k])
+    elif len(below) == 0:
+        value = None
+        reasons.append(
+            f"not identified: S(t) stays above {target:g} up to the last event time "
+            f"(too many runs censored before the {p:g}-quantile)"
+        )
+    else:
+        value = float(times[below[0]])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.log(-np.log(surv))
+        gprime = -1.0 / (surv * np.log(surv))
+        r = (g - math.log(-math.log(target))) / (gprime * se)
+    inside = np.flatnonzero(np.abs(r) <= z)
+    if len(inside) == 0:
+        lo = hi = None
+        reasons.append("interval not identified: no event time is compatible with the quantile")
+    else:
+        lo = float(times[inside[0]])
+        if inside[-1] == len(times) - 1:
+            hi = None
+            reasons.append("upper confidence limit not identified: it lies beyond the last event time")
+        else:
+            hi = float(times[inside[-1] + 1])
+    return QuantileEstimate(p=p, value=value, ci_low=lo, ci_high=hi, reason="; ".join(reasons))
+
+
+def kaplan_meier(
+    lengths: np.ndarray,
+    censored: np.ndarray,
+    *,
+    weights: np.ndarray | None = None,
+    confidence_level: float = 0.95,
+) -> KaplanMeier:
+    """Kaplan–Meier estimate of completion-length survival with Greenwood SEs and quartiles.
+
+    ``censored[i]`` is True when run i hit its budget (true length > ``lengths[i]``). Integer
+    ``weights`` are frequency weights and act exactly like repeating runs (Greenwood's formula is
+    applied to the weighted counts; statsmodels switches to Tsiatis' variance with weights).
+    """
+    time = np.asarray(lengths, dtype=float)
+    cens = np.asarray(censored, dtype=bool)
+    if time.shape != cens.shape or time.ndim != 1:
+        raise ValueError("lengths and censored must be 1-D arrays of the same length")
+    if len(time) == 0:
+        raise ValueError("no runs")
+    event = (~cens).astype(float)
+    w = None if weights is None else np.asarray(weights, dtype=float)
+    times, n, d = _km_table(time, event, w)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        surv = np.cumprod(1.0 - d / n)
+        terms = d / np.clip(n * (n - d), 1e-12, None)
+        terms[n == d] = np.nan  # S hits 0: Greenwood undefined (as statsmodels)
+        se = surv * np.sqrt(np.cumsum(terms))
+        z = stats.norm.ppf(0.5 + confidence_level / 2)
+        # Pointwise log-log interval: S^(exp(±z * se / (S log S))).
+        half = z * se / (surv * np.abs(np.log(surv)))
+        ci_low = surv ** np.exp(half)
+        ci_high = surv ** np.exp(-half)
+    n_obs = float(len(time) if w is None else w.sum())
+    n_cens = float(cens.sum() if w is None else w[cens].sum())
+    obs = time if w is None else time[w > 0]
+    obs_cens = cens if w is None else cens[w > 0]
+    max_time = float(obs.max())
+    last_is_event = bool(np.any(~obs_cens[obs == max_time]))
+    horizon = math.inf if last_is_event else max_time
+    return KaplanMeier(
+        times=times,
+        survival=surv,
+        survival_se=se,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        n_at_risk=n,
+        n_events=d,
+        n_obs=n_obs,
+        n_censored=n_cens,
+        max_time=max_time,
+        horizon=horizon,
+        median=_km_quantile(0.5, times, surv, se, z),
+        q25=_km_quantile(0.25, times, surv, se, z),
+        q75=_km_quantile(0.75, times, surv, se, z),
+        confidence_level=confidence_level,
+    )
+
+
+def restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, tau: float) -> np.ndarray:
+    """Weighted-KM restricted means up to ``tau`` for every row of the weight matrix ``W`` (B, N).
+
+    A resample whose last drawn run is censored before ``tau`` has S carried flat from there (the
+    usual convention; ``tau`` is identified on the full data, so this affects only such rows).
+    """
+    order = np.argsort(time, kind="stable")
+    ts = time[order]
+    starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
+    utime = ts[starts]
+    B = W.shape[0]
+    # Per distinct time: weighted events and weighted counts, then reverse cumulative risk sets.
+    Ws = W[:, order]
+    d = np.add.reduceat(Ws * event[order], starts, axis=1)
+    n = np.cumsum(np.add.reduceat(Ws, starts, axis=1)[:, ::-1], axis=1)[:, ::-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(n > 0, 1.0 - d / n, 1.0)
+    surv = np.cumprod(factor, axis=1)
+    t = utime[utime < tau]
+    edges = np.diff(np.concatenate(([0.0], t, [tau])))
+    s = np.concatenate((np.ones((B, 1)), surv[:, : len(t)]), axis=1)
+    return s @ edges
