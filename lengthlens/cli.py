@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_generate = None
     if add_generate is not None:
         add_generate(sub)
-    from lengthlens.report.snapshot import add_parsers as add_snapshot
+    from lengthlens.report.snapshot_cli import add_parsers as add_snapshot
 
     add_snapshot(sub)
     return parser

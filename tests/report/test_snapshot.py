@@ -12,13 +12,13 @@ import pytest
 
 from lengthlens.data.loading import load
 from lengthlens.report.snapshot import (
-    add_parsers,
     check,
     load_snapshot,
     resample_tolerance,
     save_snapshot,
     snapshot,
 )
+from lengthlens.report.snapshot_cli import add_parsers
 from lengthlens.stats.estimate import cells as compute_cells
 from lengthlens.testing import UPDATE_ENV, assert_matches_snapshot
 

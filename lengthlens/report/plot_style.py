@@ -1,0 +1,129 @@
+"""Shared look of the report's figures: palette, markers, rc settings, the Figure class, legends and SVG output."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import matplotlib
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lengthlens.analyses.analyse import Analysis
+
+STRICT_COLOR = "#222222"
+#: Okabe–Ito colours (colour-blind safe), then tab10 for more rules than eight.
+_PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#F0E442",
+            "#7F7F7F", "#BCBD22", "#17BECF", "#9467BD"]
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
+
+_RC = {
+    "font.family": "DejaVu Sans",
+    "font.size": 8.5,
+    "axes.titlesize": 9.5,
+    "axes.labelsize": 8.5,
+    "legend.fontsize": 7.5,
+    "xtick.labelsize": 7.5,
+    "ytick.labelsize": 7.5,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#e6e9ef",
+    "grid.linewidth": 0.6,
+    "svg.fonttype": "none",  # text stays text: small files, searchable in HTML and PDF
+    "svg.hashsalt": "lengthlens",  # stable ids so that two renders of a report are identical
+}
+
+
+class LensFigure(Figure):
+    """A matplotlib Figure that shows itself in Jupyter whatever the backend (a PNG repr), since figures here bypass pyplot."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        with matplotlib.rc_context(_RC):
+            self.savefig(buf, format="png", dpi=110)
+        return buf.getvalue()
+
+
+def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], squeeze: bool = True,
+              layout: str = "constrained") -> tuple[Figure, Any]:
+    """Like pyplot.subplots but without pyplot: no GUI backend, nothing kept in a global registry, no double display in Jupyter."""
+    fig = LensFigure(figsize=figsize, layout=layout)
+    return fig, fig.subplots(nrows, ncols, squeeze=squeeze)
+
+
+def _cells(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
+    if isinstance(obj, pd.DataFrame):
+        return obj
+    return obj.tables["cells"]
+
+
+def method_colors(methods: Iterable[str]) -> dict[str, str]:
+    """A fixed colour per rule (sorted names), so a rule has the same colour in every figure; strict is black."""
+    names = sorted({str(m) for m in methods if m != "strict"})
+    colors = {m: _PALETTE[i % len(_PALETTE)] for i, m in enumerate(names)}
+    colors["strict"] = STRICT_COLOR
+    return colors
+
+
+def _dataset_markers(datasets: Iterable[str]) -> dict[str, str]:
+    return {d: _MARKERS[i % len(_MARKERS)] for i, d in enumerate(sorted(set(datasets)))}
+
+
+def _empty(fig: Figure, ax: Any, text: str) -> Figure:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#667085")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return fig
+
+
+def _legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, loc: str = "upper left",
+             outside: bool = False) -> None:
+    """Two compact legends: colour = rule, marker = dataset (beside the axes, as figure legends, with ``outside``)."""
+    handles = [Line2D([], [], ls="", marker="o", color=c, label=m, markersize=5) for m, c in colors.items() if m != "strict"]
+    mh = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5, markerfacecolor="none")
+          for d, mk in (markers or {}).items()]
+    if outside:
+        # Figure legends with "outside" locations are what constrained layout reserves room for.
+        fig = ax.figure
+        fig.legend(handles=handles, title="rule", frameon=False, title_fontsize=7.5, loc="outside right upper")
+        if len(mh) > 1:
+            fig.legend(handles=mh, title="dataset", frameon=False, title_fontsize=7.5, loc="outside right lower")
+        return
+    first = ax.legend(handles=handles, title="rule", frameon=False, title_fontsize=7.5, loc=loc)
+    if len(mh) > 1:
+        ax.add_artist(first)
+        ax.legend(handles=mh, title="dataset", frameon=False, title_fontsize=7.5, loc="lower right")
+
+
+_PLAIN_ID = re.compile(r'\sid="(?:figure|axes|patch|line2d|text|legend|matplotlib\.axis|xtick|ytick|PathCollection|'
+                       r'LineCollection|PolyCollection|FillBetweenPolyCollection|QuadMesh|image|Poly3DCollection|'
+                       r'BarContainer|Rectangle|[A-Za-z]+Collection)_\d+"')
+
+
+def to_svg(fig: Figure, *, close: bool = True) -> str:
+    """The figure as an SVG element for inlining in HTML (no XML prolog, no per-element ids, responsive width).
+
+    Matplotlib names elements ``figure_1``, ``axes_1``...; several figures on one page would repeat
+    those ids, so they are dropped (nothing refers to them). Referenced ids are content hashes.
+    """
+    buf = io.StringIO()
+    with matplotlib.rc_context(_RC):
+        # Settle constrained layout first: on a figure's first draw, legends beside the axes can be
+        # measured after the layout has already been fixed, which clips them in the saved SVG.
+        fig.draw_without_rendering()
+        fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches=None)
+    if close:
+        plt.close(fig)
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = _PLAIN_ID.sub("", svg)
+    # Scale with the page: keep the viewBox, drop the fixed size, let CSS set the width.
+    svg = re.sub(r'<svg([^>]*?)\swidth="([\d.]+)pt"\sheight="([\d.]+)pt"',
+                 lambda m: f'<svg{m.group(1)} data-w="{m.group(2)}" data-h="{m.group(3)}"', svg, count=1)
+    return svg
