@@ -123,3 +123,31 @@ def test_modules_stay_small(path):
     text = path.read_text(encoding="utf-8")
     n = text.count("\n")
     assert n <= 400 or "# Size:" in text, f"{path.name}: {n} lines"
+
+
+#: Functions still over the limit, each being split in work under way; this set only shrinks.
+PENDING_SPLIT: set[str] = {
+    "analyses/censoring.py:censoring_cell", "data/loading.py:load", "data/raw.py:read_run",
+    "generate/reference.py:speculative_generate", "report/plots.py:fig_survival", "stats/aft.py:fit_aft",
+    "stats/estimate.py:cells",
+}
+
+
+def long_functions(limit: int = 60) -> list[str]:
+    """Functions over ``limit`` lines that do not say why in a comment starting with '# Long:'."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = lines[node.lineno - 1: node.end_lineno]
+                if len(body) > limit and not any("# Long:" in ln for ln in body):
+                    out.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.name}")
+    return out
+
+
+def test_functions_stay_short():
+    found = set(long_functions())
+    assert found <= PENDING_SPLIT, f"functions over 60 lines without a '# Long:' reason: {sorted(found - PENDING_SPLIT)}"
+    assert not (PENDING_SPLIT - found), f"split already, drop from PENDING_SPLIT: {sorted(PENDING_SPLIT - found)}"

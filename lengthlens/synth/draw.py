@@ -13,9 +13,6 @@ from scipy.special import ndtri
 from lengthlens.data.schema import STRICT
 from lengthlens.synth.spec import MIN_LEN, Dataset, Effect, Pair, SynthSpec, _ArmDef
 
-# --------------------------------------------------------------------------------------------
-# Drawing the runs
-# --------------------------------------------------------------------------------------------
 
 def _key(*names: str) -> list[int]:
     """Stable 32-bit keys from names (crc32, not hash(): no per-process randomisation)."""
@@ -76,54 +73,59 @@ def _rounds(rng: np.random.Generator, L: np.ndarray, e: Effect, k: int, spec: Sy
     return R, wall
 
 
+def _draw_arm(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset, arm: _ArmDef,
+              it: _Items) -> dict[str, np.ndarray]:
+    """One plain arm's (items x seeds) draws: lengths, censoring, answer split, correctness, rounds, time."""
+    n, S, B, rho = ds.n_items, len(spec.seeds), ds.budget, spec.item_corr
+    e = spec.effect(pair, ds, arm.method, arm.params)
+    x = e.lambda_ * np.exp(it.mu[:, None] + it.sigma * rng.standard_normal((n, S)))
+    L_true = np.maximum(np.rint(x), MIN_LEN).astype(np.int64)
+    cens = L_true >= B
+    L = np.minimum(L_true, B)
+    F = np.where(cens, 0, np.clip(np.rint(L * _phi(ds, e)), 1, L - 1)).astype(np.int64)
+    lat = rho * it.diff[:, None] + math.sqrt(1 - rho ** 2) * rng.standard_normal((n, S))
+    hit = lat < ndtri(e.accuracy)
+    R, wall = _rounds(rng, L, e, pair.k, spec)
+    aux = rng.integers(0, 2 ** 31 - 1, (n, S, 2))
+    jit = np.exp(0.04 * rng.standard_normal((n, S)))
+    return dict(L_true=L_true, cens=cens, L=L, F=F, hit=hit, R=R, wall=wall, aux0=aux[..., 0], aux1=aux[..., 1],
+                jit=jit, fired=np.zeros((n, S), bool))
+
+
+def _draw_force_commit(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset, arm: _ArmDef,
+                       it: _Items, base: dict[str, np.ndarray], be: Effect) -> dict[str, np.ndarray]:
+    """A force-commit arm: its base arm's runs, replaced where the thinking reached the threshold."""
+    n, S, B, rho = ds.n_items, len(spec.seeds), ds.budget, spec.item_corr
+    t = arm.fc.threshold_for(B)
+    fired = (base["L"] - base["F"]) >= t
+    Ff = min(max(1, int(round(ds.final_frac * ds.mean_len))), B - t - 1)
+    Lf = np.full((n, S), t + Ff, dtype=np.int64)
+    lat = rho * it.diff[:, None] + math.sqrt(1 - rho ** 2) * rng.standard_normal((n, S))
+    hitf = lat < ndtri(arm.fc.accuracy_after)
+    Rf, wallf = _rounds(rng, Lf, be, pair.k, spec)
+    d = {name: v.copy() for name, v in base.items()}
+    for name, v in (("L_true", Lf), ("cens", False), ("L", Lf), ("F", Ff), ("hit", hitf), ("R", Rf), ("wall", wallf)):
+        d[name] = np.where(fired, v, base[name])
+    d["fired"] = fired
+    return d
+
+
 def _group(spec: SynthSpec, pair: Pair, ds: Dataset, seed: int) -> dict[str, Any]:
     """All runs of one (pair, dataset), arm after arm, item-major, as columns of numpy arrays."""
     it = _items(ds, seed)
     n, S = ds.n_items, len(spec.seeds)
-    B = ds.budget
-    rho = spec.item_corr
     strict_e = spec.effect(pair, ds, STRICT, STRICT)
-    final_fc = max(1, int(round(ds.final_frac * ds.mean_len)))
     cols: dict[str, list[np.ndarray]] = {}
     arm_rows: list[_ArmDef] = spec._arms(ds)
     drawn: list[dict[str, np.ndarray]] = []
     for ai, arm in enumerate(arm_rows):
         rng = _rng(seed, pair.target, pair.draft, ds.name, arm.method, arm.params)
         if arm.fc is None:
-            e = spec.effect(pair, ds, arm.method, arm.params)
-            x = e.lambda_ * np.exp(it.mu[:, None] + it.sigma * rng.standard_normal((n, S)))
-            L_true = np.maximum(np.rint(x), MIN_LEN).astype(np.int64)
-            cens = L_true >= B
-            L = np.minimum(L_true, B)
-            F = np.where(cens, 0, np.clip(np.rint(L * _phi(ds, e)), 1, L - 1)).astype(np.int64)
-            lat = rho * it.diff[:, None] + math.sqrt(1 - rho ** 2) * rng.standard_normal((n, S))
-            hit = lat < ndtri(e.accuracy)
-            R, wall = _rounds(rng, L, e, pair.k, spec)
-            aux = rng.integers(0, 2 ** 31 - 1, (n, S, 2))
-            jit = np.exp(0.04 * rng.standard_normal((n, S)))
-            d = dict(L_true=L_true, cens=cens, L=L, F=F, hit=hit, R=R, wall=wall, aux0=aux[..., 0], aux1=aux[..., 1],
-                     jit=jit, fired=np.zeros((n, S), bool))
+            d = _draw_arm(rng, spec, pair, ds, arm, it)
         else:
-            base = drawn[arm.base]
-            be = spec.effect(pair, ds, arm_rows[arm.base].method, arm_rows[arm.base].params)
-            t = arm.fc.threshold_for(B)
-            fired = (base["L"] - base["F"]) >= t
-            Ff = min(final_fc, B - t - 1)
-            Lf = np.full((n, S), t + Ff, dtype=np.int64)
-            lat = rho * it.diff[:, None] + math.sqrt(1 - rho ** 2) * rng.standard_normal((n, S))
-            hitf = lat < ndtri(arm.fc.accuracy_after)
-            Rf, wallf = _rounds(rng, Lf, be, pair.k, spec)
-            d = {}
-            for name, v in base.items():
-                d[name] = v.copy()
-            d["L_true"] = np.where(fired, Lf, base["L_true"])
-            d["cens"] = np.where(fired, False, base["cens"])
-            d["L"] = np.where(fired, Lf, base["L"])
-            d["F"] = np.where(fired, Ff, base["F"])
-            d["hit"] = np.where(fired, hitf, base["hit"])
-            d["R"] = np.where(fired, Rf, base["R"])
-            d["wall"] = np.where(fired, wallf, base["wall"])
-            d["fired"] = fired
+            base_arm = arm_rows[arm.base]
+            be = spec.effect(pair, ds, base_arm.method, base_arm.params)
+            d = _draw_force_commit(rng, spec, pair, ds, arm, it, drawn[arm.base], be)
         drawn.append(d)
         for name, v in d.items():
             cols.setdefault(name, []).append(v.reshape(-1))

@@ -14,9 +14,6 @@ from lengthlens.synth.draw import _group, _Items
 from lengthlens.synth.spec import ENGINE_VERSION, Dataset, Pair, SynthSpec, _ArmDef
 from lengthlens.synth.texts import _H_CLOSE, _H_OPEN, _answer_core, _compose, _words
 
-# --------------------------------------------------------------------------------------------
-# Records (flat) — one row per run, the schema's fields, plus planted extras for tests
-# --------------------------------------------------------------------------------------------
 
 def _run_rows(spec: SynthSpec, pair: Pair, ds: Dataset, seed: int, *, text: bool) -> Iterator[dict[str, Any]]:
     """One dict per run of a (pair, dataset): record fields plus the pieces the writers need."""

@@ -27,10 +27,6 @@ from lengthlens.synth.spec import (
 )
 from lengthlens.synth.texts import _entry_point
 
-# --------------------------------------------------------------------------------------------
-# Raw layout
-# --------------------------------------------------------------------------------------------
-
 _ACCEPTANCE_RULE = {
     STRICT: "accept iff p(x) / q(x) >= u",
     "mentored_dec": "accept iff p(x) / ((1-alpha) * q(x)) >= u  (alpha = {a})",
@@ -201,20 +197,7 @@ def _write_group(args: tuple[SynthSpec, int, int, str, int, bool]) -> tuple[int,
             made.add(case_dir)
         run_dir = os.path.join(case_dir, f"seed_{r['seed']}")
         os.mkdir(run_dir)
-        L, A, R, D = r["output_tokens"], r["accepted_tokens"], r["draft_rounds"], r["draft_tokens"]
-        cens = r["finish_reason"] == "length"
-        lbar = A / R
-        run_json = _run_template(arm.fc is not None).render({
-            "wall_time_seconds": _j(r["wall_time_s"]), "input_tokens": _j(r["input_tokens"]),
-            "output_tokens": _j(L), "finish_reason": _j(r["finish_reason"]), "eos_reached": _j(not cens),
-            "reached_max_new_tokens": _j(cens), "prompt_tokens": _j(r["input_tokens"]),
-            "total_tokens": _j(r["input_tokens"] + L), "completion_tokens": _j(L),
-            "analysis_chars": _j(r["analysis_chars"]), "final_chars": _j(r["final_chars"]),
-            "reached_final_channel": _j(not cens), "draft_tokens": _j(float(D)), "accepted_tokens": _j(float(A)),
-            "draft_rounds": _j(float(R)), "draft_acceptance_rate": _j(A / D), "l_bar": _j(lbar),
-            "mean_accept_length": _j(lbar + 1), "L_over_l_bar": _j(L / lbar if A else None),
-            "force_commit_fired": _j(r["force_commit_fired"]),
-        })
+        run_json = _run_json(r, arm)
         cfg_json = cfg_t[key].render({
             "seed": _j(r["seed"]), "input_tokens": _j(r["input_tokens"]), "case": _j(r["item_id"]),
             "source_id": _j(r["prompt_source_id"]), "reference": _j(r["reference_answer"]),
@@ -237,15 +220,26 @@ def _write_group(args: tuple[SynthSpec, int, int, str, int, bool]) -> tuple[int,
     return n_files, n_bytes
 
 
-def _proposals(rng: np.random.Generator, r: dict[str, Any], k: int) -> str:
-    """proposals.jsonl as the study logs it: one row per emitted token (accepted drafts, then a recovered or bonus token).
+def _run_json(r: dict[str, Any], arm: _ArmDef) -> str:
+    """run.json of one synthetic run, with the study's counters and derived fields."""
+    L, A, R, D = r["output_tokens"], r["accepted_tokens"], r["draft_rounds"], r["draft_tokens"]
+    cens = r["finish_reason"] == "length"
+    lbar = A / R
+    return _run_template(arm.fc is not None).render({
+        "wall_time_seconds": _j(r["wall_time_s"]), "input_tokens": _j(r["input_tokens"]),
+        "output_tokens": _j(L), "finish_reason": _j(r["finish_reason"]), "eos_reached": _j(not cens),
+        "reached_max_new_tokens": _j(cens), "prompt_tokens": _j(r["input_tokens"]),
+        "total_tokens": _j(r["input_tokens"] + L), "completion_tokens": _j(L),
+        "analysis_chars": _j(r["analysis_chars"]), "final_chars": _j(r["final_chars"]),
+        "reached_final_channel": _j(not cens), "draft_tokens": _j(float(D)), "accepted_tokens": _j(float(A)),
+        "draft_rounds": _j(float(R)), "draft_acceptance_rate": _j(A / D), "l_bar": _j(lbar),
+        "mean_accept_length": _j(lbar + 1), "L_over_l_bar": _j(L / lbar if A else None),
+        "force_commit_fired": _j(r["force_commit_fired"]),
+    })
 
-    Per round the first a_r drafts are accepted (sum a_r = accepted_tokens, a_r <= k); the round
-    then emits a recovered token (the first rejected draft, with its p, q, u) or, when all k were
-    accepted, a bonus token. Lossy arms mark a planted share of accepted drafts as lossy-only.
-    """
-    R, A = r["draft_rounds"], r["accepted_tokens"]
-    # Spread A over R rounds, each <= k: a random composition via sorted cut points, then capped and rebalanced.
+
+def _spread_accepted(rng: np.random.Generator, R: int, A: int, k: int) -> np.ndarray:
+    """Accepted drafts per round: ``A`` spread over ``R`` rounds, each at most ``k``, with some spread."""
     a = np.full(R, A // R, dtype=np.int64)
     extra = A - int(a.sum())
     if extra:
@@ -256,14 +250,11 @@ def _proposals(rng: np.random.Generator, r: dict[str, Any], k: int) -> str:
         if a[s_] > 0 and a[d_] < k:
             a[s_] -= 1
             a[d_] += 1
-    arm: _ArmDef = r["arm"]
-    lossy = arm.method != STRICT
-    method, param = (arm.method, arm.alpha) if lossy else (STRICT, None)
-    lossy_share = 0.25 if lossy else 0.0
-    lines: list[str] = []
-    pos = 0
-    m_j, p_j = json.dumps(method), _j(param)
-    n_acc = int(a.sum())
+    return a
+
+
+def _token_draws(rng: np.random.Generator, n_acc: int, R: int, lossy_share: float):
+    """Per emitted token: target p, draft q, uniform u, lossy-only flag (accepted rows only) and target rank."""
     p = np.round(rng.uniform(0.05, 1.0, n_acc + R), 8)
     q = np.round(np.clip(p * np.exp(0.3 * rng.standard_normal(n_acc + R)), 1e-6, 1.0), 8)
     u_draw = rng.uniform(0.0, 1.0, n_acc + R)
@@ -278,7 +269,26 @@ def _proposals(rng: np.random.Generator, r: dict[str, Any], k: int) -> str:
         p[lo_mask] = np.round(0.001 + 0.6 * rng.beta(1.2, 5.0, n_lo), 8)
         q[lo_mask] = np.round(np.minimum(1.0, p[lo_mask] * rng.uniform(1.5, 6.0, n_lo)), 8)
         rank[lo_mask] = np.minimum(rng.geometric(0.35, n_lo), 50)
-    rank = rank.tolist()
+    return p, q, u_draw, lossy_only, rank.tolist()
+
+
+def _proposals(rng: np.random.Generator, r: dict[str, Any], k: int) -> str:
+    """proposals.jsonl as the study logs it: one row per emitted token (accepted drafts, then a recovered or bonus token).
+
+    Per round the first a_r drafts are accepted (sum a_r = accepted_tokens, a_r <= k); the round
+    then emits a recovered token (the first rejected draft, with its p, q, u) or, when all k were
+    accepted, a bonus token. Lossy arms mark a planted share of accepted drafts as lossy-only.
+    """
+    R = r["draft_rounds"]
+    a = _spread_accepted(rng, R, r["accepted_tokens"], k)
+    arm: _ArmDef = r["arm"]
+    lossy = arm.method != STRICT
+    method, param = (arm.method, arm.alpha) if lossy else (STRICT, None)
+    lines: list[str] = []
+    pos = 0
+    m_j, p_j = json.dumps(method), _j(param)
+    n_acc = int(a.sum())
+    p, q, u_draw, lossy_only, rank = _token_draws(rng, n_acc, R, 0.25 if lossy else 0.0)
     idx = 0
     for rnd, ar in enumerate(a.tolist()):
         for pr in range(ar):

@@ -12,10 +12,6 @@ import numpy as np
 
 from lengthlens.data.schema import STRICT
 
-# --------------------------------------------------------------------------------------------
-# Spec
-# --------------------------------------------------------------------------------------------
-
 Style = Literal["harmony", "qwen"]
 Kind = Literal["gsm8k", "boxed", "choice", "code", "chat"]
 
@@ -221,11 +217,8 @@ def alpha_params(alpha: float) -> str:
     return ("alphaneg" if alpha < 0 else "alpha") + repr(abs(float(alpha)))
 
 
-# --------------------------------------------------------------------------------------------
-# Ready-made specs
-# --------------------------------------------------------------------------------------------
 
-#: The study's five relaxed rules.
+#: The study's five relaxed _PAPER_RULES.
 METHODS = ("mentored_dec", "cactus", "spec_casc_opt", "spec_casc_tok", "r_fuzzy")
 
 _SOURCES = {
@@ -279,6 +272,44 @@ def example() -> SynthSpec:
     return SynthSpec(pairs=pairs, datasets=datasets, arms=arms, strict=s, seeds=(0,), force_commit=fc)
 
 
+# (target, draft, k, style, strict l_bar, seconds per round)
+_PAPER_PAIRS = [
+    ("gpt-oss-20b", "nebius/EAGLE3-gpt-oss-20b", 6, "harmony", 2.6, 0.022),
+    ("gpt-oss-120b", "nvidia/gpt-oss-120b-Eagle3", 6, "harmony", 2.7, 0.034),
+    ("Qwen3-8B", "Qwen3-0.6B", 5, "qwen", 2.1, 0.030),
+    ("Qwen3-8B", "AngelSlim/Qwen3-8B_eagle3", 6, "qwen", 2.5, 0.024),
+    ("Qwen3-14B", "Qwen3-0.6B", 5, "qwen", 2.0, 0.041),
+    ("Qwen3-14B", "Qwen3-1.7B", 5, "qwen", 2.2, 0.047),
+    ("Qwen3-32B", "Qwen3-0.6B", 5, "qwen", 1.9, 0.066),
+    ("Qwen3-32B", "Qwen3-1.7B", 5, "qwen", 2.1, 0.071),
+    ("Qwen3-30B-A3B", "Qwen3-0.6B", 5, "qwen", 1.9, 0.028),
+    ("DeepSeek-R1-Distill-Qwen-14B", "DeepSeek-R1-Distill-Qwen-1.5B", 5, "qwen", 2.0, 0.043),
+    ("DeepSeek-R1-Distill-Llama-8B", "yuhuili/EAGLE3-DeepSeek-R1-Distill-LLaMA-8B", 6, "qwen", 2.6, 0.026),
+    ("QwQ-32B", "Qwen2.5-0.5B-Instruct", 5, "qwen", 1.8, 0.068),
+]
+
+# Rule -> (alpha, gain, lambda_, accuracy drop per unit of dataset difficulty).
+_PAPER_RULES = {
+    "mentored_dec": (0.55, 1.30, 1.45, 0.010),
+    "cactus": (0.18, 1.42, 1.70, 0.040),
+    "spec_casc_opt": (-0.1, 1.25, 1.35, 0.005),
+    "spec_casc_tok": (0.55, 1.38, 1.62, 0.030),
+    "r_fuzzy": (0.15, 1.35, 1.58, 0.020),
+}
+# Dataset multipliers (each averages 1 over the six datasets): lambda-1, gain-1, strict l_bar.
+_DS_LAM = {"gsm8k": 1.1, "aime24": 1.3, "humaneval": 0.8, "livecodebench": 1.0, "mtbench": 0.7, "longbench_v2": 1.1}
+_DS_GAIN = {"gsm8k": 1.15, "aime24": 0.95, "humaneval": 1.05, "livecodebench": 0.95, "mtbench": 0.9, "longbench_v2": 1.0}
+_DS_LBAR = {"gsm8k": 1.05, "aime24": 0.95, "humaneval": 1.05, "livecodebench": 0.95, "mtbench": 0.95, "longbench_v2": 0.9}
+_DS_ACC = {"gsm8k": 0.95, "aime24": 0.60, "humaneval": 0.92, "livecodebench": 0.45, "mtbench": 0.9, "longbench_v2": 0.50}
+_DS_DROP = {"gsm8k": 0.5, "aime24": 2.0, "humaneval": 1.0, "livecodebench": 1.5, "mtbench": 0.0, "longbench_v2": 1.2}
+_DS_THINK = {"mtbench": 0.6, "longbench_v2": 0.85}
+_DS_TPR = {"longbench_v2": 8.5, "livecodebench": 1.05}  # long prompts make every round slower
+# Pair multipliers, mean exactly 1, in fixed shuffled orders so pairs differ in both.
+_LAM_P = np.linspace(0.8, 1.2, 12)[[5, 0, 9, 3, 11, 7, 1, 10, 2, 8, 4, 6]]
+_GAIN_P = np.linspace(0.85, 1.15, 12)[[2, 7, 0, 10, 4, 9, 6, 1, 11, 3, 8, 5]]
+_ACC_P = np.linspace(-0.06, 0.06, 12)[[8, 3, 6, 0, 10, 5, 11, 2, 7, 1, 9, 4]]
+
+
 def paper_scale(*, force_commit: bool = False, seeds: tuple[int, ...] = (0,),
                 n_items: dict[str, int] | None = None) -> SynthSpec:
     """The study at full size: 12 pairs x 6 datasets x (strict + 5 rules), ~180k runs; mean gain 1.34, mean lambda 1.54.
@@ -286,65 +317,30 @@ def paper_scale(*, force_commit: bool = False, seeds: tuple[int, ...] = (0,),
     Per-cell effects vary around each rule's value by dataset and pair through multipliers whose
     means are 1 over the full grid, so the grid means are exactly the rules' means.
     """
-    # (target, draft, k, style, strict l_bar, seconds per round)
-    pair_rows = [
-        ("gpt-oss-20b", "nebius/EAGLE3-gpt-oss-20b", 6, "harmony", 2.6, 0.022),
-        ("gpt-oss-120b", "nvidia/gpt-oss-120b-Eagle3", 6, "harmony", 2.7, 0.034),
-        ("Qwen3-8B", "Qwen3-0.6B", 5, "qwen", 2.1, 0.030),
-        ("Qwen3-8B", "AngelSlim/Qwen3-8B_eagle3", 6, "qwen", 2.5, 0.024),
-        ("Qwen3-14B", "Qwen3-0.6B", 5, "qwen", 2.0, 0.041),
-        ("Qwen3-14B", "Qwen3-1.7B", 5, "qwen", 2.2, 0.047),
-        ("Qwen3-32B", "Qwen3-0.6B", 5, "qwen", 1.9, 0.066),
-        ("Qwen3-32B", "Qwen3-1.7B", 5, "qwen", 2.1, 0.071),
-        ("Qwen3-30B-A3B", "Qwen3-0.6B", 5, "qwen", 1.9, 0.028),
-        ("DeepSeek-R1-Distill-Qwen-14B", "DeepSeek-R1-Distill-Qwen-1.5B", 5, "qwen", 2.0, 0.043),
-        ("DeepSeek-R1-Distill-Llama-8B", "yuhuili/EAGLE3-DeepSeek-R1-Distill-LLaMA-8B", 6, "qwen", 2.6, 0.026),
-        ("QwQ-32B", "Qwen2.5-0.5B-Instruct", 5, "qwen", 1.8, 0.068),
-    ]
-    pairs = tuple(Pair(t, d, k, st) for t, d, k, st, _, _ in pair_rows)
+    pairs = tuple(Pair(t, d, k, st) for t, d, k, st, _, _ in _PAPER_PAIRS)
     datasets = _paper_datasets(n_items)
-    # Rule -> (alpha, gain, lambda_, accuracy drop per unit of dataset difficulty).
-    rules = {
-        "mentored_dec": (0.55, 1.30, 1.45, 0.010),
-        "cactus": (0.18, 1.42, 1.70, 0.040),
-        "spec_casc_opt": (-0.1, 1.25, 1.35, 0.005),
-        "spec_casc_tok": (0.55, 1.38, 1.62, 0.030),
-        "r_fuzzy": (0.15, 1.35, 1.58, 0.020),
-    }
-    # Dataset multipliers (each averages 1 over the six datasets): lambda-1, gain-1, strict l_bar.
-    ds_lam = {"gsm8k": 1.1, "aime24": 1.3, "humaneval": 0.8, "livecodebench": 1.0, "mtbench": 0.7, "longbench_v2": 1.1}
-    ds_gain = {"gsm8k": 1.15, "aime24": 0.95, "humaneval": 1.05, "livecodebench": 0.95, "mtbench": 0.9, "longbench_v2": 1.0}
-    ds_lbar = {"gsm8k": 1.05, "aime24": 0.95, "humaneval": 1.05, "livecodebench": 0.95, "mtbench": 0.95, "longbench_v2": 0.9}
-    ds_acc = {"gsm8k": 0.95, "aime24": 0.60, "humaneval": 0.92, "livecodebench": 0.45, "mtbench": 0.9, "longbench_v2": 0.50}
-    ds_drop = {"gsm8k": 0.5, "aime24": 2.0, "humaneval": 1.0, "livecodebench": 1.5, "mtbench": 0.0, "longbench_v2": 1.2}
-    ds_think = {"mtbench": 0.6, "longbench_v2": 0.85}
-    ds_tpr = {"longbench_v2": 8.5, "livecodebench": 1.05}  # long prompts make every round slower
-    # Pair multipliers, mean exactly 1, in fixed shuffled orders so pairs differ in both.
-    lam_p = np.linspace(0.8, 1.2, 12)[[5, 0, 9, 3, 11, 7, 1, 10, 2, 8, 4, 6]]
-    gain_p = np.linspace(0.85, 1.15, 12)[[2, 7, 0, 10, 4, 9, 6, 1, 11, 3, 8, 5]]
-    acc_p = np.linspace(-0.06, 0.06, 12)[[8, 3, 6, 0, 10, 5, 11, 2, 7, 1, 9, 4]]
     strict_default = Effect()
     arms = tuple(Arm(m, a, Effect(lambda_=lam, l_bar=(strict_default.l_bar + 1) * g - 1))
-                 for m, (a, g, lam, _) in rules.items())
+                 for m, (a, g, lam, _) in _PAPER_RULES.items())
     cells: list[CellEffect] = []
-    for pi, (t, d, _k, _st, lbar, tpr) in enumerate(pair_rows):
+    for pi, (t, d, _k, _st, lbar, tpr) in enumerate(_PAPER_PAIRS):
         for ds in datasets:
-            l0 = round(lbar * ds_lbar[ds.name], 4)
-            acc0 = float(np.clip(ds_acc[ds.name] + acc_p[pi], 0.02, 0.99))
-            tpr0 = tpr * ds_tpr.get(ds.name, 1.0)
-            think = ds_think.get(ds.name, 0.9)
+            l0 = round(lbar * _DS_LBAR[ds.name], 4)
+            acc0 = float(np.clip(_DS_ACC[ds.name] + _ACC_P[pi], 0.02, 0.99))
+            tpr0 = tpr * _DS_TPR.get(ds.name, 1.0)
+            think = _DS_THINK.get(ds.name, 0.9)
             cells.append(CellEffect(t, d, ds.name, STRICT, STRICT, Effect(1.0, l0, acc0, think, round(tpr0, 6))))
-            for m, (a, g, lam, drop) in rules.items():
-                gain = 1 + (g - 1) * ds_gain[ds.name] * gain_p[pi]
+            for m, (a, g, lam, drop) in _PAPER_RULES.items():
+                gain = 1 + (g - 1) * _DS_GAIN[ds.name] * _GAIN_P[pi]
                 eff = Effect(
-                    lambda_=round(float(1 + (lam - 1) * ds_lam[ds.name] * lam_p[pi]), 6),
+                    lambda_=round(float(1 + (lam - 1) * _DS_LAM[ds.name] * _LAM_P[pi]), 6),
                     l_bar=round(float(gain * (l0 + 1) - 1), 6),
-                    accuracy=float(np.clip(acc0 - drop * ds_drop[ds.name], 0.02, 0.99)),
+                    accuracy=float(np.clip(acc0 - drop * _DS_DROP[ds.name], 0.02, 0.99)),
                     think_share=think,
                     time_per_round=round(tpr0 * 1.03, 6),  # relaxed rules cost a little per round
                 )
                 cells.append(CellEffect(t, d, ds.name, m, alpha_params(a), eff))
-    fcs = tuple(ForceCommit(m, rules[m][0], threshold_frac=0.85, accuracy_after=0.3,
+    fcs = tuple(ForceCommit(m, _PAPER_RULES[m][0], threshold_frac=0.85, accuracy_after=0.3,
                             datasets=("aime24", "livecodebench", "gsm8k"))
                 for m in ("spec_casc_tok", "cactus")) if force_commit else ()
     return SynthSpec(pairs=pairs, datasets=datasets, arms=arms, strict=strict_default, seeds=seeds,

@@ -8,10 +8,6 @@ import numpy as np
 
 from lengthlens.synth.spec import Dataset, Style
 
-# --------------------------------------------------------------------------------------------
-# Text
-# --------------------------------------------------------------------------------------------
-
 _THINK_PHRASES = (
     "we need to check the next step carefully", "let me verify the intermediate result again",
     "compare it with the condition in the statement", "so the value stays consistent",
