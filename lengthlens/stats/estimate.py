@@ -8,6 +8,7 @@ seeds of an item are summed: the item is the resampling unit). With the group's 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -18,12 +19,15 @@ from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.schema import GROUP_KEY, UNIT_KEY
 from lengthlens.stats.mcnemar import mcnemar_exact
 from lengthlens.stats.metrics import (
-    ACCURACY_DROP_PP,
     INTERVAL_METRICS,
     METRICS,
     SUM_FIELDS,
+    drop_2pp,
+    drop_2pp_point,
     evaluate,
 )
+from lengthlens.stats.multiplicity import benjamini_hochberg, holm
+from lengthlens.stats.paired_test import item_differences, sign_flip_test
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
     DEFAULT_N_RESAMPLES,
@@ -112,6 +116,7 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     q = unit_quantities(units)
     all_items = all_group_items(runs)
     out: list[Cell] = []
+    delta_reps: list[np.ndarray] = []  # per group (B, n_cells): Table 3's mean accuracy change interval
     n_q = len(SUM_FIELDS)
     for group_df in q.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
@@ -151,24 +156,65 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
                 else:
                     ests[m.name] = Estimate(p)
             n_graded = int(point_sums[j, SUM_FIELDS.index("n_graded")])
-            delta = ests["accuracy_delta_pp"].point
-            w2r = int(point_sums[j, SUM_FIELDS.index("w2r")])
-            r2w = int(point_sums[j, SUM_FIELDS.index("r2w")])
-            extras = {
-                "drop_2pp": (bool(delta <= -ACCURACY_DROP_PP) if n_graded else None),
-                "wrong_to_right": w2r if n_graded else None,
-                "right_to_wrong": r2w if n_graded else None,
-                "mcnemar_p": mcnemar_exact(w2r, r2w) if n_graded else None,
-                "rounds_ratio_median_item": float(af.get_column("_rounds_ratio_unit").median()),
-                "time_ratio_median_item": float(af.get_column("_time_ratio_unit").median()),
-                "budget": int(af.get_column("_budget").max()),
-            }
+            extras = cell_extras(af, X[:, j, :], ests, n_graded, len(items))
             out.append(Cell(
                 target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"],
                 params=key["params"], alpha=key["alpha"], n_items=int(af.get_column("item_id").n_unique()),
                 n_runs=af.height, n_graded=n_graded, estimates=ests, extras=extras,
             ))
-    return CellTable(cells=tuple(out), n_resamples=n_resamples, seed=seed, ci_method=ci, confidence_level=confidence_level)
+        delta_reps.append(reps["accuracy_delta_pp"])
+    return CellTable(cells=adjust_across_cells(out), n_resamples=n_resamples, seed=seed, ci_method=ci,
+                     confidence_level=confidence_level,
+                     replicates={"accuracy_delta_pp": np.concatenate(delta_reps, axis=1) if delta_reps else np.empty((0, 0))})
+
+
+def cell_extras(af: pl.DataFrame, item_x: np.ndarray, ests: dict[str, Estimate], n_graded: int,
+                n_items_baseline: int) -> dict:
+    """A cell's flags and tests beside its metrics: both drop rules, the paired accuracy test, per-item medians.
+
+    ``item_x`` holds the cell's per-item sums (n_items, SUM_FIELDS). The accuracy test is exact
+    McNemar on runs when every item has at most one graded pair, else the item-level sign-flip test
+    (:mod:`lengthlens.stats.paired_test`); ``accuracy_test`` says which.
+    """
+    col = {name: item_x[:, i] for i, name in enumerate(SUM_FIELDS)}
+    delta = ests["accuracy_delta_pp"]
+    w2r, r2w = int(col["w2r"].sum()), int(col["r2w"].sum())
+    if not n_graded:
+        p, test = None, None
+    elif col["n_graded"].max() <= 1:
+        p, test = mcnemar_exact(w2r, r2w), "mcnemar_exact"
+    else:
+        p, kind = sign_flip_test(item_differences(col["n_graded"], col["c"], col["c_star"]))
+        test = f"sign_flip_{kind}"
+    hi = delta.confidence_interval.high if delta.confidence_interval is not None else np.nan
+    return {
+        "drop_2pp": (drop_2pp(hi) if n_graded else None),
+        "drop_2pp_point": (drop_2pp_point(delta.point) if n_graded else None),
+        "wrong_to_right": w2r if n_graded else None,
+        "right_to_wrong": r2w if n_graded else None,
+        "mcnemar_p": p,
+        "accuracy_test": test,
+        "rounds_ratio_median_item": median_of_item_means(af, "_rounds_ratio_unit"),
+        "time_ratio_median_item": median_of_item_means(af, "_time_ratio_unit"),
+        "budget": int(af.get_column("_budget").max()),
+        "n_items_baseline": n_items_baseline,
+    }
+
+
+def median_of_item_means(af: pl.DataFrame, column: str) -> float:
+    """Median over items of the mean of a per-run quantity over the item's runs (seeds), so items count once each."""
+    return float(af.group_by("item_id").agg(pl.col(column).mean()).get_column(column).median())
+
+
+def adjust_across_cells(cells_: list[Cell]) -> tuple[Cell, ...]:
+    """Holm (family-wise) and Benjamini–Hochberg (false discovery rate) adjusted accuracy-test p-values over every graded cell."""
+    p = np.array([np.nan if c.extras.get("mcnemar_p") is None else c.extras["mcnemar_p"] for c in cells_], dtype=float)
+    p_holm, q_bh = holm(p), benjamini_hochberg(p)
+    return tuple(
+        replace(c, extras={**c.extras,
+                           "mcnemar_p_holm": None if np.isnan(p_holm[i]) else float(p_holm[i]),
+                           "mcnemar_q_bh": None if np.isnan(q_bh[i]) else float(q_bh[i])})
+        for i, c in enumerate(cells_))
 
 
 def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,

@@ -7,10 +7,13 @@ jackknife (sums minus one item). The definitions are the study's:
 - ``l_bar``: mean over the cell's runs of per-run l_bar = accepted_tokens / draft_rounds
   (accepted draft tokens per verifier round, bonus token excluded); ``l_bar_pooled`` =
   sum(accepted) / sum(rounds). Starred names are the strict baseline on the same items.
-- ``gain`` = (l_bar + 1) / (l_bar* + 1): the theoretical per-round gain, not a speed-up.
+- ``gain`` = (l_bar + 1) / (l_bar* + 1): the theoretical per-round gain, not a speed-up (the
+  paper's, from the mean of per-run l_bar); ``gain_pooled`` = (l_bar_pooled + 1) / (l_bar_pooled* + 1).
 - ``lambda`` = mean(output_tokens) / mean(output_tokens*), a ratio of means.
 - ``rounds_ratio`` = mean(draft_rounds) / mean(draft_rounds*); ``time_ratio`` likewise for wall time.
-- ``rounds_ratio_predicted`` = lambda / gain, the length-correction identity R/R* = lambda / gain.
+- ``rounds_ratio_predicted`` = lambda / gain_pooled, the length-correction identity R/R* = lambda / gain:
+  exact with the pooled l_bar when every round emits its accepted tokens plus one (A + R = L).
+- ``time_per_round_ratio`` = (T/T*) / (R/R*): wall time per verifier round, relaxed over strict.
 - ``accuracy_delta_pp`` = 100 (accuracy - accuracy*) on runs graded on both sides.
 - ``censored_frac``: share of runs that stopped at the token budget.
 """
@@ -59,6 +62,10 @@ def gain(s: Sums) -> np.ndarray:
     return _div(l_bar(s) + 1.0, l_bar_star(s) + 1.0)
 
 
+def gain_pooled(s: Sums) -> np.ndarray:
+    return _div(l_bar_pooled(s) + 1.0, l_bar_pooled_star(s) + 1.0)
+
+
 def length_ratio(s: Sums) -> np.ndarray:
     return _div(s["L"], s["L_star"])
 
@@ -68,11 +75,15 @@ def rounds_ratio(s: Sums) -> np.ndarray:
 
 
 def rounds_ratio_predicted(s: Sums) -> np.ndarray:
-    return _div(length_ratio(s), gain(s))
+    return _div(length_ratio(s), gain_pooled(s))
 
 
 def time_ratio(s: Sums) -> np.ndarray:
     return _div(s["T"], s["T_star"])
+
+
+def time_per_round_ratio(s: Sums) -> np.ndarray:
+    return _div(time_ratio(s), rounds_ratio(s))
 
 
 def accuracy(s: Sums) -> np.ndarray:
@@ -112,10 +123,14 @@ METRICS: tuple[Metric, ...] = (
     Metric("l_bar_pooled", l_bar_pooled, False, description="sum(accepted) / sum(rounds), relaxed arm"),
     Metric("l_bar_pooled_star", l_bar_pooled_star, False, description="sum(accepted) / sum(rounds), baseline"),
     Metric("gain", gain, True, description="(l_bar + 1) / (l_bar* + 1): theoretical per-round gain"),
+    Metric("gain_pooled", gain_pooled, True,
+           description="(l_bar_pooled + 1) / (l_bar_pooled* + 1): the gain the length identity uses"),
     Metric("lambda", length_ratio, True, description="mean completion length ratio (relaxed / strict)"),
     Metric("rounds_ratio", rounds_ratio, True, description="mean verifier rounds ratio R/R*"),
-    Metric("rounds_ratio_predicted", rounds_ratio_predicted, True, description="lambda / gain"),
+    Metric("rounds_ratio_predicted", rounds_ratio_predicted, True, description="lambda / gain_pooled"),
     Metric("time_ratio", time_ratio, True, description="mean wall time ratio T/T*"),
+    Metric("time_per_round_ratio", time_per_round_ratio, True,
+           description="(T/T*) / (R/R*): wall time per verifier round, relaxed over strict"),
     Metric("accuracy", accuracy, False, description="accuracy of the relaxed arm on graded pairs"),
     Metric("accuracy_star", accuracy_star, False, description="accuracy of the baseline on the same graded pairs"),
     Metric("accuracy_delta_pp", accuracy_delta_pp, True, ci_name="accuracy_delta",
@@ -138,3 +153,13 @@ INTERVAL_METRICS = tuple(m.name for m in METRICS if m.interval)
 
 #: A cell drops accuracy by at least this many points ("drop_2pp" in the study).
 ACCURACY_DROP_PP = 2.0
+
+
+def drop_2pp_point(delta_pp: float) -> bool:
+    """The study's rule: the point estimate of the accuracy change is at most -2 points (counts noise at n = 12-30)."""
+    return bool(delta_pp <= -ACCURACY_DROP_PP)
+
+
+def drop_2pp(delta_hi_pp: float) -> bool:
+    """The interval rule: the whole interval of the accuracy change lies at or below -2 points (upper limit <= -2)."""
+    return bool(delta_hi_pp <= -ACCURACY_DROP_PP)

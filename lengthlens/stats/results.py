@@ -119,6 +119,8 @@ class CellTable:
     seed: int
     ci_method: str
     confidence_level: float
+    #: Bootstrap replicates kept for summaries over cells: name -> (n_resamples, n_cells), columns in cell order.
+    replicates: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.cells)

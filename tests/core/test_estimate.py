@@ -12,6 +12,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
 import lengthlens as ll
+from lengthlens.stats.paired_test import sign_flip_test
 from lengthlens.stats.resample import counts_for_group, item_counts
 
 
@@ -55,9 +56,10 @@ def test_point_estimates_equal_plain_loop(flat_runs):
     base = {(r["item_id"], r["seed"]): r for r in recs if r["method"] == "strict"}
     for method in ("cactus", "r_fuzzy"):
         cell = table.get(method=method)
-        L = Ls = R = Rs = T = Ts = lb = lbs = c = cs = cens = 0.0
+        L = Ls = R = Rs = T = Ts = lb = lbs = c = cs = cens = A = As = 0.0
         n = w2r = r2w = 0
-        ratios = []
+        ratios: dict[str, list[float]] = {}
+        diffs: dict[str, list[float]] = {}
         for r in recs:
             if r["method"] != method:
                 continue
@@ -67,24 +69,44 @@ def test_point_estimates_equal_plain_loop(flat_runs):
             R += r["draft_rounds"]; Rs += b["draft_rounds"]
             T += r["wall_time_s"]; Ts += b["wall_time_s"]
             lb += r["accepted_tokens"] / r["draft_rounds"]; lbs += b["accepted_tokens"] / b["draft_rounds"]
+            A += r["accepted_tokens"]; As += b["accepted_tokens"]
             c += r["correct"]; cs += b["correct"]
             w2r += r["correct"] and not b["correct"]; r2w += b["correct"] and not r["correct"]
             cens += r["output_tokens"] >= r["max_new_tokens"]
-            ratios.append(r["draft_rounds"] / b["draft_rounds"])
+            ratios.setdefault(r["item_id"], []).append(r["draft_rounds"] / b["draft_rounds"])
+            diffs.setdefault(r["item_id"], []).append(float(r["correct"]) - float(b["correct"]))
         assert cell.n_runs == n == 50 and cell.n_items == 25
         assert cell["lambda"].point == pytest.approx(L / Ls, rel=1e-12)
         assert cell["rounds_ratio"].point == pytest.approx(R / Rs, rel=1e-12)
         assert cell["time_ratio"].point == pytest.approx(T / Ts, rel=1e-12)
         assert cell["l_bar"].point == pytest.approx(lb / n, rel=1e-12)
         assert cell["gain"].point == pytest.approx((lb / n + 1) / (lbs / n + 1), rel=1e-12)
-        assert cell["rounds_ratio_predicted"].point == pytest.approx((L / Ls) / ((lb / n + 1) / (lbs / n + 1)), rel=1e-12)
+        gain_pooled = (A / R + 1) / (As / Rs + 1)
+        assert cell["gain_pooled"].point == pytest.approx(gain_pooled, rel=1e-12)
+        assert cell["rounds_ratio_predicted"].point == pytest.approx((L / Ls) / gain_pooled, rel=1e-12)
+        # The records have accepted + rounds = output exactly, so the identity R/R* = lambda / gain_pooled holds.
+        assert cell["rounds_ratio_predicted"].point == pytest.approx(R / Rs, rel=1e-12)
+        assert cell["time_per_round_ratio"].point == pytest.approx((T / Ts) / (R / Rs), rel=1e-12)
         assert cell["accuracy_delta_pp"].point == pytest.approx(100 * (c - cs) / n, rel=1e-12)
         assert cell["censored_frac"].point == pytest.approx(cens / n)
-        assert cell.extras["rounds_ratio_median_item"] == pytest.approx(float(np.median(ratios)))
-        assert cell.extras["drop_2pp"] == (100 * (c - cs) / n <= -2)
+        # Two seeds per item: medians over per-item means, the accuracy test on per-item mean differences.
+        assert cell.extras["rounds_ratio_median_item"] == pytest.approx(float(np.median([np.mean(v) for v in ratios.values()])))
+        assert cell.extras["drop_2pp_point"] == (100 * (c - cs) / n <= -2)
+        assert cell.extras["drop_2pp"] == (cell["accuracy_delta_pp"].confidence_interval.high <= -2)
         assert (cell.extras["wrong_to_right"], cell.extras["right_to_wrong"]) == (w2r, r2w)
-        table_ = np.array([[0, w2r], [r2w, 0]])
-        assert cell.extras["mcnemar_p"] == pytest.approx(mcnemar(table_, exact=True).pvalue, rel=1e-12)
+        p, kind = sign_flip_test([np.mean(v) for v in diffs.values()])
+        assert cell.extras["accuracy_test"] == f"sign_flip_{kind}"
+        assert cell.extras["mcnemar_p"] == pytest.approx(p, rel=1e-12)
+
+
+def test_single_seed_cells_use_exact_mcnemar(tmp_path):
+    rng = np.random.default_rng(5)
+    recs = _records(rng, 30, {"cactus": 1.2})
+    runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", recs))
+    cell = ll.cells(runs, n_resamples=200).get(method="cactus")
+    w2r, r2w = cell.extras["wrong_to_right"], cell.extras["right_to_wrong"]
+    assert cell.extras["accuracy_test"] == "mcnemar_exact"
+    assert cell.extras["mcnemar_p"] == pytest.approx(mcnemar(np.array([[0, w2r], [r2w, 0]]), exact=True).pvalue, rel=1e-12)
 
 
 def test_intervals_agree_with_scipy_bootstrap(tmp_path):
@@ -143,7 +165,9 @@ def test_draws_do_not_depend_on_other_groups(tmp_path):
     only_a = ll.cells(ll.load(_write_jsonl(tmp_path / "a.jsonl", recs_a)), n_resamples=300).to_frame()
     both = ll.cells(ll.load(_write_jsonl(tmp_path / "ab.jsonl", recs_b + recs_a)), n_resamples=300).to_frame()
     row = both[both.dataset == "a"].reset_index(drop=True)
-    assert row.equals(only_a)
+    # The multiplicity-adjusted p-values depend on the family (every graded cell of the report) by design.
+    family = ["mcnemar_p_holm", "mcnemar_q_bh"]
+    assert row.drop(columns=family).equals(only_a.drop(columns=family))
 
 
 def test_item_counts_are_multinomial():
