@@ -77,7 +77,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         t3 = analysis.tables["table3"]
         if not t3.empty:
             cols = ["method", "n_cells", "gain_mean", "lambda_mean", "rounds_ratio_mean", "rounds_ratio_median",
-                    "time_ratio_mean", "n_lambda_lo_gt_1", "n_drop_2pp", "n_graded"]
+                    "time_ratio_mean", "n_lambda_lo_gt_1", "n_graded", "n_drop_2pp", "n_drop_2pp_point"]
             print()
             print(t3[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         for line in analysis.summary_lines():

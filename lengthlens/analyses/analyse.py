@@ -13,6 +13,7 @@ import polars as pl
 from lengthlens.analyses.attribution import attribution
 from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
 from lengthlens.analyses.intervention import table4
+from lengthlens.analyses.tables import alpha_selected, table3_cells
 from lengthlens.analyses.tables import arms as compute_arms
 from lengthlens.analyses.tables import table3 as compute_table3
 from lengthlens.data.loading import RunSet
@@ -44,19 +45,32 @@ class Analysis:
         return self.tables[name]
 
     def headline(self) -> str:
-        """One sentence: what acceptance length promised against what happened."""
+        """One sentence: what acceptance length promised against what happened (Table 3's cells)."""
         t3 = self.tables["table3"]
         if t3.empty:
             return "No cells: no relaxed arm could be paired with a strict baseline."
         a = t3[t3["method"] == "all"].iloc[0]
-        graded = int(a["n_graded"])
-        acc = f"; {int(a['n_drop_2pp'])} of {graded} graded cells lost >= 2 accuracy points" if graded else ""
+        which = ("each rule at its most aggressive alpha per dataset, the largest run on >= 95 % of the baseline's items"
+                 if self.settings.get("alphas", "loosest") == "loosest" else "every alpha")
         return (
-            f"Across {int(a['n_cells'])} cells the mean per-round gain was {a['gain_mean']:.2f}, but completions grew "
-            f"by a mean length ratio of {a['lambda_mean']:.2f}, so measured verifier rounds changed by "
-            f"{a['rounds_ratio_mean']:.2f}x (median {a['rounds_ratio_median']:.2f}) and wall time by "
-            f"{a['time_ratio_mean']:.2f}x (median {a['time_ratio_median']:.2f}){acc}."
+            f"Across {int(a['n_cells'])} cells ({which}) the mean per-round gain was {a['gain_mean']:.2f}, but completions "
+            f"grew by a mean length ratio of {a['lambda_mean']:.2f}, so measured verifier rounds R/R* (the primary cost "
+            f"measure) changed by {a['rounds_ratio_mean']:.2f}x (median {a['rounds_ratio_median']:.2f}); wall time T/T* by "
+            f"{a['time_ratio_mean']:.2f}x (median {a['time_ratio_median']:.2f}; per round "
+            f"{a['time_per_round_ratio_mean']:.2f}x){self._accuracy_clause(a)}."
         )
+
+    @staticmethod
+    def _accuracy_clause(a: pd.Series) -> str:
+        graded = int(a["n_graded"])
+        if not graded:
+            return ""
+        ci = (f" [{a['accuracy_delta_pp_mean_lo']:.1f}, {a['accuracy_delta_pp_mean_hi']:.1f}]"
+              if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
+        return (f"; accuracy changed by {a['accuracy_delta_pp_mean']:.1f} points on average{ci}: "
+                f"{int(a['n_drop_2pp'])} of {graded} graded cells lost >= 2 points by the interval rule (upper limit <= -2), "
+                f"{int(a['n_drop_2pp_point'])} by the study's point rule, {int(a['n_drop_holm'])} significantly after "
+                f"Holm's correction")
 
     def summary_lines(self) -> list[str]:
         """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
@@ -70,10 +84,16 @@ class Analysis:
                          f"{aft.median():.2f} log-normal AFT (censoring-aware)")
         at = self.tables.get("attribution_summary")
         if at is not None and not at.empty:
-            a = at[at["method"] == "all"].iloc[0]
-            lines.append(f"attribution: of {int(a['n_cells_longer'])} cells with longer outputs, {int(a['n_share_ge_90'])} put >= 90 % "
-                         f"and {int(a['n_share_ge_92'])} >= 92 % of the extra characters into thinking "
-                         f"(pooled share {a['thinking_share_pooled']:.2f})")
+            for scope, label in (("all", "all cells"), ("table3", "Table 3's cells")):
+                rows = at[(at["scope"] == scope) & (at["method"] == "all")]
+                if rows.empty:
+                    continue
+                a = rows.iloc[0]
+                lines.append(f"attribution ({label}): of {int(a['n_cells_longer'])} cells with longer outputs, "
+                             f"{int(a['n_share_undefined'])} have an extra length whose interval includes 0 (share undefined); "
+                             f"{int(a['n_share_lo_ge_90'])} put >= 90 % of the extra characters into thinking by the lower "
+                             f"limit ({int(a['n_share_point_ge_90'])} by the point estimate; pooled share "
+                             f"{a['thinking_share_pooled']:.2f})")
         t4 = self.tables.get("table4")
         if t4 is not None and not t4.empty:
             r = t4.iloc[-1]
@@ -139,14 +159,16 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     tables = {
         "cells": cells_df,
         "arms": compute_arms(runs),
-        "table3": compute_table3(cells_df, alphas=alphas) if not cells_df.empty else pd.DataFrame(),
+        "table3": compute_table3(cell_table, alphas=alphas) if not cells_df.empty else pd.DataFrame(),
+        "alpha_selected": alpha_selected(cells_df),
         "skipped": runs.skipped.to_pandas(),
     }
     notes: list[str] = []
     if not cells_df.empty:
         tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
                                               confidence_level=confidence_level, draws=draws)
-        attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level, draws=draws)
+        attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level, draws=draws,
+                           table3_cells=table3_cells(cells_df, alphas))
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         if attr.logged_disagreements:

@@ -28,7 +28,7 @@ from lengthlens.stats.resample import (
 )
 from lengthlens.stats.results import frame_html
 
-#: Cells putting at least these shares of their extra length into thinking are counted in the summary.
+#: Cells putting at least these shares of their extra length into thinking (by the share's lower limit) are counted.
 SHARE_THRESHOLDS = (0.90, 0.92)
 
 
@@ -83,54 +83,96 @@ class Attribution:
 
 
 def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-                confidence_level: float = DEFAULT_CONFIDENCE, draws: DrawCache | None = None) -> Attribution:
-    """Share of each cell's extra characters that is thinking, with intervals from the cell table's draws."""
+                confidence_level: float = DEFAULT_CONFIDENCE, draws: DrawCache | None = None,
+                table3_cells: pd.DataFrame | None = None) -> Attribution:
+    """Share of each cell's extra characters that is thinking, with intervals from the cell table's draws.
+
+    ``table3_cells`` (keys of the cells Table 3 uses) adds summary rows on those cells beside all cells.
+    """
     paired, disagreements = run_channels(runs.paired)
     units = cell_units(paired).filter(pl.col("thinking_chars").is_not_null() & pl.col("thinking_chars_star").is_not_null())
     units = units.with_columns(
         (pl.col("thinking_chars") + pl.col("answer_chars")).cast(pl.Float64).alias("chars"),
         (pl.col("thinking_chars_star") + pl.col("answer_chars_star")).cast(pl.Float64).alias("chars_star"),
+        pl.lit(1.0).alias("one"),
     ).with_columns(
         (pl.col("chars") - pl.col("chars_star")).alias("extra"),
         (pl.col("thinking_chars") - pl.col("thinking_chars_star")).cast(pl.Float64).alias("extra_thinking"),
     )
-    cols = ["chars", "chars_star", "extra", "extra_thinking"]
+    cols = ["chars", "chars_star", "extra", "extra_thinking", "one"]
     out = []
     for key, point, boot, n_items in cell_bootstrap_sums(runs, units, cols, n_resamples=n_resamples, seed=seed, draws=draws):
         cell_units_df = units.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = point[3] / point[2] if point[2] != 0 else np.nan
-            share_b = np.where(boot[:, 2] != 0, boot[:, 3] / np.where(boot[:, 2] != 0, boot[:, 2], 1), np.nan)
-        lo, hi, undefined = percentile_interval(share_b[:, None], confidence_level)
         item_share = cell_units_df.filter(pl.col("extra") != 0).select((pl.col("extra_thinking") / pl.col("extra")).alias("s"))["s"]
         n = cell_units_df.height
         out.append({
             **key, "n_items": n_items, "n_runs": n,
             "chars_mean": point[0] / n, "chars_mean_star": point[1] / n,
             "extra_chars": point[2], "extra_chars_thinking": point[3], "extra_chars_answer": point[2] - point[3],
-            "thinking_share": share, "thinking_share_lo": float(lo[0]), "thinking_share_hi": float(hi[0]),
+            **share_with_interval(point, boot, confidence_level),
             "item_share_median": float(item_share.median()) if item_share.len() else np.nan,
             "item_share_q25": float(item_share.quantile(0.25, "linear")) if item_share.len() else np.nan,
             "item_share_q75": float(item_share.quantile(0.75, "linear")) if item_share.len() else np.nan,
             "n_runs_share_defined": item_share.len(),
         })
     cells_df = pd.DataFrame(out, columns=[*CELL_KEY, "n_items", "n_runs", "chars_mean", "chars_mean_star", "extra_chars",
-                                          "extra_chars_thinking", "extra_chars_answer", "thinking_share", "thinking_share_lo",
-                                          "thinking_share_hi", "item_share_median", "item_share_q25", "item_share_q75",
+                                          "extra_chars_thinking", "extra_chars_answer", "extra_chars_mean", "extra_chars_mean_lo",
+                                          "extra_chars_mean_hi", "thinking_share", "thinking_share_lo", "thinking_share_hi",
+                                          "thinking_share_reason", "item_share_median", "item_share_q25", "item_share_q75",
                                           "n_runs_share_defined"])
-    return Attribution(cells=cells_df, summary=summarize(cells_df), logged_disagreements=tuple(disagreements))
+    return Attribution(cells=cells_df, summary=summarize(cells_df, table3_cells), logged_disagreements=tuple(disagreements))
 
 
-def summarize(cells_df: pd.DataFrame) -> pd.DataFrame:
-    """Per method and overall: cells with extra length, and how many put >= 90 % / >= 92 % of it into thinking."""
-    def row(d: pd.DataFrame, label: str) -> dict:
-        longer = d[d["extra_chars"] > 0]
-        r = {"method": label, "n_cells": len(d), "n_cells_longer": len(longer),
-             "thinking_share_median": float(longer["thinking_share"].median()) if len(longer) else np.nan,
-             "thinking_share_pooled": float(longer["extra_chars_thinking"].sum() / longer["extra_chars"].sum()) if len(longer) else np.nan}
-        for t in SHARE_THRESHOLDS:
-            r[f"n_share_ge_{int(round(t * 100))}"] = int((longer["thinking_share"] >= t).sum())
-        return r
+def share_with_interval(point: np.ndarray, boot: np.ndarray, confidence_level: float) -> dict:
+    """The thinking share of the extra length with its interval, left undefined (with the reason) when the
+    interval of the mean extra length per run includes 0: a share of a difference that may be nothing is noise.
 
-    rows = [row(d, str(m)) for m, d in cells_df.groupby("method", sort=True)] + [row(cells_df, "all")]
+    ``point``/``boot`` hold sums of (chars, chars*, extra, extra_thinking, runs), point and per resample.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        extra_b = np.where(boot[:, 4] > 0, boot[:, 2] / np.where(boot[:, 4] > 0, boot[:, 4], 1), np.nan)
+        share_b = np.where(boot[:, 2] != 0, boot[:, 3] / np.where(boot[:, 2] != 0, boot[:, 2], 1), np.nan)
+    (e_lo, s_lo), (e_hi, s_hi), _ = percentile_interval(np.stack([extra_b, share_b], axis=1), confidence_level)
+    out = {"extra_chars_mean": point[2] / point[4] if point[4] else np.nan,
+           "extra_chars_mean_lo": float(e_lo), "extra_chars_mean_hi": float(e_hi),
+           "thinking_share": np.nan, "thinking_share_lo": np.nan, "thinking_share_hi": np.nan, "thinking_share_reason": ""}
+    if point[2] == 0:
+        out["thinking_share_reason"] = "no extra length"
+    elif not (np.isfinite(e_lo) and np.isfinite(e_hi)) or e_lo <= 0 <= e_hi:
+        out["thinking_share_reason"] = "the interval of the extra length includes 0"
+    else:
+        out.update(thinking_share=point[3] / point[2], thinking_share_lo=float(s_lo), thinking_share_hi=float(s_hi))
+    return out
+
+
+def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per method and overall, on all cells (``scope`` all) and on Table 3's cells (``scope`` table3, when given).
+
+    Counts among cells with longer outputs (extra_chars > 0): how many have a defined share (the
+    interval of the extra length excludes 0), and how many put >= 90 % / >= 92 % of it into thinking
+    by the share's lower limit (``n_share_lo_ge_*``) and, for comparison, by its point estimate
+    (``n_share_point_ge_*``).
+    """
+    scopes = [("all", cells_df)]
+    if table3_cells is not None:
+        keys = table3_cells[list(CELL_KEY)].drop_duplicates()
+        scopes.append(("table3", cells_df.merge(keys, on=list(CELL_KEY), how="inner")))
+    rows = []
+    for scope, df in scopes:
+        rows += [{"scope": scope, **_summary_row(d, str(m))} for m, d in df.groupby("method", sort=True)]
+        rows.append({"scope": scope, **_summary_row(df, "all")})
     return pd.DataFrame(rows)
+
+
+def _summary_row(d: pd.DataFrame, label: str) -> dict:
+    longer = d[d["extra_chars"] > 0]
+    defined = longer[longer["thinking_share"].notna()]
+    r = {"method": label, "n_cells": len(d), "n_cells_longer": len(longer), "n_share_defined": len(defined),
+         "n_share_undefined": len(longer) - len(defined),
+         "thinking_share_median": float(defined["thinking_share"].median()) if len(defined) else np.nan,
+         "thinking_share_pooled": float(longer["extra_chars_thinking"].sum() / longer["extra_chars"].sum()) if len(longer) else np.nan}
+    for t in SHARE_THRESHOLDS:
+        r[f"n_share_lo_ge_{int(round(t * 100))}"] = int((defined["thinking_share_lo"] >= t).sum())
+    for t in SHARE_THRESHOLDS:
+        r[f"n_share_point_ge_{int(round(t * 100))}"] = int((defined["thinking_share"] >= t).sum())
+    return r

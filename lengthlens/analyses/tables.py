@@ -11,6 +11,7 @@ import polars as pl
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import with_derived
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
+from lengthlens.stats.resample import percentile_interval
 from lengthlens.stats.results import CellTable
 from lengthlens.stats.survival import kaplan_meier
 
@@ -55,55 +56,144 @@ def arms(runs: RunSet) -> pd.DataFrame:
     return out
 
 
+#: An arm is complete when its cell covers at least this share of the baseline's items (one failed run does not
+#: demote an arm; the study's 3-of-12 calibration probes stay incomplete).
+COMPLETE_SHARE = 0.95
+#: Adjusted p-values below this count a cell as a significant accuracy drop in Table 3.
+SIGNIFICANCE = 0.05
+
+
+def _complete(df: pd.DataFrame) -> pd.Series:
+    """Whether each cell covers >= COMPLETE_SHARE of its baseline's items (the group's largest cell when that is unknown)."""
+    full = df.groupby(list(GROUP_KEY))["n_items"].transform("max")
+    if "n_items_baseline" in df.columns:
+        full = df["n_items_baseline"].fillna(full)
+    return df["n_items"] >= COMPLETE_SHARE * full
+
+
+def _ranked(cells_df: pd.DataFrame) -> pd.DataFrame:
+    """Cells sorted per (group, rule) complete first, then by alpha, largest first: the head of each is the pick."""
+    df = cells_df.copy()
+    keys = [*GROUP_KEY, "method"]
+    df["_complete"] = _complete(df)
+    df["_alpha"] = df["alpha"].astype(float).fillna(-np.inf)
+    return df.sort_values([*keys, "_complete", "_alpha"], ascending=[True] * len(keys) + [False, False], kind="mergesort")
+
+
 def select_alphas(cells_df: pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest") -> pd.DataFrame:
     """Cells entering Table 3: all, or per (target, draft, dataset, method) the loosest alpha among complete arms.
 
-    "Loosest" is the largest alpha (every rule relaxes as alpha grows). Arms run on fewer items than
-    the baseline (e.g. the study's 3-item calibration probes) are passed over when a complete arm
-    exists, since their cells are not comparable; the choice is recorded in ``alpha_selected``.
+    "Loosest" is the largest alpha (every rule relaxes as alpha grows): Table 3 describes each
+    rule at its most aggressive setting. An arm is complete when its cell covers at least 95 % of
+    the baseline's items; incomplete arms (e.g. the study's 3-item calibration probes) are passed
+    over when a complete arm exists. :func:`alpha_selected` lists the choice per rule and dataset.
     """
     if alphas == "all" or cells_df.empty:
         return cells_df.copy()
     if alphas != "loosest":
         raise ValueError(f"alphas must be 'loosest' or 'all', not {alphas!r}")
-    df = cells_df.copy()
     keys = [*GROUP_KEY, "method"]
-    full = df.groupby(list(GROUP_KEY))["n_items"].transform("max")
-    df["_complete"] = df["n_items"] >= full
-    df["_alpha"] = df["alpha"].astype(float).fillna(-np.inf)
-    df = df.sort_values([*keys, "_complete", "_alpha"], ascending=[True] * len(keys) + [False, False], kind="mergesort")
-    picked = df.groupby(keys, sort=False).head(1).drop(columns=["_complete", "_alpha"])
+    picked = _ranked(cells_df).groupby(keys, sort=False).head(1).drop(columns=["_complete", "_alpha"])
     return picked.sort_values([*GROUP_KEY, "method"], kind="mergesort").reset_index(drop=True)
+
+
+def alpha_selected(cells_df: pd.DataFrame) -> pd.DataFrame:
+    """OUT/alpha_selected.csv: per (target, draft, dataset, rule) the alpha Table 3 uses and why.
+
+    Columns: alpha_selected, params_selected, n_items (of that cell), n_items_baseline, complete,
+    alphas_complete and alphas_incomplete (every alpha run, ';'-separated, largest first).
+    """
+    cols = [*GROUP_KEY, "method", "alpha_selected", "params_selected", "n_items", "n_items_baseline", "complete",
+            "alphas_complete", "alphas_incomplete"]
+    df = _relaxed_rules(cells_df)
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for _, g in _ranked(df).groupby([*GROUP_KEY, "method"], sort=True):
+        top = g.iloc[0]
+        fmt = lambda d: ";".join(f"{a:g}" for a in d["alpha"].dropna().astype(float))  # noqa: E731
+        rows.append({**{k: top[k] for k in GROUP_KEY}, "method": top["method"], "alpha_selected": top["alpha"],
+                     "params_selected": top["params"], "n_items": int(top["n_items"]),
+                     "n_items_baseline": int(top["n_items_baseline"]) if "n_items_baseline" in g else np.nan,
+                     "complete": bool(top["_complete"]), "alphas_complete": fmt(g[g["_complete"]]),
+                     "alphas_incomplete": fmt(g[~g["_complete"]])})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _relaxed_rules(df: pd.DataFrame) -> pd.DataFrame:
+    """Interventions (``<rule>_force_commit``) rerun a rule's arm; they are Table 4's, not rules of their own."""
+    if df.empty:
+        return df
+    return df[~df["method"].astype(str).str.endswith("_force_commit")]
+
+
+def table3_cells(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest") -> pd.DataFrame:
+    """The cells Table 3 summarises (one place, so filters on which cells enter apply everywhere).
+
+    ``_rep`` is each cell's column in the CellTable's kept bootstrap replicates (absent for a DataFrame).
+    """
+    if isinstance(cells, CellTable):
+        df = cells.to_frame()
+        df["_rep"] = np.arange(len(df))
+    else:
+        df = cells
+    return select_alphas(_relaxed_rules(df), alphas)
+
+
+def _mean_delta(d: pd.DataFrame, graded: pd.Series, replicates: np.ndarray | None) -> dict:
+    """Mean accuracy change over graded cells and its interval: per resample, the mean of the cells' replicates."""
+    g = d.loc[graded]
+    out = {"accuracy_delta_pp_mean": float(g["accuracy_delta_pp"].mean()) if len(g) else np.nan,
+           "accuracy_delta_pp_mean_lo": np.nan, "accuracy_delta_pp_mean_hi": np.nan}
+    if len(g) and replicates is not None and replicates.size and "_rep" in g:
+        reps = replicates[:, g["_rep"].to_numpy(dtype=int)].mean(axis=1)
+        lo, hi, _ = percentile_interval(reps[:, None])
+        out["accuracy_delta_pp_mean_lo"], out["accuracy_delta_pp_mean_hi"] = float(lo[0]), float(hi[0])
+    return out
+
+
+def _accuracy_counts(d: pd.DataFrame, graded: pd.Series) -> dict:
+    g = d.loc[graded]
+    worse = g["accuracy_delta_pp"] < 0
+    col = lambda name: g[name] if name in g else pd.Series(np.nan, index=g.index)  # noqa: E731
+    return {
+        "n_graded": int(graded.sum()),
+        "n_drop_2pp": int(g["drop_2pp"].astype(bool).sum()),
+        "n_drop_2pp_point": int(g["drop_2pp_point"].astype(bool).sum()) if "drop_2pp_point" in g else np.nan,
+        "n_drop_holm": int((worse & (col("mcnemar_p_holm").astype(float) < SIGNIFICANCE)).sum()),
+        "n_drop_bh": int((worse & (col("mcnemar_q_bh").astype(float) < SIGNIFICANCE)).sum()),
+    }
 
 
 def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest") -> pd.DataFrame:
     """The study's Table 3: per method and over all cells, central values and how many cells lose.
 
-    Columns: n_cells, mean/median of gain, lambda, rounds_ratio, time_ratio; counts of cells with
-    lambda > 1, lambda_lo > 1 (inflation beyond the interval), rounds_ratio > 1, time_ratio > 1,
-    drop_2pp out of graded cells, and cells where the predicted rounds win (lambda/gain < 1) or the
-    measured rounds win (rounds_ratio < 1) while time loses (time_ratio >= 1). Intervention arms
-    (``<rule>_force_commit``) are left out: Table 4 reports them.
+    Columns: n_cells; mean/median of gain, lambda, rounds_ratio (R/R*, the primary cost measure),
+    time_ratio (T/T*) and time_per_round_ratio; counts of cells with lambda > 1, lambda_lo > 1
+    (inflation beyond the interval), rounds_ratio > 1, time_ratio > 1; accuracy over graded cells:
+    n_drop_2pp (interval rule: upper limit <= -2 points), n_drop_2pp_point (the study's point rule),
+    n_drop_holm / n_drop_bh (lower accuracy with Holm p / BH q < 0.05 over every graded cell of the
+    report), accuracy_delta_pp_mean with a bootstrap interval (needs a CellTable: per resample, the
+    mean over the cells' replicates, each from its group's item draws); cells where the predicted
+    rounds win (lambda/gain_pooled < 1) or the measured rounds win (rounds_ratio < 1) while time
+    loses (time_ratio >= 1). Intervention arms are left out: Table 4 reports them.
     """
-    df = cells.to_frame() if isinstance(cells, CellTable) else cells
-    # Interventions (``<rule>_force_commit``) rerun a rule's arm; they are Table 4's, not rules of their own.
-    if not df.empty:
-        df = df[~df["method"].astype(str).str.endswith("_force_commit")]
-    df = select_alphas(df, alphas)
+    replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
+    df = table3_cells(cells, alphas)
 
     def summarize(d: pd.DataFrame, label: str) -> dict:
         graded = d["drop_2pp"].notna()
         row = {"method": label, "n_cells": len(d)}
-        for m in ("gain", "lambda", "rounds_ratio", "time_ratio"):
-            row[f"{m}_mean"] = float(d[m].mean()) if len(d) else np.nan
-            row[f"{m}_median"] = float(d[m].median()) if len(d) else np.nan
+        for m in ("gain", "lambda", "rounds_ratio", "time_ratio", "time_per_round_ratio"):
+            row[f"{m}_mean"] = float(d[m].mean()) if len(d) and m in d else np.nan
+            row[f"{m}_median"] = float(d[m].median()) if len(d) and m in d else np.nan
         row.update({
             "n_lambda_gt_1": int((d["lambda"] > 1).sum()),
             "n_lambda_lo_gt_1": int((d["lambda_lo"] > 1).sum()),
             "n_rounds_ratio_gt_1": int((d["rounds_ratio"] > 1).sum()),
             "n_time_ratio_gt_1": int((d["time_ratio"] > 1).sum()),
-            "n_graded": int(graded.sum()),
-            "n_drop_2pp": int(d.loc[graded, "drop_2pp"].astype(bool).sum()),
+            **_accuracy_counts(d, graded),
+            **_mean_delta(d, graded, replicates),
             "n_predicted_win_time_loses": int(((d["rounds_ratio_predicted"] < 1) & (d["time_ratio"] >= 1)).sum()),
             "n_measured_win_time_loses": int(((d["rounds_ratio"] < 1) & (d["time_ratio"] >= 1)).sum()),
         })

@@ -198,9 +198,14 @@ TABLE3_COLS = [
     Col("rounds_ratio_median", "R/R* median", "f3", css=loss_if_gt1("rounds_ratio_median")),
     Col("time_ratio_mean", "T/T* mean", "f3", css=loss_if_gt1("time_ratio_mean")),
     Col("time_ratio_median", "T/T* median", "f3", css=loss_if_gt1("time_ratio_median")),
+    Col("time_per_round_ratio_median", "time/round median", "f3", title="(T/T*)/(R/R*): wall time per verifier round"),
     Col("n_lambda_gt_1", "λ>1", "int"), Col("n_lambda_lo_gt_1", "λ_lo>1", "int", title="interval entirely above 1"),
     Col("n_rounds_ratio_gt_1", "R/R*>1", "int"), Col("n_time_ratio_gt_1", "T/T*>1", "int"),
-    Col("n_drop_2pp", "drop ≥2pp", "int"), Col("n_graded", "graded", "int"),
+    Col("n_graded", "graded", "int"),
+    Col("n_drop_2pp", "drop ≥2pp (interval)", "int", title="upper limit of Δacc ≤ −2 points"),
+    Col("n_drop_2pp_point", "drop ≥2pp (point)", "int", title="the study's rule: point estimate of Δacc ≤ −2 points"),
+    Col("n_drop_holm", "drop, Holm p<0.05", "int", title="lower accuracy, Holm-adjusted paired test p < 0.05 over every graded cell"),
+    Col("accuracy_delta_pp_mean", "Δacc mean pp", "f1", ci="accuracy_delta_pp_mean"),
     Col("n_predicted_win_time_loses", "λ/gain<1, T/T*≥1", "int", title="predicted rounds win but time loses"),
     Col("n_measured_win_time_loses", "R/R*<1, T/T*≥1", "int", title="measured rounds win but time loses"),
 ]
@@ -215,7 +220,9 @@ CELL_COLS = [
     Col("rounds_ratio", "R/R*", "f2", ci="rounds_ratio", css=loss_if_gt1("rounds_ratio")),
     Col("rounds_ratio_predicted", "λ/gain", "f2"),
     Col("time_ratio", "T/T*", "f2", ci="time_ratio", css=loss_if_gt1("time_ratio")),
+    Col("time_per_round_ratio", "time/round", "f2", ci="time_per_round_ratio"),
     Col("accuracy_delta_pp", "Δacc pp", "f1", ci="accuracy_delta", css=lambda r: "loss" if r.get("drop_2pp") else ""),
+    Col("mcnemar_p_holm", "p Holm", "p"),
     Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
 ]
 
@@ -237,6 +244,7 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("n_items", "items", "int"), Col("chars_mean", "chars", "int"), Col("chars_mean_star", "chars*", "int"),
         Col("extra_chars", "extra chars", "int"), Col("extra_chars_thinking", "in thinking", "int"),
         Col("extra_chars_answer", "in answer", "int"), Col("thinking_share", "thinking share", "f2", ci="thinking_share"),
+        Col("thinking_share_reason", "share undefined because", "text", left=True),
         Col("item_share_q25", "item share q25", "f2"), Col("item_share_median", "item share median", "f2"),
         Col("item_share_q75", "item share q75", "f2"),
     ],
@@ -256,9 +264,12 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("still_capped", "still capped", "int"), Col("mcnemar_p", "McNemar p", "p"),
     ],
     "attribution_summary": [
+        Col("scope", "cells", "text", left=True),
         Col("method", "rule", "text", left=True), Col("n_cells", "cells", "int"), Col("n_cells_longer", "cells longer", "int"),
+        Col("n_share_undefined", "share undefined", "int", title="the interval of the extra length includes 0"),
         Col("thinking_share_median", "thinking share median", "f2"), Col("thinking_share_pooled", "pooled", "f2"),
-        Col("n_share_ge_90", "share ≥ 0.90", "int"), Col("n_share_ge_92", "share ≥ 0.92", "int"),
+        Col("n_share_lo_ge_90", "share lo ≥ 0.90", "int"), Col("n_share_lo_ge_92", "share lo ≥ 0.92", "int"),
+        Col("n_share_point_ge_90", "share ≥ 0.90 (point)", "int"),
     ],
 }
 #: Columns of tables nobody described that are bookkeeping, not for readers.

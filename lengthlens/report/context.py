@@ -24,7 +24,9 @@ FORMULAS: dict[str, str] = {
     "gain": "gain = (ℓ̄ + 1) / (ℓ̄* + 1)",
     "lambda": "λ = (Σᵢ Lᵢ) / (Σᵢ L*ᵢ)",
     "rounds_ratio": "R/R* = (Σᵢ Rᵢ) / (Σᵢ R*ᵢ)",
-    "rounds_ratio_predicted": "λ / gain",
+    "gain_pooled": "(Σᵢ Aᵢ / Σᵢ Rᵢ + 1) / (Σᵢ A*ᵢ / Σᵢ R*ᵢ + 1)",
+    "rounds_ratio_predicted": "λ / gain_pooled",
+    "time_per_round_ratio": "(T/T*) / (R/R*)",
     "time_ratio": "T/T* = (Σᵢ Tᵢ) / (Σᵢ T*ᵢ)",
     "accuracy": "Σᵢ cᵢ / n_graded",
     "accuracy_star": "Σᵢ c*ᵢ / n_graded",
@@ -56,6 +58,8 @@ def headline_numbers(analysis: Any) -> dict[str, Any] | None:
         "gain": float(a["gain_mean"]), "lambda": float(a["lambda_mean"]),
         "rounds": float(a["rounds_ratio_mean"]), "time": float(a["time_ratio_mean"]),
         "n_cells": int(a["n_cells"]), "n_graded": int(a["n_graded"]), "n_drop": int(a["n_drop_2pp"]),
+        "n_drop_point": int(a["n_drop_2pp_point"]), "n_drop_holm": int(a["n_drop_holm"]),
+        "time_per_round": float(a["time_per_round_ratio_mean"]),
         "n_rounds_lose": int(a["n_rounds_ratio_gt_1"]), "n_time_lose": int(a["n_time_ratio_gt_1"]),
         "n_all_cells": len(analysis.tables["cells"]),
     }
@@ -114,9 +118,16 @@ def definitions() -> list[dict[str, str]]:
     """Every cell metric with its formula and meaning, in the order of metrics.METRICS, plus derived flags."""
     rows = [{"name": m.name, "formula": FORMULAS.get(m.name, ""), "description": m.description,
              "interval": "yes" if m.interval else "no"} for m in METRICS]
-    rows.append({"name": "drop_2pp", "formula": f"accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
-                 "description": "the cell lost at least two accuracy points (graded cells only)", "interval": "no"})
-    rows.append({"name": "rounds_ratio_median_item", "formula": "median over items of Rᵢ / R*ᵢ",
+    rows.append({"name": "drop_2pp", "formula": f"upper interval limit of accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
+                 "description": "the whole interval of the accuracy change lies at least two points down (graded cells only)",
+                 "interval": "no"})
+    rows.append({"name": "drop_2pp_point", "formula": f"accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
+                 "description": "the study's point rule (fires on noise in ~1/3 of unchanged 12–30-item cells)", "interval": "no"})
+    rows.append({"name": "mcnemar_p", "formula": "exact McNemar on runs; sign-flip test on per-item mean differences "
+                 "when an item has several seeds (accuracy_test)",
+                 "description": "paired accuracy test; mcnemar_p_holm / mcnemar_q_bh adjust it over every graded cell",
+                 "interval": "no"})
+    rows.append({"name": "rounds_ratio_median_item", "formula": "median over items of the item's mean Rᵢ / R*ᵢ",
                  "description": "per-item rounds ratio, median (robust to a few long runs)", "interval": "no"})
     return rows
 
