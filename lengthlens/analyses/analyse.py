@@ -50,7 +50,7 @@ class Analysis:
         if t3.empty:
             return "No cells: no relaxed arm could be paired with a strict baseline."
         a = t3[t3["method"] == "all"].iloc[0]
-        which = ("each rule at its most aggressive alpha per dataset, the largest run on >= 95 % of the baseline's items"
+        which = ("each rule at its most aggressive alpha per dataset, the largest run on ≥ 95 % of the baseline items"
                  if self.settings.get("alphas", "loosest") == "loosest" else "every alpha")
         return (
             f"Across {int(a['n_cells'])} cells ({which}) the mean per-round gain was {a['gain_mean']:.2f}, but completions "
@@ -68,9 +68,9 @@ class Analysis:
         ci = (f" [{a['accuracy_delta_pp_mean_lo']:.1f}, {a['accuracy_delta_pp_mean_hi']:.1f}]"
               if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
         return (f"; accuracy changed by {a['accuracy_delta_pp_mean']:.1f} points on average{ci}: "
-                f"{int(a['n_drop_2pp'])} of {graded} graded cells lost >= 2 points by the interval rule (upper limit <= -2), "
-                f"{int(a['n_drop_2pp_point'])} by the study's point rule, {int(a['n_drop_holm'])} significantly after "
-                f"Holm's correction")
+                f"{int(a['n_drop_2pp'])} of {graded} graded cells lost ≥ 2 points by the interval rule (upper limit ≤ −2), "
+                f"{int(a['n_drop_2pp_point'])} by the point rule of the study, {int(a['n_drop_holm'])} significant "
+                f"after a Holm correction")
 
     def summary_lines(self) -> list[str]:
         """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""

@@ -88,3 +88,14 @@ def test_item_level_test_keeps_type_one_error(n_items):
     mc, sf = sim.rejection_rates(n_items, sims=800, seed=n_items)
     assert mc > 0.08  # what the run-level test did (issue 9: 10-12 %)
     assert 0.03 <= sf <= 0.07  # 800 sims: the standard error of 5 % is 0.77 points
+
+
+@pytest.mark.parametrize("n_items", [12, 30])
+def test_point_rule_counts_noise_interval_rule_does_not(n_items):
+    """No true change, discordance 0.15: the study's point rule fires in ~35-40 % of cells, the interval rule in < 5 %."""
+    import fpr_drop_flags as fpr
+
+    r = fpr.rates(n_items, sims=800, family=100)
+    assert r["drop_2pp_point"] > 0.25
+    assert r["drop_2pp"] < 0.05
+    assert r["holm_any_in_100"] <= 0.05  # Holm keeps the family-wise rate of a 100-cell report
