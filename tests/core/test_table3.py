@@ -94,6 +94,7 @@ def test_one_failed_run_keeps_the_arm_complete(tmp_path):
     picked = select_alphas(df)
     assert picked["params"].tolist() == ["alpha0.5"]
     assert table3_cells(cells)["params"].tolist() == ["alpha0.5"]
+    assert ll.alpha_selected(df).equals(alpha_selected(df))
     sel = alpha_selected(df).iloc[0]
     assert (sel.alpha_selected, sel.params_selected, sel.n_items, sel.n_items_baseline, sel.complete) == (0.5, "alpha0.5", 29, 30, True)
     assert (sel.alphas_complete, sel.alphas_incomplete) == ("0.5;0.3", "0.9")
