@@ -22,6 +22,7 @@ from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
 from lengthlens.stats.estimate import item_sums, unit_quantities
 from lengthlens.stats.mcnemar import mcnemar_exact
 from lengthlens.stats.metrics import METRICS, SUM_FIELDS, evaluate
+from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
     DEFAULT_N_RESAMPLES,
@@ -54,6 +55,8 @@ class Comparison:
     wrong_to_right: int
     right_to_wrong: int
     mcnemar_p: float
+    #: which paired accuracy test gave mcnemar_p: exact McNemar on runs, or the item-level sign-flip test with several seeds
+    accuracy_test: str = "mcnemar_exact"
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -66,7 +69,7 @@ class Comparison:
 
     def _repr_html_(self) -> str:
         title = (f"{dict(self.x)} against {dict(self.y)}: {self.n_runs} paired runs on {self.n_items} items; "
-                 f"McNemar p = {self.mcnemar_p:.3g} ({self.wrong_to_right} wrong→right, {self.right_to_wrong} right→wrong)")
+                 f"{self.accuracy_test} p = {self.mcnemar_p:.3g} ({self.wrong_to_right} wrong→right, {self.right_to_wrong} right→wrong)")
         return frame_html(self.to_frame(), title)
 
 
@@ -107,8 +110,10 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
     graded = units.filter(pl.col("correct").is_not_null() & pl.col("correct_star").is_not_null())
     w2r = graded.filter(pl.col("correct") & ~pl.col("correct_star")).height
     r2w = graded.filter(~pl.col("correct") & pl.col("correct_star")).height
+    col = {name: X[:, i] for i, name in enumerate(SUM_FIELDS)}
+    p, test = paired_accuracy_test(col["n_graded"], col["c"], col["c_star"])
     return Comparison(x=dict(x), y=dict(y), n_items=X.shape[0], n_runs=units.height, estimates=ests,
-                      wrong_to_right=w2r, right_to_wrong=r2w, mcnemar_p=mcnemar_exact(w2r, r2w))
+                      wrong_to_right=w2r, right_to_wrong=r2w, mcnemar_p=p, accuracy_test=test)
 
 
 def base_arm_of(method: str, params: str) -> tuple[str, str, int] | None:

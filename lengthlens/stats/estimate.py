@@ -17,7 +17,6 @@ import polars as pl
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.schema import GROUP_KEY, UNIT_KEY
-from lengthlens.stats.mcnemar import mcnemar_exact
 from lengthlens.stats.metrics import (
     INTERVAL_METRICS,
     METRICS,
@@ -27,7 +26,7 @@ from lengthlens.stats.metrics import (
     evaluate,
 )
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
-from lengthlens.stats.paired_test import item_differences, sign_flip_test
+from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
     DEFAULT_N_RESAMPLES,
@@ -179,13 +178,7 @@ def cell_extras(af: pl.DataFrame, item_x: np.ndarray, ests: dict[str, Estimate],
     col = {name: item_x[:, i] for i, name in enumerate(SUM_FIELDS)}
     delta = ests["accuracy_delta_pp"]
     w2r, r2w = int(col["w2r"].sum()), int(col["r2w"].sum())
-    if not n_graded:
-        p, test = None, None
-    elif col["n_graded"].max() <= 1:
-        p, test = mcnemar_exact(w2r, r2w), "mcnemar_exact"
-    else:
-        p, kind = sign_flip_test(item_differences(col["n_graded"], col["c"], col["c_star"]))
-        test = f"sign_flip_{kind}"
+    p, test = paired_accuracy_test(col["n_graded"], col["c"], col["c_star"]) if n_graded else (None, None)
     hi = delta.confidence_interval.high if delta.confidence_interval is not None else np.nan
     return {
         "drop_2pp": (drop_2pp(hi) if n_graded else None),

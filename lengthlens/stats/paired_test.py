@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from lengthlens.stats.mcnemar import mcnemar_exact
+
 #: Items with a non-zero difference up to which all 2^m sign patterns are enumerated.
 EXACT_MAX_ITEMS = 16
 #: Sign patterns drawn beyond that, and their fixed seed (same data, same p-value).
@@ -49,3 +51,17 @@ def item_differences(n_graded: np.ndarray, c: np.ndarray, c_star: np.ndarray) ->
     n_graded = np.asarray(n_graded, dtype=float)
     keep = n_graded > 0
     return (np.asarray(c, float)[keep] - np.asarray(c_star, float)[keep]) / n_graded[keep]
+
+
+def paired_accuracy_test(n_graded, c, c_star) -> tuple[float, str]:
+    """The paired accuracy test from per-unit (item) sums of graded pairs, correct and correct*: (p-value, name).
+
+    Exact McNemar on runs when every item has at most one graded pair (the sign-flip test would give
+    the same p-value); with several seeds per item, the item-level sign-flip test, since runs of an
+    item are not independent.
+    """
+    n_graded, c, c_star = (np.asarray(a, dtype=float) for a in (n_graded, c, c_star))
+    if n_graded.size == 0 or n_graded.max() <= 1:
+        return mcnemar_exact(int(np.sum(c * (1 - c_star))), int(np.sum(c_star * (1 - c)))), "mcnemar_exact"
+    p, kind = sign_flip_test(item_differences(n_graded, c, c_star))
+    return p, f"sign_flip_{kind}"

@@ -99,3 +99,35 @@ def test_point_rule_counts_noise_interval_rule_does_not(n_items):
     assert r["drop_2pp_point"] > 0.25
     assert r["drop_2pp"] < 0.05
     assert r["holm_any_in_100"] <= 0.05  # Holm keeps the family-wise rate of a 100-cell report
+
+
+def test_compare_and_cells_test_items_not_runs_with_several_seeds(tmp_path):
+    import json
+
+    import lengthlens as ll
+    from lengthlens.stats.paired_test import paired_accuracy_test
+
+    rng = np.random.default_rng(12)
+    recs, diffs = [], {}
+    for i in range(10):
+        k = int(rng.integers(4, 6))
+        for method in ("strict", "cactus"):
+            for s in range(k):
+                c = bool(rng.random() < 0.55)
+                recs.append(dict(target="T", draft="D", dataset="d", method=method,
+                                 params="strict" if method == "strict" else "alpha0.3", alpha=None if method == "strict" else 0.3,
+                                 item_id=f"i{i}", seed=s, status="ok", output_tokens=100, max_new_tokens=1000, finish_reason="stop",
+                                 draft_rounds=25, accepted_tokens=75, draft_tokens=100, wall_time_s=1.0, correct=c))
+                diffs.setdefault(i, {}).setdefault(s, [0, 0])[method == "strict"] = int(c)
+    f = tmp_path / "r.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    runs = ll.load(f)
+    d = [np.mean([v[0] - v[1] for v in per_seed.values()]) for per_seed in diffs.values()]
+    expect = sign_flip_test(d)
+    assert expect[1] == "exact"
+    cell = ll.cells(runs, n_resamples=100).get(method="cactus")
+    assert (cell.extras["mcnemar_p"], cell.extras["accuracy_test"]) == (pytest.approx(expect[0], rel=1e-12), "sign_flip_exact")
+    cmp = ll.compare(runs, {"method": "cactus"}, {"method": "strict"}, n_resamples=100)
+    assert (cmp.mcnemar_p, cmp.accuracy_test) == (pytest.approx(expect[0], rel=1e-12), "sign_flip_exact")
+    # one pair per item: exact McNemar
+    assert paired_accuracy_test([1, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 0]) == (pytest.approx(mcnemar_exact(2, 1)), "mcnemar_exact")
