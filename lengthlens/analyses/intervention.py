@@ -20,7 +20,6 @@ from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import pair, with_derived
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
 from lengthlens.stats.estimate import item_sums, unit_quantities
-from lengthlens.stats.mcnemar import mcnemar_exact
 from lengthlens.stats.metrics import METRICS, SUM_FIELDS, evaluate
 from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import (
@@ -169,7 +168,7 @@ def table4(runs: RunSet) -> pd.DataFrame:
     """
     pairs = force_commit_pairs(runs)
     cols = [*ARM_KEY, "threshold", "fired", "n_graded", "correct_before", "correct_after", "wrong_to_right",
-            "right_to_wrong", "still_capped", "mcnemar_p"]
+            "right_to_wrong", "still_capped", "mcnemar_p", "accuracy_test"]
     if pairs.is_empty():
         return pd.DataFrame(columns=cols)
     fired = pairs.filter(pl.col("fired"))
@@ -178,10 +177,14 @@ def table4(runs: RunSet) -> pd.DataFrame:
         g = d.filter(pl.col("correct").is_not_null() & pl.col("correct_base").is_not_null())
         w2r = g.filter(pl.col("correct") & ~pl.col("correct_base")).height
         r2w = g.filter(~pl.col("correct") & pl.col("correct_base")).height
+        # The unit is the (arm, item): with several seeds per item, the item-level test (runs are not independent).
+        per_item = g.group_by([*ARM_KEY, "item_id"]).agg(pl.len().alias("n"), pl.col("correct").cast(pl.Int64).sum().alias("c"),
+                                                          pl.col("correct_base").cast(pl.Int64).sum().alias("c_base"))
+        p, test = paired_accuracy_test(per_item["n"].to_numpy(), per_item["c"].to_numpy(), per_item["c_base"].to_numpy())
         return {**key, "fired": d.height, "n_graded": g.height,
                 "correct_before": int(g["correct_base"].sum()), "correct_after": int(g["correct"].sum()),
                 "wrong_to_right": w2r, "right_to_wrong": r2w, "still_capped": int(d["censored"].sum()),
-                "mcnemar_p": mcnemar_exact(w2r, r2w)}
+                "mcnemar_p": p, "accuracy_test": test}
 
     rows = []
     for arm in pairs.select(*ARM_KEY, "threshold").unique().sort(list(ARM_KEY)).iter_rows(named=True):

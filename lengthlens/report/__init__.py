@@ -40,10 +40,13 @@ CSV_OUTPUTS = ("cells", "arms", "table3", "skipped")
 OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
     "table4": ("Table 4: force-commit interventions",
                ("Runs where the intervention fired and what happened to their correctness: McNemar's exact test on the "
-               "discordant pairs (wrong→right against right→wrong); 'still capped' runs hit the budget anyway.")),
+               "discordant pairs (wrong→right against right→wrong; the item-level sign-flip test when items have several "
+               "seeds, see accuracy_test in table4.csv); 'still capped' runs hit the budget anyway.")),
     "attribution": ("Thinking attribution",
                     ("Where the extra characters of relaxed runs go: the thinking (analysis) channel or the answer, per "
-                    "cell, from the completion texts split into channels.")),
+                    "cell, from the completion texts split into channels. The share is left undefined when the interval "
+                    "of the extra length includes 0; the summary counts cells by the share's lower limit (the point-"
+                    "estimate counts beside them), on all cells and on Table 3's cells.")),
     "censoring": ("Censoring",
                   ("Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
                   "λ on the pairs where neither run is censored and accelerated-failure-time (AFT) length ratios that "

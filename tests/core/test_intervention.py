@@ -121,3 +121,26 @@ def test_fired_inference_agrees_with_the_logged_flag_on_the_example(tmp_path):
     assert logged["fired_logged"].all() and not inferred["fired_logged"].any()
     assert logged["fired"].sum() > 0
     assert inferred["fired"].to_list() == logged["fired"].to_list()
+
+
+def test_table4_tests_items_not_runs_with_several_seeds(tmp_path):
+    """Three seeds per item, all fired (logged): the test is the sign-flip test on per-item mean differences."""
+    # item: (base correct per seed, intervention correct per seed)
+    spec = {0: ((False, False, True), (True, True, True)), 1: ((False, False, False), (True, False, True)),
+            2: ((True, True, False), (True, False, False)), 3: ((False, True, False), (True, True, True))}
+    recs = []
+    for item, (before, after) in spec.items():
+        for s in range(3):
+            for r in (_rec("strict", "strict", item, 50, True, text="<think>x</think>a"),
+                      _rec("cactus", "alpha0.3", item, 100, before[s], text=OPEN),
+                      _rec("cactus_force_commit", "alpha0.3_t60", item, 70, after[s], text="<think>x</think>a", fired=True)):
+                r["seed"] = s
+                recs.append(r)
+    f = tmp_path / "r.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs))
+    arm = table4(ll.load(f)).iloc[0]
+    # per-item mean differences after - before: 2/3, 2/3, -1/3, 2/3; |sum| = 5/3. Of the 16 sign patterns only
+    # all-equal signs of the three 2/3 with either sign of -1/3 reach |sum| >= 5/3: (+,+,+,-) 5/3 and (-,-,-,+) 5/3,
+    # (+,+,+,+) 7/3 and (-,-,-,-) 7/3 -> p = 4/16.
+    assert (arm.accuracy_test, arm.mcnemar_p) == ("sign_flip_exact", pytest.approx(0.25))
+    assert arm.mcnemar_p != pytest.approx(mcnemar_exact(int(arm.wrong_to_right), int(arm.right_to_wrong)))
