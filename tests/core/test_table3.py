@@ -61,6 +61,10 @@ def test_table3_reports_both_drop_rules_and_holm(graded):
     assert np.allclose(np.sort(df["mcnemar_p_holm"].to_numpy(float)), holm_sorted)
     expect = int(((df["accuracy_delta_pp"] < 0) & (df["mcnemar_p_holm"] < 0.05)).sum())
     assert int(t3.loc["all", "n_drop_holm"]) == expect
+    # "predicted rounds win" follows the pooled identity lambda / gain_pooled
+    predicted = df["lambda"] / df["gain_pooled"]
+    assert np.allclose(predicted, df["rounds_ratio_predicted"], rtol=1e-12)
+    assert int(t3.loc["all", "n_predicted_win_time_loses"]) == int(((predicted < 1) & (df["time_ratio"] >= 1)).sum())
 
 
 def test_mean_accuracy_change_interval_equals_plain_loop(graded):
