@@ -1,8 +1,8 @@
-"""Time ``censoring_cell`` per cell at n = 12, 164, 1319 items with B_aft = 1000 (both AFT laws).
+"""Time ``censoring_cell`` per cell at n = 12, 164, 1319 items (both AFT laws; sandwich or B_aft = 1000 refits).
 
 Synthetic paired log-normal lengths with ~35 % of relaxed and ~15 % of baseline runs censored at a
 budget of 4096 tokens, roughly the study's heavy-censoring cells. Run:
-``python benchmarks/bench_censoring.py [--repeats 3] [--resamples 1000]``.
+``python benchmarks/bench_censoring.py [--repeats 3] [--resamples 1000] [--aft-ci sandwich|bootstrap]``.
 """
 
 from __future__ import annotations
@@ -38,16 +38,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument("--aft-ci", choices=("sandwich", "bootstrap"), default="sandwich")
     args = ap.parse_args()
     rng = np.random.default_rng(20261129)
-    print(f"censoring_cell timing, B_aft={args.resamples}, best of {args.repeats}")
+    print(f"censoring_cell timing, aft_ci={args.aft_ci}, B_aft={args.resamples} (bootstrap columns), best of {args.repeats}")
     print(f"{'n_items':>8} {'cens':>6} {'cens*':>6} {'cell_s':>8} " + " ".join(f"{d + '_s':>12}" for d in _DISTS))
     for n in (12, 164, 1319):
         L, c, Ls, cs, counts = make_cell(n, rng)
         best = np.inf
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            censoring_cell(L, c, 4096, Ls, cs, 4096, counts, n_resamples_aft=args.resamples)
+            censoring_cell(L, c, 4096, Ls, cs, 4096, counts, n_resamples_aft=args.resamples, aft_ci=args.aft_ci)
             best = min(best, time.perf_counter() - t0)
         # Per distribution: point fit plus vectorised bootstrap alone.
         lengths = np.concatenate([L, Ls])

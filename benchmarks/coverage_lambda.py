@@ -1,6 +1,6 @@
 """Coverage of lengthlens' 95% paired-bootstrap interval for lambda on synthetic data with a planted lambda.
 
-    python benchmarks/coverage_lambda.py [--sets 200] [--items 150] [--resamples 1000] [--budget N] [--ci percentile|bca]
+    python benchmarks/coverage_lambda.py [--sets 200] [--items 150] [--resamples 1000] [--budget N] [--ci studentized|percentile|bca]
 
 Each data set is drawn with another generator seed (items redrawn too) from one pair, one dataset and
 two relaxed arms (planted lambda 1.6 and 1.25), written as a flat Parquet file, loaded with
@@ -35,7 +35,7 @@ def coverage_spec(n_items: int, budget: int = 10**8) -> SynthSpec:
     return SynthSpec(pairs=(Pair("T", "D", k=6),), datasets=(ds,), arms=arms, strict=strict)
 
 
-def coverage(n_sets: int, n_items: int, n_resamples: int, *, budget: int = 10**8, ci: str = "percentile",
+def coverage(n_sets: int, n_items: int, n_resamples: int, *, budget: int = 10**8, ci: str = "studentized",
              workdir: Path | None = None) -> tuple[int, int]:
     """(intervals holding the planted lambda, intervals) over n_sets simulated data sets."""
     spec = coverage_spec(n_items, budget)
@@ -59,7 +59,7 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=150)
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--budget", type=int, default=10**8)
-    ap.add_argument("--ci", choices=("percentile", "bca"), default="percentile")
+    ap.add_argument("--ci", choices=("studentized", "percentile", "bca"), default="studentized")
     args = ap.parse_args()
     t0 = time.perf_counter()
     hits, total = coverage(args.sets, args.items, args.resamples, budget=args.budget, ci=args.ci)

@@ -15,13 +15,18 @@ from lengthlens.stats.resample import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-resamples", type=int, default=DEFAULT_N_RESAMPLES, help="bootstrap resamples (default %(default)s)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
-    p.add_argument("--ci", choices=("percentile", "bca"), default="percentile", help="interval method (default %(default)s)")
+    p.add_argument("--ci", choices=("studentized", "percentile", "bca"), default="studentized",
+                   help="interval method (default %(default)s: bootstrap-t on the log scale for ratios)")
+    p.add_argument("--aft-ci", choices=("sandwich", "bootstrap"), default="sandwich",
+                   help="AFT interval: cluster-robust sandwich from one fit, or bootstrap refits (default %(default)s)")
+    p.add_argument("--include-small", action="store_true",
+                   help="keep cells with fewer than 10 items in Table 3 and the headline (left out by default)")
     p.add_argument("--alphas", choices=("loosest", "all"), default="loosest",
                    help="cells entering Table 3: the loosest alpha per rule and dataset, or all (default %(default)s)")
     p.add_argument("--grades", action="append", default=[], metavar="FILE",
                    help="grade file(s) in the study's format (campaign/grades next to a root are found anyway)")
     p.add_argument("--aft-resamples", type=int, default=None, metavar="N",
-                   help="resamples for the censoring-aware AFT intervals, each a likelihood fit (default: lengthlens.analyses.censoring's)")
+                   help="resamples for the AFT bootstrap (--aft-ci bootstrap), each a likelihood fit (default: lengthlens.analyses.censoring's)")
     p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
     p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
@@ -52,7 +57,7 @@ def analyse_from_args(runs, args: argparse.Namespace):
 
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
-                   proposals=not args.no_proposals, **extra)
+                   proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small, **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -251,7 +251,7 @@ def test_censoring_cell_values_and_row():
     n, budget = 60, 1835
     L, c, Ls, cs = _cell_data(rng, n)
     counts = rng.multinomial(n, np.full(n, 1 / n), size=300)
-    cell = censoring_cell(L, c, budget, Ls, cs, budget, counts, n_resamples_aft=200)
+    cell = censoring_cell(L, c, budget, Ls, cs, budget, counts, n_resamples_aft=200, aft_ci="bootstrap")
     assert cell.censored_frac == c.mean() and cell.censored_frac_star == cs.mean()
     assert cell.lambda_plain == pytest.approx(L.mean() / Ls.mean(), rel=1e-14)
     keep = ~c & ~cs
@@ -290,13 +290,17 @@ def test_censoring_cell_duplicated_seeds_via_item_index():
     n = 20
     L, c, Ls, cs = _cell_data(rng, n)
     counts = rng.multinomial(n, np.full(n, 1 / n), size=100)
-    one = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=100)
+    one = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=100, aft_ci="bootstrap")
     idx = np.repeat(np.arange(n), 2)
     two = censoring_cell(L[idx], c[idx], 1835, Ls[idx], cs[idx], 1835, counts, item_index=idx,
-                         n_resamples_aft=100)
+                         n_resamples_aft=100, aft_ci="bootstrap")
+    one_s = censoring_cell(L, c, 1835, Ls, cs, 1835, counts)
+    two_s = censoring_cell(L[idx], c[idx], 1835, Ls[idx], cs[idx], 1835, counts, item_index=idx)
     for dist in ("lognormal", "weibull"):
         assert two.aft[dist].lambda_aft == pytest.approx(one.aft[dist].lambda_aft, rel=1e-9)
         np.testing.assert_allclose(two.aft_boot[dist].beta, one.aft_boot[dist].beta, rtol=1e-7, atol=1e-9)
+        # Sandwich by item: a duplicated run doubles the information and the item's score alike.
+        assert two_s.aft_ci[dist] == pytest.approx(one_s.aft_ci[dist], rel=1e-6)
     assert two.lambda_plain_ci == pytest.approx(one.lambda_plain_ci, rel=1e-12)
     assert two.n_uncensored_pairs == 2 * one.n_uncensored_pairs
     # Unaligned arms: pairs become items with no censored run on either side.

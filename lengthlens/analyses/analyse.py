@@ -11,7 +11,7 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.attribution import attribution
-from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, censoring_cell
+from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
 from lengthlens.analyses.intervention import table4
 from lengthlens.analyses.tables import alpha_selected, table3_cells
 from lengthlens.analyses.tables import arms as compute_arms
@@ -26,7 +26,6 @@ from lengthlens.stats.resample import (
     DEFAULT_N_RESAMPLES,
     DEFAULT_SEED,
     DrawCache,
-    counts_for_group,
 )
 from lengthlens.stats.results import CellTable, frame_html
 
@@ -52,6 +51,8 @@ class Analysis:
         a = t3[t3["method"] == "all"].iloc[0]
         which = ("each rule at its most aggressive alpha per dataset, the largest run on ≥ 95 % of the baseline items"
                  if self.settings.get("alphas", "loosest") == "loosest" else "every alpha")
+        n_small = int(a.get("n_small_excluded", 0) or 0)
+        which += (f"; {n_small} cell{'s' if n_small != 1 else ''} with fewer than 10 items left out" if n_small else "")
         return (
             f"Across {int(a['n_cells'])} cells ({which}) the mean per-round gain was {a['gain_mean']:.2f}, but completions "
             f"grew by a mean length ratio of {a['lambda_mean']:.2f}, so measured verifier rounds R/R* (the primary cost "
@@ -118,39 +119,79 @@ class Analysis:
 
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
-                    draws: DrawCache | None = None) -> pd.DataFrame:
+                    draws: DrawCache | None = None, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
+                    cells_df: pd.DataFrame | None = None) -> pd.DataFrame:
     """OUT/censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
 
-    Uses the cell table's draws (same seed, group and items); the AFT fits use the first
-    ``n_resamples_aft`` of them, since each resample is a maximum-likelihood fit.
+    Uses the cell table's draws over each cell's own items (same seed, group and item set);
+    ``n_items`` is the cell's own. Plain lambda and its interval are the cell table's
+    (``cells_df``, computed with the default interval when not given). AFT intervals:
+    cluster-robust sandwich from one fit (default), or ``aft_ci="bootstrap"``: refits on the
+    first ``n_resamples_aft`` draws.
     """
-    units = cell_units(runs.paired)
+    draws = draws if draws is not None else DrawCache(seed, n_resamples)
+    if cells_df is None:
+        cells_df = compute_cells(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level,
+                                 draws=draws).to_frame()
     every_group_items = all_group_items(runs)
-    rows = []
-    for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
+    rows: list[dict] = []
+    opts = {"n_resamples_aft": min(n_resamples_aft, n_resamples), "aft_ci": aft_ci}
+    for group_df in cell_units(runs.paired).partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        items = every_group_items[group]
-        index = {it: i for i, it in enumerate(items)}
-        counts = draws.counts(group, len(items)) if draws is not None else counts_for_group(seed, group, len(items), n_resamples)
-        for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
-            arrays = (af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
-                                                  "censored_star", "max_new_tokens_star"))
+        rows.extend(_censoring_group(group_df, group, len(every_group_items[group]), draws, confidence_level, opts))
+    return _plain_lambda_from_cells(pd.DataFrame(rows), cells_df)
+
+
+def _censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float,
+                     opts: dict) -> list[dict]:
+    """Censoring rows of one group's cells: one matrix product per item set for all their resampled sums."""
+    prepared, keys, by_items = [], [], {}
+    for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
+        own = tuple(sorted(set(af.get_column("item_id").to_list())))
+        counts = draws.item_counts(group, own, complete=len(own) == n_group)
+        arrays = (af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
+                                              "censored_star", "max_new_tokens_star"))
+        prepared.append(prepare_cell(*arrays, counts, item_index=item_positions(af, {it: i for i, it in enumerate(own)}),
+                                     confidence_level=level))
+        keys.append({k: af.row(0, named=True)[k] for k in CELL_KEY})
+        by_items.setdefault(own, []).append(len(prepared) - 1)
+    rows: list[dict] = [{}] * len(prepared)
+    for members in by_items.values():
+        X = np.concatenate([prepared[j].X for j in members], axis=1)
+        S = prepared[members[0]].d.counts @ X  # one pass over the counts for every cell on these items
+        w = prepared[members[0]].X.shape[1]
+        for pos, j in enumerate(members):
             with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
-                cell = censoring_cell(*arrays, counts, item_index=item_positions(af, index),
-                                      n_resamples_aft=min(n_resamples_aft, n_resamples), confidence_level=confidence_level)
-            rows.append({**{k: af.row(0, named=True)[k] for k in CELL_KEY}, **cell.to_row()})
-    return pd.DataFrame(rows)
+                cell = prepared[j].finish(S[:, pos * w:(pos + 1) * w], **opts)
+            rows[j] = {**keys[j], **cell.to_row()}
+    return rows
+
+
+def _plain_lambda_from_cells(cz: pd.DataFrame, cells_df: pd.DataFrame) -> pd.DataFrame:
+    """Plain lambda's interval taken from the cell table (same draws and definition, the cell table's method)."""
+    if cz.empty or cells_df.empty:
+        return cz
+    keys = list(CELL_KEY)
+    src = cells_df[keys + ["lambda_lo", "lambda_hi"]].rename(columns={"lambda_lo": "_lo", "lambda_hi": "_hi"})
+    merged = cz.merge(src, on=keys, how="left", validate="one_to_one")
+    cz["lambda_plain_lo"] = merged["_lo"].to_numpy()
+    cz["lambda_plain_hi"] = merged["_hi"].to_numpy()
+    return cz
 
 
 def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-            ci: Literal["percentile", "bca"] = "percentile", confidence_level: float = DEFAULT_CONFIDENCE,
+            ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
-            proposals: bool = True) -> Analysis:
+            proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
+            include_small: bool = False) -> Analysis:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
     ----------
-    n_resamples_aft : resamples for the censoring-aware AFT intervals (each one a likelihood fit).
+    ci : cell intervals: ``studentized`` (default), ``percentile`` or ``bca`` (see :func:`lengthlens.cells`).
+    aft_ci : AFT intervals: ``sandwich`` (cluster-robust by item, default) or ``bootstrap`` (refits).
+    n_resamples_aft : resamples for the AFT bootstrap intervals (each one a likelihood fit; only with ``aft_ci="bootstrap"``).
+    include_small : keep cells with fewer than 10 items (``small_n``) in Table 3 and the headline.
     proposals : aggregate proposals.jsonl (tokens accepted only because of the relaxation) where present.
     """
     draws = DrawCache(seed, n_resamples)
@@ -159,16 +200,18 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     tables = {
         "cells": cells_df,
         "arms": compute_arms(runs),
-        "table3": compute_table3(cell_table, alphas=alphas) if not cells_df.empty else pd.DataFrame(),
+        "table3": (compute_table3(cell_table, alphas=alphas, include_small=include_small) if not cells_df.empty
+                   else pd.DataFrame()),
         "alpha_selected": alpha_selected(cells_df),
         "skipped": runs.skipped.to_pandas(),
     }
     notes: list[str] = []
     if not cells_df.empty:
         tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
-                                              confidence_level=confidence_level, draws=draws)
+                                              confidence_level=confidence_level, draws=draws, aft_ci=aft_ci,
+                                              cells_df=cells_df)
         attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level, draws=draws,
-                           table3_cells=table3_cells(cells_df, alphas))
+                           table3_cells=table3_cells(cells_df, alphas, include_small=include_small))
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         if attr.logged_disagreements:
@@ -182,7 +225,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         if extra is not None:
             tables["extra_tokens"] = extra
     settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
-                "n_resamples_aft": min(n_resamples_aft, n_resamples)}
+                "aft_ci": aft_ci, "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
+                "include_small": include_small}
     return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes))
 
 

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
 from lengthlens.stats.aft import _DISTS, DEFAULT_AFT_RESAMPLES, AFTFit, fit_aft
 from lengthlens.stats.aft_bootstrap import AFTBootstrap, _percentile, fit_aft_bootstrap
+from lengthlens.stats.aft_sandwich import aft_sandwich
 from lengthlens.stats.survival import (
     KaplanMeier,
     _html,
@@ -27,7 +28,7 @@ from lengthlens.stats.survival import (
     restricted_means_many,
 )
 
-__all__ = ["CensoringCell", "censoring_cell", "DEFAULT_AFT_RESAMPLES"]
+__all__ = ["CensoringCell", "PreparedCell", "censoring_cell", "prepare_cell", "DEFAULT_AFT_RESAMPLES"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -44,8 +45,9 @@ class CensoringCell:
     censored (biased too — it drops the longest relaxed completions — shown for contrast);
     ``rmst_ratio`` compares restricted means up to ``rmst_tau`` (equal to plain lambda when both
     arms share one budget); ``lambda_aft[dist]`` is the AFT time ratio (see the module docstring
-    for what it estimates). Intervals: paired percentile bootstrap over items from the lead's
-    ``counts`` (all rows for the cheap ratios, the first ``n_resamples_aft`` rows for AFT).
+    for what it estimates). Intervals: paired percentile bootstrap over the cell's items from
+    ``counts`` for the ratios; for AFT the cluster-robust sandwich (``aft_ci_method="sandwich"``)
+    or refits on the first ``n_resamples_aft`` rows (``"bootstrap"``).
     """
 
     n_items: int
@@ -72,10 +74,11 @@ class CensoringCell:
     n_uncensored_pairs: int
     aft: dict[str, AFTFit]
     aft_ci: dict[str, tuple[float, float]]
-    aft_boot: dict[str, AFTBootstrap] = field(repr=False)
+    aft_boot: dict[str, AFTBootstrap | None] = field(repr=False)
     n_resamples: int
     n_resamples_aft: int
     confidence_level: float
+    aft_ci_method: str = "sandwich"
 
     def to_row(self) -> dict[str, Any]:
         """Flat columns for OUT/censoring.csv (None/NaN where not identified)."""
@@ -117,11 +120,12 @@ class CensoringCell:
             row[f"{p}_lo"], row[f"{p}_hi"] = ci
             row[f"{p}_sigma"] = fit.sigma
             row[f"{p}_converged"] = fit.converged
-            row[f"{p}_boot_infinite"] = boot.n_infinite
-            row[f"{p}_boot_failed"] = boot.n_failed
+            row[f"{p}_boot_infinite"] = boot.n_infinite if boot is not None else None
+            row[f"{p}_boot_failed"] = boot.n_failed if boot is not None else None
             row[f"{p}_reason"] = fit.reason
         row["n_resamples"] = self.n_resamples
         row["n_resamples_aft"] = self.n_resamples_aft
+        row["aft_ci"] = self.aft_ci_method
         row["confidence_level"] = self.confidence_level
         return row
 
@@ -140,7 +144,9 @@ class CensoringCell:
         note = (
             f"{self.n_items} items; censored {self.censored_frac:.0%} (relaxed) vs "
             f"{self.censored_frac_star:.0%} (baseline); {self.confidence_level:.0%} paired percentile "
-            f"bootstrap ({self.n_resamples} resamples, {self.n_resamples_aft} for AFT)."
+            f"bootstrap ({self.n_resamples} resamples); AFT: "
+            + (f"bootstrap ({self.n_resamples_aft} refits)." if self.aft_ci_method == "bootstrap"
+               else "cluster-robust sandwich by item, t(G-1).")
         )
         return _html("Length ratio with censoring", self.to_frame(), note)
 
@@ -171,159 +177,190 @@ def censoring_cell(
     item_index_star: np.ndarray | None = None,
     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
     confidence_level: float = 0.95,
+    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
 ) -> CensoringCell:
     """All censoring-aware length summaries of one cell, with intervals from the shared ``counts``.
 
     ``L``/``censored``/``budget`` describe the relaxed arm's runs, the ``_star`` arguments the
     lossless baseline's; ``budget`` is a scalar or one value per run (None if unknown; it is then
-    only missing from the report). ``counts`` (B, n_items) is the lead's item bootstrap matrix.
-    With one run per item (``item_index=None``) arrays are aligned by item. With several runs per
-    item pass ``item_index`` (run -> counts column); ``item_index_star`` defaults to it, meaning
-    both arms' arrays are aligned run by run (same item and seed), so "pairs" are runs. If the
-    arms' runs are not aligned, pass ``item_index_star`` and pairs become items: an item counts as
-    an uncensored pair when none of its runs on either side is censored.
+    only missing from the report). ``counts`` (B, n_items) is the cell's item bootstrap matrix
+    (float64 avoids a copy). With one run per item (``item_index=None``) arrays are aligned by item.
+    With several runs per item pass ``item_index`` (run -> counts column); ``item_index_star``
+    defaults to it, meaning both arms' arrays are aligned run by run (same item and seed), so
+    "pairs" are runs. If the arms' runs are not aligned, pass ``item_index_star`` and pairs become
+    items: an item counts as an uncensored pair when none of its runs on either side is censored.
+    ``aft_ci``: ``sandwich`` (default; cluster-robust by item, t(G-1), one fit) or ``bootstrap``
+    (refits on the first ``n_resamples_aft`` rows of ``counts``, percentile interval).
     """
-    L = np.asarray(L, dtype=float)
-    Ls = np.asarray(L_star, dtype=float)
-    c = np.asarray(censored, dtype=bool)
-    cs = np.asarray(censored_star, dtype=bool)
-    counts = np.asarray(counts)
-    if counts.ndim != 2:
-        raise ValueError("counts must be (B, n_items)")
-    B, n_items = counts.shape
-    aligned = item_index_star is None
-    if item_index is None:
-        if item_index_star is not None:
-            raise ValueError("item_index_star needs item_index")
-        if not (len(L) == len(Ls) == n_items):
-            raise ValueError("with item_index=None both arms need one run per item (= counts columns)")
-        idx = np.arange(n_items)
-        idx_s = idx
-    else:
-        idx = np.asarray(item_index, dtype=int)
-        idx_s = idx if aligned else np.asarray(item_index_star, dtype=int)
-    if not (L.shape == c.shape == idx.shape and Ls.shape == cs.shape == idx_s.shape):
-        raise ValueError("lengths, censored flags and item indices must align within each arm")
-    if aligned and len(L) != len(Ls):
-        raise ValueError("aligned arms (no item_index_star) need the same number of runs")
-    if idx.min() < 0 or max(idx.max(), idx_s.max()) >= n_items:
-        raise ValueError("item_index out of range of counts columns")
-    b_run, b_max = _budget_summary(budget, len(L))
-    bs_run, bs_max = _budget_summary(budget_star, len(Ls))
-    Cf = counts.astype(float)
+    prepared = prepare_cell(L, censored, budget, L_star, censored_star, budget_star, counts, item_index=item_index,
+                            item_index_star=item_index_star, confidence_level=confidence_level)
+    return prepared.finish(prepared.d.counts @ prepared.X, n_resamples_aft=n_resamples_aft, aft_ci=aft_ci)
 
-    # Kaplan–Meier per side and restricted means up to a horizon both sides identify.
-    km = kaplan_meier(L, c, confidence_level=confidence_level)
-    km_s = kaplan_meier(Ls, cs, confidence_level=confidence_level)
-    tau_candidates = [km.horizon, km_s.horizon]
-    if b_max is not None:
-        tau_candidates.append(b_max)
-    if bs_max is not None:
-        tau_candidates.append(bs_max)
-    tau = min(tau_candidates)
+
+def prepare_cell(L, censored, budget, L_star, censored_star, budget_star, counts, *, item_index=None,
+                 item_index_star=None, confidence_level: float = 0.95) -> "PreparedCell":
+    """Everything of :func:`censoring_cell` before its one matrix product: validation, Kaplan–Meier, tau and
+    the per-item columns whose resampled sums give the ratio intervals (``PreparedCell.X``).
+
+    The censoring table stacks the columns of every cell that shares an item set and multiplies
+    the counts once per item set, not once per cell.
+    """
+    d = _CellData.build(L, censored, L_star, censored_star, counts, item_index, item_index_star)
+    km = kaplan_meier(d.L, d.c, confidence_level=confidence_level)
+    km_s = kaplan_meier(d.Ls, d.cs, confidence_level=confidence_level)
+    b_run, b_max = _budget_summary(budget, len(d.L))
+    bs_run, bs_max = _budget_summary(budget_star, len(d.Ls))
+    tau = min([km.horizon, km_s.horizon] + [b for b in (b_max, bs_max) if b is not None])
     if not math.isfinite(tau):
         tau = max(km.max_time, km_s.max_time)
-    rmst, rmst_s = km.restricted_mean(tau), km_s.restricted_mean(tau)
-    def item_sums(values: np.ndarray, index: np.ndarray) -> np.ndarray:
-        """Per-resample weighted sums of per-run values, via per-item totals (no (B, runs) gather)."""
-        return Cf @ np.bincount(index, weights=values, minlength=n_items)
+    keep, keep_s, n_pairs = d.uncensored_pairs()
+    one, one_s = np.ones(len(d.L)), np.ones(len(d.Ls))
+    cols = [(d.L, d.idx), (one, d.idx), (d.Ls, d.idx_s), (one_s, d.idx_s),
+            (d.L * keep, d.idx), (one * keep, d.idx), (d.Ls * keep_s, d.idx_s), (one_s * keep_s, d.idx_s),
+            (np.minimum(d.L, tau), d.idx), (np.minimum(d.Ls, tau), d.idx_s)]
+    n = d.counts.shape[1]
+    X = np.stack([np.bincount(index, weights=values, minlength=n) for values, index in cols], axis=1)
+    budgets_differ = (None if b_run is None or bs_run is None
+                      else bool(np.unique(np.concatenate([b_run, bs_run])).size > 1))
+    return PreparedCell(d, km, km_s, float(tau), b_max, bs_max, budgets_differ, keep, keep_s, n_pairs, X,
+                        confidence_level)
 
-    def resampled_rmst(lengths: np.ndarray, cens: np.ndarray, index: np.ndarray) -> np.ndarray:
-        # Censoring only at or beyond tau: KM up to tau is the empirical law, so the restricted
-        # mean is a weighted mean of min(L, tau) for every resample (a matrix product).
-        if not np.any(cens & (lengths < tau)):
-            return item_sums(np.minimum(lengths, tau), index) / item_sums(np.ones(len(lengths)), index)
-        return restricted_means_many(lengths, (~cens).astype(float), Cf[:, index], tau)
 
-    rm_b = resampled_rmst(L, c, idx)
-    rms_b = resampled_rmst(Ls, cs, idx_s)
-    rmst_ci = _ratio_ci(rm_b, rms_b, confidence_level)
+@dataclass(frozen=True, eq=False)
+class PreparedCell:
+    """A cell ready for its resampled sums ``counts @ X`` (see :func:`prepare_cell`)."""
 
-    # Plain lambda (ratio of per-run means; censored runs at their budget) and its bootstrap.
-    lam = float(L.mean() / Ls.mean())
-    ones, ones_s = np.ones(len(L)), np.ones(len(Ls))
-    lam_ci = _ratio_ci(
-        item_sums(L, idx) / item_sums(ones, idx), item_sums(Ls, idx_s) / item_sums(ones_s, idx_s), confidence_level
-    )
+    d: "_CellData"
+    km: KaplanMeier
+    km_s: KaplanMeier
+    tau: float
+    budget: float | None
+    budget_star: float | None
+    budgets_differ: bool | None
+    keep: np.ndarray
+    keep_s: np.ndarray
+    n_pairs: int
+    X: np.ndarray
+    level: float
 
-    # Plain lambda on pairs where neither side is censored.
-    if aligned:
-        keep = ~c & ~cs
-        keep_s = keep
-        n_pairs = int(keep.sum())
-    else:
-        bad_item = np.zeros(n_items, dtype=bool)
-        bad_item[idx[c]] = True
-        bad_item[idx_s[cs]] = True
-        has = np.zeros(n_items, dtype=bool)
-        has[idx] = True
-        has_s = np.zeros(n_items, dtype=bool)
-        has_s[idx_s] = True
-        keep, keep_s = ~bad_item[idx], ~bad_item[idx_s]
-        n_pairs = int(np.sum(~bad_item & has & has_s))
-    if n_pairs:
-        lam_u = float(L[keep].mean() / Ls[keep_s].mean())
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lam_u_ci = _ratio_ci(
-                item_sums(L * keep, idx) / item_sums(ones * keep, idx),
-                item_sums(Ls * keep_s, idx_s) / item_sums(ones_s * keep_s, idx_s),
-                confidence_level,
-            )
-    else:
-        lam_u, lam_u_ci = math.nan, (math.nan, math.nan)
+    def finish(self, S: np.ndarray, *, n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
+               aft_ci: Literal["sandwich", "bootstrap"] = "sandwich") -> CensoringCell:
+        """The CensoringCell from the resampled sums ``S = counts @ X`` (B, 10)."""
+        if aft_ci not in ("sandwich", "bootstrap"):
+            raise ValueError(f"aft_ci must be 'sandwich' or 'bootstrap', not {aft_ci!r}")
+        d = self.d
+        rmst, rmst_s = self.km.restricted_mean(self.tau), self.km_s.restricted_mean(self.tau)
+        n_aft = min(n_resamples_aft, d.counts.shape[0]) if aft_ci == "bootstrap" else 0
+        fits, cis, boots = _aft_estimates(d, n_aft, self.level)
+        return CensoringCell(
+            n_items=d.counts.shape[1], n_runs=len(d.L), n_runs_star=len(d.Ls), budget=self.budget,
+            budget_star=self.budget_star, budgets_differ=self.budgets_differ, censored_frac=float(d.c.mean()),
+            censored_frac_star=float(d.cs.mean()), km=self.km, km_star=self.km_s, rmst_tau=self.tau, rmst=rmst,
+            rmst_star=rmst_s, rmst_ratio=rmst / rmst_s, **_ratio_estimates(self, S),
+            aft=fits, aft_ci=cis, aft_boot=boots, n_resamples=d.counts.shape[0], n_resamples_aft=n_aft,
+            confidence_level=self.level, aft_ci_method=aft_ci,
+        )
 
-    # AFT fits on both arms pooled; a resample weights each run by its item's count.
-    lengths = np.concatenate([L, Ls])
-    cens_all = np.concatenate([c, cs])
-    x = np.concatenate([np.ones(len(L)), np.zeros(len(Ls))])
-    items_all = np.concatenate([idx, idx_s])
-    n_aft = min(n_resamples_aft, B)
-    Waft = Cf[:n_aft][:, items_all]
+
+@dataclass(frozen=True, eq=False)
+class _CellData:
+    """One cell's runs, validated: lengths, censored flags and counts columns per arm."""
+
+    L: np.ndarray
+    c: np.ndarray
+    Ls: np.ndarray
+    cs: np.ndarray
+    idx: np.ndarray
+    idx_s: np.ndarray
+    aligned: bool
+    counts: np.ndarray
+
+    @classmethod
+    def build(cls, L, censored, L_star, censored_star, counts, item_index, item_index_star) -> "_CellData":
+        L, Ls = np.asarray(L, dtype=float), np.asarray(L_star, dtype=float)
+        c, cs = np.asarray(censored, dtype=bool), np.asarray(censored_star, dtype=bool)
+        counts = np.asarray(counts, dtype=float)  # no copy when the caller passes float64
+        if counts.ndim != 2:
+            raise ValueError("counts must be (B, n_items)")
+        n_items = counts.shape[1]
+        aligned = item_index_star is None
+        if item_index is None:
+            if item_index_star is not None:
+                raise ValueError("item_index_star needs item_index")
+            if not (len(L) == len(Ls) == n_items):
+                raise ValueError("with item_index=None both arms need one run per item (= counts columns)")
+            idx = idx_s = np.arange(n_items)
+        else:
+            idx = np.asarray(item_index, dtype=int)
+            idx_s = idx if aligned else np.asarray(item_index_star, dtype=int)
+        if not (L.shape == c.shape == idx.shape and Ls.shape == cs.shape == idx_s.shape):
+            raise ValueError("lengths, censored flags and item indices must align within each arm")
+        if aligned and len(L) != len(Ls):
+            raise ValueError("aligned arms (no item_index_star) need the same number of runs")
+        if idx.min() < 0 or max(idx.max(), idx_s.max()) >= n_items:
+            raise ValueError("item_index out of range of counts columns")
+        return cls(L, c, Ls, cs, idx, idx_s, aligned, counts)
+
+    def uncensored_pairs(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """Runs kept on each side for lambda on uncensored pairs, and the number of pairs."""
+        if self.aligned:
+            keep = ~self.c & ~self.cs
+            return keep, keep, int(keep.sum())
+        n = self.counts.shape[1]
+        bad = np.zeros(n, dtype=bool)
+        bad[self.idx[self.c]] = True
+        bad[self.idx_s[self.cs]] = True
+        has, has_s = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        has[self.idx], has_s[self.idx_s] = True, True
+        return ~bad[self.idx], ~bad[self.idx_s], int(np.sum(~bad & has & has_s))
+
+
+def _ratio_estimates(p: PreparedCell, S: np.ndarray) -> dict[str, Any]:
+    """Plain lambda, lambda on uncensored pairs and the restricted-mean ratio's interval from ``S = counts @ X``."""
+    d, tau, level = p.d, p.tau, p.level
+    # Censoring only at or beyond tau: KM up to tau is the empirical law, so the restricted mean is
+    # a weighted mean of min(L, tau) for every resample (columns 8 and 9 of S).
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rm_b = (S[:, 8] / S[:, 1] if not np.any(d.c & (d.L < tau))
+                else restricted_means_many(d.L, (~d.c).astype(float), d.counts[:, d.idx], tau))
+        rms_b = (S[:, 9] / S[:, 3] if not np.any(d.cs & (d.Ls < tau))
+                 else restricted_means_many(d.Ls, (~d.cs).astype(float), d.counts[:, d.idx_s], tau))
+        out: dict[str, Any] = {
+            "rmst_ratio_ci": _ratio_ci(rm_b, rms_b, level),
+            "lambda_plain": float(d.L.mean() / d.Ls.mean()),
+            "lambda_plain_ci": _ratio_ci(S[:, 0] / S[:, 1], S[:, 2] / S[:, 3], level),
+            "n_uncensored_pairs": p.n_pairs,
+        }
+        if p.n_pairs:
+            out["lambda_uncensored_pairs"] = float(d.L[p.keep].mean() / d.Ls[p.keep_s].mean())
+            out["lambda_uncensored_pairs_ci"] = _ratio_ci(S[:, 4] / S[:, 5], S[:, 6] / S[:, 7], level)
+        else:
+            out["lambda_uncensored_pairs"], out["lambda_uncensored_pairs_ci"] = math.nan, (math.nan, math.nan)
+    return out
+
+
+def _aft_estimates(d: _CellData, n_boot: int, level: float):
+    """AFT fits (both arms pooled) per law with a sandwich interval, or a bootstrap one when ``n_boot`` > 0."""
+    lengths = np.concatenate([d.L, d.Ls])
+    cens = np.concatenate([d.c, d.cs])
+    x = np.concatenate([np.ones(len(d.L)), np.zeros(len(d.Ls))])
+    items = np.concatenate([d.idx, d.idx_s])
     fits: dict[str, AFTFit] = {}
     cis: dict[str, tuple[float, float]] = {}
-    boots: dict[str, AFTBootstrap] = {}
-    lo_q, hi_q = (1 - confidence_level) / 2, 1 - (1 - confidence_level) / 2
-    positive = bool(np.all(lengths > 0))
+    boots: dict[str, AFTBootstrap | None] = {}
     for dist in _DISTS:
-        if not positive:
+        if not bool(np.all(lengths > 0)):
             reason = "AFT not fitted: a completion of length 0 (log-length undefined)"
             fits[dist] = AFTFit(dist, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
-                                float(len(lengths)), float((~cens_all).sum()), False, 0, reason)
-            boots[dist] = AFTBootstrap(dist, np.full(n_aft, np.nan), np.zeros(n_aft, bool), 0, n_aft)
-            cis[dist] = (math.nan, math.nan)
+                                float(len(lengths)), float((~cens).sum()), False, 0, reason)
+            cis[dist], boots[dist] = (math.nan, math.nan), None
             continue
-        fit = fit_aft(lengths, cens_all, x, None, dist)
-        boot = fit_aft_bootstrap(lengths, cens_all, x, Waft, dist, start=fit)
-        lam_b = np.exp(boot.beta)
-        fits[dist], boots[dist] = fit, boot
-        cis[dist] = (_percentile(lam_b, lo_q), _percentile(lam_b, hi_q))
-
-    return CensoringCell(
-        n_items=n_items,
-        n_runs=len(L),
-        n_runs_star=len(Ls),
-        budget=b_max,
-        budget_star=bs_max,
-        budgets_differ=None if b_run is None or bs_run is None
-        else bool(np.unique(np.concatenate([b_run, bs_run])).size > 1),
-        censored_frac=float(c.mean()),
-        censored_frac_star=float(cs.mean()),
-        km=km,
-        km_star=km_s,
-        rmst_tau=float(tau),
-        rmst=rmst,
-        rmst_star=rmst_s,
-        rmst_ratio=rmst / rmst_s,
-        rmst_ratio_ci=rmst_ci,
-        lambda_plain=lam,
-        lambda_plain_ci=lam_ci,
-        lambda_uncensored_pairs=lam_u,
-        lambda_uncensored_pairs_ci=lam_u_ci,
-        n_uncensored_pairs=n_pairs,
-        aft=fits,
-        aft_ci=cis,
-        aft_boot=boots,
-        n_resamples=B,
-        n_resamples_aft=n_aft,
-        confidence_level=confidence_level,
-    )
+        fits[dist] = fit = fit_aft(lengths, cens, x, None, dist)
+        if n_boot:
+            boot = boots[dist] = fit_aft_bootstrap(lengths, cens, x, d.counts[:n_boot][:, items], dist, start=fit)
+            lam_b = np.exp(boot.beta)
+            cis[dist] = (_percentile(lam_b, (1 - level) / 2), _percentile(lam_b, 1 - (1 - level) / 2))
+        else:
+            boots[dist] = None
+            cis[dist] = aft_sandwich(fit, lengths, cens, x, items, level).ci
+    return fits, cis, boots

@@ -127,17 +127,20 @@ def _relaxed_rules(df: pd.DataFrame) -> pd.DataFrame:
     return df[~df["method"].astype(str).str.endswith("_force_commit")]
 
 
-def table3_cells(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest") -> pd.DataFrame:
+def table3_cells(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest", *,
+                 include_small: bool = False) -> pd.DataFrame:
     """The cells Table 3 summarises (one place, so filters on which cells enter apply everywhere).
 
     ``_rep`` is each cell's column in the CellTable's kept bootstrap replicates (absent for a DataFrame).
+    Cells with fewer than 10 items (``small_n``) among those chosen are left out unless ``include_small``.
     """
     if isinstance(cells, CellTable):
         df = cells.to_frame()
         df["_rep"] = np.arange(len(df))
     else:
         df = cells
-    return select_alphas(_relaxed_rules(df), alphas)
+    picked = select_alphas(_relaxed_rules(df), alphas)
+    return picked if include_small else _drop_small(picked, False)[0]
 
 
 def _mean_delta(d: pd.DataFrame, graded: pd.Series, replicates: np.ndarray | None) -> dict:
@@ -165,7 +168,8 @@ def _accuracy_counts(d: pd.DataFrame, graded: pd.Series) -> dict:
     }
 
 
-def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest") -> pd.DataFrame:
+def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest", *,
+           include_small: bool = False) -> pd.DataFrame:
     """The study's Table 3: per method and over all cells, central values and how many cells lose.
 
     Columns: n_cells; mean/median of gain, lambda, rounds_ratio (R/R*, the primary cost measure),
@@ -176,10 +180,13 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
     report), accuracy_delta_pp_mean with a bootstrap interval (needs a CellTable: per resample, the
     mean over the cells' replicates, each from its group's item draws); cells where the predicted
     rounds win (lambda/gain_pooled < 1) or the measured rounds win (rounds_ratio < 1) while time
-    loses (time_ratio >= 1). Intervention arms are left out: Table 4 reports them.
+    loses (time_ratio >= 1). Intervention arms are left out: Table 4 reports them. Cells with
+    fewer than 10 items (``small_n``) among those chosen are left out too unless ``include_small``;
+    ``n_small_excluded`` counts them.
     """
     replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
-    df = table3_cells(cells, alphas)
+    # After the choice of alpha: the small cells that would have entered.
+    df, n_small = _drop_small(table3_cells(cells, alphas, include_small=True), include_small)
 
     def summarize(d: pd.DataFrame, label: str) -> dict:
         graded = d["drop_2pp"].notna()
@@ -199,6 +206,18 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
         })
         return row
 
-    rows = [summarize(d, str(m)) for m, d in df.groupby("method", sort=True)]
+    methods = sorted(set(df["method"].astype(str)) | set(n_small)) if not df.empty or n_small else []
+    rows = [summarize(df[df["method"].astype(str) == m], m) for m in methods]  # a rule whose cells were all small keeps its row
     rows.append(summarize(df, "all"))
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out["n_small_excluded"] = [int(n_small.get(r, 0)) for r in out["method"]]
+    out.loc[out["method"] == "all", "n_small_excluded"] = int(sum(n_small.values()))
+    return out
+
+
+def _drop_small(df: pd.DataFrame, include_small: bool) -> tuple[pd.DataFrame, dict[str, int]]:
+    """Cells with fewer than 10 items (``small_n``) out, unless asked; how many per method were left out."""
+    if include_small or df.empty or "small_n" not in df:
+        return df, {}
+    small = df["small_n"].astype(bool)
+    return df[~small], {str(k): int(v) for k, v in df.loc[small, "method"].value_counts().items()}

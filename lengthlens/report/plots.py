@@ -45,6 +45,11 @@ from lengthlens.report.plot_style import (
 )
 
 
+def _with_ci(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose interval is drawn: cells with fewer than 10 items (``small_n``) get their point only."""
+    return df[~df["small_n"].astype(bool)] if "small_n" in df else df
+
+
 def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
     """Per cell, the per-round gain against the length ratio; above the line lambda = gain measured rounds lose.
 
@@ -62,7 +67,8 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
         show_ci = len(df) <= 80  # intervals clutter beyond that; the forest plot carries them
         for (m, d), g in df.groupby(["method", "dataset"], sort=True):
             if show_ci and "lambda_lo" in g:
-                ax.vlines(g["gain"], g["lambda_lo"], g["lambda_hi"], color=colors[m], alpha=0.35, lw=0.8, zorder=2)
+                gc = _with_ci(g)
+                ax.vlines(gc["gain"], gc["lambda_lo"], gc["lambda_hi"], color=colors[m], alpha=0.35, lw=0.8, zorder=2)
             ax.scatter(g["gain"], g["lambda"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
                        edgecolors="white", linewidths=0.4, zorder=3)
         lo = float(min(df["gain"].min(), df["lambda"].min(), 1.0)) - 0.05
@@ -114,7 +120,8 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, max_labels: int = 30) -> Fig
             y = np.arange(len(g))
             for m, gm in g.groupby("method"):
                 yy = y[gm.index]
-                ax.hlines(yy, gm["lambda_lo"], gm["lambda_hi"], color=colors[m], lw=1.0, alpha=0.8)
+                gc = _with_ci(gm)
+                ax.hlines(y[gc.index], gc["lambda_lo"], gc["lambda_hi"], color=colors[m], lw=1.0, alpha=0.8)
                 ax.plot(gm["lambda"], yy, "o", color=colors[m], ms=3.2 if per <= max_labels else 2.2)
             ax.axvline(1, color="#98a2b3", lw=0.9, ls="--")
             ax.set_ylim(-1, max(len(g), 1))
@@ -175,7 +182,8 @@ def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> 
         show_ci = len(g_all) <= 60
         for (m, d), g in g_all.groupby(["method", "dataset"], sort=True):
             if show_ci and "accuracy_delta_lo" in g:
-                ax.vlines(g["gain"], g["accuracy_delta_lo"], g["accuracy_delta_hi"], color=colors[m], alpha=0.3, lw=0.8)
+                gc = _with_ci(g)
+                ax.vlines(gc["gain"], gc["accuracy_delta_lo"], gc["accuracy_delta_hi"], color=colors[m], alpha=0.3, lw=0.8)
             ax.scatter(g["gain"], g["accuracy_delta_pp"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
                        edgecolors="white", linewidths=0.4, zorder=3)
         ax.axhline(0, color="#98a2b3", lw=0.8)

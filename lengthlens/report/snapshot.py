@@ -128,7 +128,7 @@ def _cells_and_settings(obj: Any, settings: Mapping[str, Any] | None = None) -> 
 
         kw = {"n_resamples": int(settings.get("n_resamples") or DEFAULT_N_RESAMPLES),
               "seed": int(settings["seed"]) if settings.get("seed") is not None else DEFAULT_SEED,
-              "ci": settings.get("ci") or "percentile",
+              "ci": settings.get("ci") or "studentized",
               "confidence_level": float(settings.get("confidence_level") or DEFAULT_CONFIDENCE)}
         obj = compute_cells(obj, **kw)
     if isinstance(obj, CellTable):

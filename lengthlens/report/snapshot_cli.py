@@ -29,7 +29,7 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
     runs = _load_runs(args)
     settings = {"n_resamples": args.n_resamples or DEFAULT_N_RESAMPLES,
                 "seed": DEFAULT_SEED if args.seed is None else args.seed,
-                "ci": args.ci or "percentile", "confidence_level": DEFAULT_CONFIDENCE}
+                "ci": args.ci or "studentized", "confidence_level": DEFAULT_CONFIDENCE}
     path = save_snapshot(runs, args.output, settings=settings)
     n = len(json.loads(path.read_text())["cells"])
     print(f"wrote {n} cells to {path}")
@@ -61,7 +61,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the cache")
     p.add_argument("--n-resamples", type=int, default=None, help="bootstrap resamples (snapshot: default 10000; check: the snapshot's)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (check: the snapshot's unless given)")
-    p.add_argument("--ci", choices=("percentile", "bca"), default=None, help="interval method (check: the snapshot's)")
+    p.add_argument("--ci", choices=("studentized", "percentile", "bca"), default=None, help="interval method (check: the snapshot's)")
 
 
 def add_parsers(subparsers: Any) -> None:

@@ -17,10 +17,12 @@ import polars as pl
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.schema import GROUP_KEY, UNIT_KEY
+from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, moment_pairs
 from lengthlens.stats.metrics import (
     INTERVAL_METRICS,
     METRICS,
     SUM_FIELDS,
+    SUM_INDEX,
     drop_2pp,
     drop_2pp_point,
     evaluate,
@@ -33,9 +35,9 @@ from lengthlens.stats.resample import (
     DEFAULT_SEED,
     DrawCache,
     bca_interval,
-    counts_for_group,
     jackknife_sums,
     percentile_interval,
+    studentized_interval,
 )
 from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estimate
 
@@ -83,11 +85,6 @@ def item_sums(frame: pl.DataFrame, columns: list[str] | tuple[str, ...], index: 
     return X
 
 
-def _float_counts(draws: DrawCache | None, seed: int, group: tuple, n_items: int, n_resamples: int) -> np.ndarray:
-    return (draws.counts(group, n_items) if draws is not None
-            else counts_for_group(seed, group, n_items, n_resamples, dtype=np.float64))
-
-
 def all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
     """Every group's resampling units (its baseline's items, sorted), computed once."""
     base = runs.paired.filter(pl.col("method") == "strict").select(*GROUP_KEY, "item_id").unique()
@@ -97,8 +94,15 @@ def all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
     return out
 
 
+#: Cells with fewer items than this are flagged ``small_n``: their intervals are unreliable (left
+#: out of Table 3, the headline and the figures' interval bars unless asked for).
+SMALL_N_ITEMS = 10
+
+CI_METHODS = ("studentized", "percentile", "bca")
+
+
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-          ci: Literal["percentile", "bca"] = "percentile", confidence_level: float = DEFAULT_CONFIDENCE,
+          ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
           draws: DrawCache | None = None) -> CellTable:
     """Every cell (relaxed arm x its baseline on shared items) with item-level paired bootstrap intervals.
 
@@ -106,62 +110,28 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     ----------
     n_resamples : bootstrap resamples per group (the same draws serve every arm of the group).
     seed : with the group's names, fixes the draws: same seed, same numbers, bit for bit.
-    ci : ``percentile`` (default) or ``bca`` (bias-corrected and accelerated, jackknife over items).
+    ci : ``studentized`` (default: bootstrap-t on the log scale with the delta-method SE for ratio
+        metrics; percentile for the accuracy change), ``percentile``, or ``bca`` (bias-corrected
+        and accelerated, jackknife over items).
     draws : a DrawCache (same seed and n_resamples) to share the draws with other analyses.
+
+    A cell on every item of its group resamples with the group's draws (arms jointly consistent);
+    a cell on a subset of the items draws its own multinomial(n_cell) counts over those items.
     """
-    if ci not in ("percentile", "bca"):
-        raise ValueError(f"ci must be 'percentile' or 'bca', not {ci!r}")
-    units = cell_units(runs.paired)
-    q = unit_quantities(units)
+    if ci not in CI_METHODS:
+        raise ValueError(f"ci must be one of {CI_METHODS}, not {ci!r}")
+    draws = draws if draws is not None else DrawCache(seed, n_resamples)
+    if (draws.seed, draws.n_resamples) != (seed, n_resamples):
+        raise ValueError("draws must have the same seed and n_resamples as the cell table")
+    q = unit_quantities(cell_units(runs.paired))
     all_items = all_group_items(runs)
     out: list[Cell] = []
     delta_reps: list[np.ndarray] = []  # per group (B, n_cells): Table 3's mean accuracy change interval
-    n_q = len(SUM_FIELDS)
     for group_df in q.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        items = all_items[group]
-        item_index = {it: i for i, it in enumerate(items)}
-        arm_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
-        n_cells = len(arm_frames)
-        X = np.stack([item_sums(af, SUM_FIELDS, item_index) for af in arm_frames], axis=1)
-        X2 = X.reshape(len(items), n_cells * n_q)
-        # Columns repeat across cells (the baseline's sums on the same units, counts): multiply the
-        # distinct ones only.
-        uniq, inverse = np.unique(X2, axis=1, return_inverse=True)
-        counts = _float_counts(draws, seed, group, len(items), n_resamples)
-        boot = (counts @ uniq)[:, inverse.ravel()].reshape(n_resamples, n_cells, n_q)
-        del counts
-        point_sums = X.sum(axis=0)
-        point = evaluate(point_sums)
-        reps = evaluate(boot, INTERVAL_METRICS)
-        del boot
-        # One percentile call for every (metric, cell) of the group.
-        stacked = np.stack([reps[m] for m in INTERVAL_METRICS], axis=1)  # (B, n_metrics, n_cells)
-        if ci == "bca":
-            jack = evaluate(jackknife_sums(X2).reshape(len(items), n_cells, n_q), INTERVAL_METRICS)
-            jack_stacked = np.stack([jack[m] for m in INTERVAL_METRICS], axis=1)
-            pt = np.stack([point[m] for m in INTERVAL_METRICS], axis=0)
-            lo, hi, und = bca_interval(stacked, pt, jack_stacked, confidence_level)
-        else:
-            lo, hi, und = percentile_interval(stacked, confidence_level)
-        for j, af in enumerate(arm_frames):
-            key = af.row(0, named=True)
-            ests: dict[str, Estimate] = {}
-            for m in METRICS:
-                p = float(point[m.name][j])
-                if m.interval:
-                    k = INTERVAL_METRICS.index(m.name)
-                    ests[m.name] = Estimate(p, ConfidenceInterval(float(lo[k, j]), float(hi[k, j])), int(und[k, j]))
-                else:
-                    ests[m.name] = Estimate(p)
-            n_graded = int(point_sums[j, SUM_FIELDS.index("n_graded")])
-            extras = cell_extras(af, X[:, j, :], ests, n_graded, len(items))
-            out.append(Cell(
-                target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"],
-                params=key["params"], alpha=key["alpha"], n_items=int(af.get_column("item_id").n_unique()),
-                n_runs=af.height, n_graded=n_graded, estimates=ests, extras=extras,
-            ))
-        delta_reps.append(reps["accuracy_delta_pp"])
+        group_cells, delta = _group_cells(group_df, group, all_items[group], draws, ci, confidence_level)
+        out.extend(group_cells)
+        delta_reps.append(delta)
     return CellTable(cells=adjust_across_cells(out), n_resamples=n_resamples, seed=seed, ci_method=ci,
                      confidence_level=confidence_level,
                      replicates={"accuracy_delta_pp": np.concatenate(delta_reps, axis=1) if delta_reps else np.empty((0, 0))})
@@ -210,20 +180,131 @@ def adjust_across_cells(cells_: list[Cell]) -> tuple[Cell, ...]:
         for i, c in enumerate(cells_))
 
 
+def item_sets(present: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Cells grouped by the items they cover: [(item columns, cell columns)] from present (n_items, n_cells)."""
+    patterns, inverse = np.unique(present.T, axis=0, return_inverse=True)
+    return [(np.flatnonzero(p), np.flatnonzero(inverse.ravel() == k)) for k, p in enumerate(patterns)]
+
+
+def _group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], draws: DrawCache, ci: str,
+                 level: float) -> tuple[list[Cell], np.ndarray]:
+    """The cells of one group (sums by item, then intervals per item set with shared draws within a
+    set) and their accuracy-change replicates (B, n_cells) for Table 3's mean."""
+    item_index = {it: i for i, it in enumerate(items)}
+    arm_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
+    X = np.stack([item_sums(af, SUM_FIELDS, item_index) for af in arm_frames], axis=1)  # (n_items, n_cells, n_q)
+    point_sums = X.sum(axis=0)
+    point = evaluate(point_sums)
+    shape = (len(INTERVAL_METRICS), len(arm_frames))
+    lo, hi, und = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, dtype=np.int64)
+    delta = np.full((draws.n_resamples, len(arm_frames)), np.nan)
+    for cols, cell_cols in item_sets(X[:, :, SUM_INDEX["n"]] > 0):
+        own = [items[i] for i in cols]
+        counts = draws.item_counts(group, own, complete=len(cols) == len(items))
+        reps: dict[str, np.ndarray] = {}
+        lo[:, cell_cols], hi[:, cell_cols], und[:, cell_cols] = cell_intervals(X[cols][:, cell_cols], counts, ci, level,
+                                                                              replicates=reps)
+        delta[:, cell_cols] = reps["accuracy_delta_pp"]
+    cells_ = [_make_cell(af, point, point_sums[j], j, lo, hi, und, X[:, j, :], len(items)) for j, af in enumerate(arm_frames)]
+    return cells_, delta
+
+
+def cell_intervals(X: np.ndarray, counts: np.ndarray, ci: str, level: float, replicates: dict | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals of every interval metric for cells on the same items: (n_metrics, n_cells) lo, hi, undefined.
+
+    ``X`` (n_items, n_cells, n_q) holds the cells' item sums, ``counts`` (B, n_items) the draws.
+    ``replicates``, when given, receives the accuracy change's replicates (B, n_cells).
+    """
+    n_items, n_cells, n_q = X.shape
+    B = counts.shape[0]
+    stud = [m for m in INTERVAL_METRICS if ci == "studentized" and is_log_scale(m)]
+    pairs = moment_pairs(tuple(stud))
+    Xe = np.concatenate([X, item_products(X, pairs)], axis=2)  # sums, then item products for the SEs
+    X2 = Xe.reshape(n_items, -1)
+    # Columns repeat across cells (the baseline's sums on the same units, counts): multiply the distinct ones only.
+    uniq, inverse = np.unique(X2, axis=1, return_inverse=True)
+    boot = (counts @ uniq)[:, inverse.ravel()].reshape(B, n_cells, Xe.shape[2])
+    rest = [k for k, m in enumerate(INTERVAL_METRICS) if m not in stud]  # percentile or BCa for these
+    reps = evaluate(boot[..., :n_q], tuple(INTERVAL_METRICS[k] for k in rest) + ("accuracy_delta_pp",))
+    if replicates is not None:
+        replicates["accuracy_delta_pp"] = reps["accuracy_delta_pp"]
+    stacked = np.stack([reps[INTERVAL_METRICS[k]] for k in rest] or [np.zeros((B, n_cells))], axis=1)  # (B, n_rest, n_cells)
+    if ci == "bca":
+        jack = evaluate(jackknife_sums(X.reshape(n_items, -1)).reshape(n_items, n_cells, n_q), INTERVAL_METRICS)
+        jack_stacked = np.stack([jack[m] for m in INTERVAL_METRICS], axis=1)
+        point = evaluate(X.sum(axis=0))
+        pt = np.stack([point[m] for m in INTERVAL_METRICS], axis=0)
+        return bca_interval(stacked, pt, jack_stacked, level)
+    shape = (len(INTERVAL_METRICS), n_cells)
+    lo, hi, und = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, dtype=np.int64)
+    if rest:
+        lo[rest], hi[rest], und[rest] = percentile_interval(stacked, level)
+    sums = Xe.sum(axis=0)
+    for m in stud:
+        k = INTERVAL_METRICS.index(m)
+        lo[k], hi[k], und[k] = _studentized(m, sums, boot, n_q, pairs, n_items, level)
+    return lo, hi, und
+
+
+def _studentized(name: str, sums: np.ndarray, boot: np.ndarray, n_q: int, pairs, n_items: int, level: float):
+    """Bootstrap-t interval of one metric for every cell (log scale for ratios): lo, hi, undefined resamples."""
+    log = is_log_scale(name)
+    est, se = metric_and_se(name, sums[..., :n_q], sums[..., n_q:], pairs, n_items, log=log)
+    est_b, se_b = metric_and_se(name, boot[..., :n_q], boot[..., n_q:], pairs, n_items, log=log)
+    lo, hi, und = studentized_interval(est, se, est_b, se_b, level)
+    if not log:
+        return lo, hi, und
+    with np.errstate(over="ignore"):
+        return np.exp(lo), np.exp(hi), und
+
+
+def studentized_identity(X: np.ndarray, counts: np.ndarray, name: str, level: float):
+    """Bootstrap-t on the identity scale for one metric (used to check the accuracy change's coverage)."""
+    pairs = moment_pairs((name,))
+    Xe = np.concatenate([X, item_products(X, pairs)], axis=2)
+    boot = np.einsum("bi,icq->bcq", counts, Xe)
+    n_q = X.shape[2]
+    est, se = metric_and_se(name, Xe.sum(axis=0)[..., :n_q], Xe.sum(axis=0)[..., n_q:], pairs, X.shape[0], log=False)
+    est_b, se_b = metric_and_se(name, boot[..., :n_q], boot[..., n_q:], pairs, X.shape[0], log=False)
+    return studentized_interval(est, se, est_b, se_b, level)
+
+
+def _make_cell(af: pl.DataFrame, point: dict, sums: np.ndarray, j: int, lo: np.ndarray, hi: np.ndarray,
+               und: np.ndarray, item_x: np.ndarray, n_items_baseline: int) -> Cell:
+    key = af.row(0, named=True)
+    ests: dict[str, Estimate] = {}
+    for m in METRICS:
+        p = float(point[m.name][j])
+        if m.interval:
+            k = INTERVAL_METRICS.index(m.name)
+            ests[m.name] = Estimate(p, ConfidenceInterval(float(lo[k, j]), float(hi[k, j])), int(und[k, j]))
+        else:
+            ests[m.name] = Estimate(p)
+    n_graded = int(sums[SUM_FIELDS.index("n_graded")])
+    n_items = int(af.get_column("item_id").n_unique())
+    extras = {**cell_extras(af, item_x, ests, n_graded, n_items_baseline),
+              "small_n": n_items < SMALL_N_ITEMS, "undefined_resamples": int(und[:, j].max())}
+    return Cell(target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"],
+                params=key["params"], alpha=key["alpha"], n_items=n_items, n_runs=af.height, n_graded=n_graded,
+                estimates=ests, extras=extras)
+
+
 def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,
                         n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED, draws: DrawCache | None = None):
     """For each cell in ``units``, sums of ``columns`` over its units: point (Q,) and per resample (B, Q).
 
-    Uses the very draws of :func:`cells` (same seed, group and items), so a secondary analysis'
+    Uses the very draws of :func:`cells` (same seed, group and item set), so a secondary analysis'
     intervals are consistent with the cell table's. Yields (cell key dict, point, boot, n_items).
     """
+    draws = draws if draws is not None else DrawCache(seed, n_resamples)
     all_items = all_group_items(runs)
     for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
         items = all_items[group]
-        index = {it: i for i, it in enumerate(items)}
-        counts = _float_counts(draws, seed, group, len(items), n_resamples)
         for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
-            X = item_sums(af, columns, index)
+            own = sorted(set(af.get_column("item_id").to_list()))
+            X = item_sums(af, columns, {it: i for i, it in enumerate(own)})
             key = {k: af.row(0, named=True)[k] for k in CELL_KEY}
-            yield key, X.sum(axis=0), counts @ X, int(af.get_column("item_id").n_unique())
+            counts = draws.item_counts(group, own, complete=len(own) == len(items))
+            yield key, X.sum(axis=0), counts @ X, len(own)

@@ -115,6 +115,9 @@ class Metric:
     interval: bool
     ci_name: str | None = None  # column stem of the interval when it differs from ``name``
     description: str = ""
+    #: Scale of the studentized interval: "log" for positive ratios and means, "identity" for
+    #: differences (which keep the percentile interval, see README "Intervals").
+    scale: str = "log"
 
 
 METRICS: tuple[Metric, ...] = (
@@ -134,7 +137,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("accuracy", accuracy, False, description="accuracy of the relaxed arm on graded pairs"),
     Metric("accuracy_star", accuracy_star, False, description="accuracy of the baseline on the same graded pairs"),
     Metric("accuracy_delta_pp", accuracy_delta_pp, True, ci_name="accuracy_delta",
-           description="100 (accuracy - accuracy*), percentage points"),
+           description="100 (accuracy - accuracy*), percentage points", scale="identity"),
     Metric("censored_frac", censored_frac, False, description="share of relaxed runs cut at the budget"),
     Metric("censored_frac_star", censored_frac_star, False, description="share of baseline runs cut at the budget"),
 )

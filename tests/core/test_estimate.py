@@ -114,7 +114,7 @@ def test_intervals_agree_with_scipy_bootstrap(tmp_path):
     rng = np.random.default_rng(11)
     recs = _records(rng, 40, {"cactus": 1.3})
     runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", recs))
-    cell = ll.cells(runs, n_resamples=20_000, seed=3).get(method="cactus")
+    cell = ll.cells(runs, n_resamples=20_000, seed=3, ci="percentile").get(method="cactus")
     base = {r["item_id"]: r for r in recs if r["method"] == "strict"}
     rel = sorted((r for r in recs if r["method"] == "cactus"), key=lambda r: r["item_id"])
     L = np.array([r["output_tokens"] for r in rel], float)

@@ -89,3 +89,25 @@ def test_svg_is_inlineable_and_deterministic(example_analysis):
     # every referenced id is defined in the same SVG
     for ref in set(re.findall(r'(?:href|url\()\"?#([\w-]+)', a)):
         assert f'id="{ref}"' in a
+
+
+def test_small_n_cells_get_points_but_no_interval(example_analysis):
+    cells = example_analysis.tables["cells"].copy()
+    cells["small_n"] = False
+    cells.loc[cells.index[:4], "small_n"] = True
+    fig = F.fig_lambda_forest(cells)
+    segs = [s for ax in fig.axes for c in ax.collections for s in c.get_segments()]
+    big = cells[~cells["small_n"]]
+    assert sorted((round(s[0][0], 9), round(s[1][0], 9)) for s in segs) == sorted(
+        zip(big["lambda_lo"].round(9), big["lambda_hi"].round(9)))
+    pts = _scatter_points(F.fig_gain_vs_lambda(cells))
+    assert len(pts) == len(cells)  # every point still drawn
+    from matplotlib.collections import LineCollection
+
+    fig = F.fig_gain_vs_lambda(cells)
+    vert = {(round(s[0][0], 9), round(min(s[0][1], s[1][1]), 9), round(max(s[0][1], s[1][1]), 9))
+            for ax in fig.axes for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()}
+    want = set(zip(big["gain"].round(9), big["lambda_lo"].round(9), big["lambda_hi"].round(9)))
+    small = cells[cells["small_n"]]
+    assert want <= vert
+    assert not vert & set(zip(small["gain"].round(9), small["lambda_lo"].round(9), small["lambda_hi"].round(9)))

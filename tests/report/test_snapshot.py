@@ -65,7 +65,7 @@ def test_roundtrip_matches(mini, tmp_path):
     runs = load(mini, cache=False)
     path = save_snapshot(runs, tmp_path / "expected.json", settings={"n_resamples": 500, "seed": 7})
     snap = load_snapshot(path)
-    assert snap["settings"] == {"n_resamples": 500, "seed": 7, "ci": "percentile", "confidence_level": 0.95}
+    assert snap["settings"] == {"n_resamples": 500, "seed": 7, "ci": "studentized", "confidence_level": 0.95}
     assert [c["key"]["method"] for c in snap["cells"]] == ["cactus", "r_fuzzy"]
     ct = compute_cells(runs, n_resamples=500, seed=7)
     assert snap["cells"][0]["values"]["lambda"] == ct.get(method="cactus")["lambda"].point

@@ -1,0 +1,154 @@
+"""Studentized (bootstrap-t) intervals and subset cells against plain per-resample loops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import lengthlens as ll
+from lengthlens.stats.resample import counts_for_group, item_counts, quantiles_with_inf, subset_rng
+
+from .test_estimate import _records, _write_jsonl
+
+
+def _item_totals(recs, method, items, field):
+    """Per item, the sum over its seeds of ``field`` for one arm (the item is the resampling unit)."""
+    out = np.zeros(len(items))
+    pos = {it: i for i, it in enumerate(items)}
+    for r in recs:
+        if r["method"] == method and r["item_id"] in pos:
+            out[pos[r["item_id"]]] += r[field]
+    return out
+
+
+def _bootstrap_t(counts, stat_and_influence, level=0.95):
+    """Plain loop: for each resample, the statistic (log scale) and sqrt(sum_i c_i (u_i - u_bar)^2)."""
+    est, u = stat_and_influence(np.ones(counts.shape[1]))
+    se = math.sqrt(np.sum((u - u.mean()) ** 2))
+    ts = []
+    for c in counts:
+        e_b, u_b = stat_and_influence(c)
+        u_bar = np.sum(c * u_b) / c.sum()
+        se_b = math.sqrt(np.sum(c * (u_b - u_bar) ** 2))
+        ts.append((e_b - est) / se_b)
+    q = np.percentile(np.abs(ts), 100 * level)  # symmetric bootstrap-t
+    return math.exp(est - q * se), math.exp(est + q * se)
+
+
+def test_studentized_lambda_and_gain_equal_plain_loop(tmp_path):
+    rng = np.random.default_rng(21)
+    recs = _records(rng, 14, {"cactus": 1.3}, seeds=(0, 1))
+    runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", recs))
+    B = 400
+    cell = ll.cells(runs, n_resamples=B, seed=5).get(method="cactus")
+    items = sorted({r["item_id"] for r in recs})
+    counts = counts_for_group(5, ("T", "D", "ds"), len(items), B).astype(float)
+    L, Ls = (_item_totals(recs, m, items, "output_tokens") for m in ("cactus", "strict"))
+
+    def lam(c):
+        a, b = c @ L, c @ Ls
+        return math.log(a / b), L / a - Ls / b  # d log(sum L / sum L*) / d item totals
+
+    for r in recs:  # per-run l_bar as the metric defines it
+        r["lbar"] = r["accepted_tokens"] / r["draft_rounds"]
+        r["one"] = 1.0
+    lb, lbs = (_item_totals(recs, m, items, "lbar") for m in ("cactus", "strict"))
+    nl, nls = (_item_totals(recs, m, items, "one") for m in ("cactus", "strict"))
+
+    def gain(c):
+        m1, m0 = (c @ lb) / (c @ nl), (c @ lbs) / (c @ nls)
+        u = (lb - m1 * nl) / (c @ nl) / (m1 + 1) - (lbs - m0 * nls) / (c @ nls) / (m0 + 1)
+        return math.log((m1 + 1) / (m0 + 1)), u
+
+    for name, fn in (("lambda", lam), ("gain", gain)):
+        lo, hi = _bootstrap_t(counts, fn)
+        ci = cell[name].confidence_interval
+        assert ci.low == pytest.approx(lo, rel=1e-6)
+        assert ci.high == pytest.approx(hi, rel=1e-6)
+
+
+def test_studentized_is_default_and_wider_than_percentile_at_small_n(tmp_path):
+    rng = np.random.default_rng(3)
+    runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", _records(rng, 12, {"cactus": 1.4})))
+    t = ll.cells(runs, n_resamples=2000)
+    p = ll.cells(runs, n_resamples=2000, ci="percentile")
+    assert t.ci_method == "studentized"
+    a, b = t.get(method="cactus")["lambda"].confidence_interval, p.get(method="cactus")["lambda"].confidence_interval
+    assert (a.high - a.low) > (b.high - b.low)
+    # Delta accuracy keeps the percentile interval under the default.
+    assert t.get(method="cactus")["accuracy_delta_pp"] == p.get(method="cactus")["accuracy_delta_pp"]
+
+
+def test_quantiles_with_inf_match_numpy_and_keep_infinity():
+    rng = np.random.default_rng(0)
+    v = rng.normal(size=(101, 3))
+    v[5, 1] = np.nan
+    got = quantiles_with_inf(v, (0.025, 0.975))
+    want = np.stack([np.nanpercentile(v, [2.5, 97.5], axis=0)])[0]
+    assert np.allclose(got, want, rtol=1e-12)
+    w = np.r_[np.arange(10.0), np.inf][:, None]
+    assert quantiles_with_inf(w, (0.99,))[0, 0] == np.inf
+
+
+@pytest.mark.parametrize("n_cell,n_group", [(3, 12), (7, 30)])
+def test_subset_cell_is_a_paired_bootstrap_over_its_own_items(tmp_path, n_cell, n_group):
+    """A cell on n_cell of its group's n_group items: resamples of exactly its own items, none dropped."""
+    rng = np.random.default_rng(n_cell)
+    recs = _records(rng, n_group, {"cactus": 1.3, "r_fuzzy": 1.1})
+    own = [f"case_{i:03d}" for i in sorted(rng.choice(n_group, n_cell, replace=False))]
+    recs = [r for r in recs if r["method"] != "cactus" or r["item_id"] in own]
+    runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", recs))
+    B = 3000
+    t = ll.cells(runs, n_resamples=B, seed=11, ci="percentile")
+    cell = t.get(method="cactus")
+    assert cell.n_items == n_cell and cell.extras["small_n"] == (n_cell < 10)
+    assert cell.extras["undefined_resamples"] == 0
+    counts = item_counts(n_cell, B, subset_rng(11, ("T", "D", "ds"), own)).astype(float)
+    L, Ls = (_item_totals(recs, m, own, "output_tokens") for m in ("cactus", "strict"))
+    lam = np.array([(c @ L) / (c @ Ls) for c in counts])
+    lo, hi = np.percentile(lam, [2.5, 97.5])
+    ci = cell["lambda"].confidence_interval
+    assert (ci.low, ci.high) == pytest.approx((lo, hi), rel=1e-12)
+    # The complete arm keeps the group's draws (unchanged by the subset cell).
+    full = ll.cells(ll.load(_write_jsonl(tmp_path / "f.jsonl", [r for r in recs if r["method"] != "cactus"])),
+                    n_resamples=B, seed=11, ci="percentile").get(method="r_fuzzy")
+    assert t.get(method="r_fuzzy")["lambda"] == full["lambda"]
+    # Censoring reports the cell's own item count.
+    cz = ll.analyse(runs, n_resamples=200, seed=11).tables["censoring"]
+    assert int(cz.loc[cz.method == "cactus", "n_items"].iloc[0]) == n_cell
+
+
+def test_small_cells_left_out_of_table3_and_headline_unless_asked(tmp_path):
+    rng = np.random.default_rng(9)
+    big = _records(rng, 12, {"cactus": 1.3}, dataset="big")
+    small = _records(rng, 6, {"cactus": 1.3, "r_fuzzy": 1.1}, dataset="small")  # every cell 6 items: small_n
+    runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", big + small))
+    a = ll.analyse(runs, n_resamples=300, proposals=False)
+    cells = a.tables["cells"]
+    assert cells.set_index("dataset")["small_n"].to_dict() == {"big": False, "small": True}
+    t3 = a.tables["table3"].set_index("method")
+    assert t3.loc["all", "n_cells"] == 1 and t3.loc["all", "n_small_excluded"] == 2
+    assert t3.loc["cactus", "n_small_excluded"] == 1 and t3.loc["r_fuzzy", "n_small_excluded"] == 1
+    assert "2 cells with fewer than 10 items left out" in a.headline()
+    b = ll.analyse(runs, n_resamples=300, proposals=False, include_small=True)
+    t3b = b.tables["table3"].set_index("method")
+    assert t3b.loc["all", "n_cells"] == 3 and t3b.loc["all", "n_small_excluded"] == 0
+    assert "left out" not in b.headline()
+    assert b.tables["table3"]["lambda_mean"].iloc[-1] == pytest.approx(cells["lambda"].mean())
+
+
+@pytest.mark.slow
+def test_studentized_lambda_covers_at_12_items():
+    """benchmarks/coverage.py at n = 12 (1,000 data sets x 2 arms from lengthlens.synth): default within 93-97 %."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "coverage.py"
+    spec = importlib.util.spec_from_file_location("lengthlens_bench_coverage", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cov = bench.run(12, 1000, 1000)
+    assert 0.93 <= cov[("studentized", "lambda")] <= 0.97, cov
+    assert cov[("studentized", "lambda")] > cov[("percentile", "lambda")]
