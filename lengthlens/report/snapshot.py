@@ -81,7 +81,8 @@ _POINT_OF = _point_columns()
 
 
 def _is_resampled(col: str) -> bool:
-    return col.endswith(("_lo", "_hi"))
+    """Interval limits and the count of undefined resamples move with the draws; everything else is exact."""
+    return col.endswith(("_lo", "_hi")) or col == "undefined_resamples"
 
 
 def _clean(v: Any) -> Any:
@@ -155,7 +156,14 @@ def snapshot(obj: Any, *, settings: Mapping[str, Any] | None = None) -> dict[str
         values = {c: _clean(v) for c, v in row.items() if c not in KEY}
         tol = {}
         for c in values:
-            if _is_resampled(c):
+            if c == "undefined_resamples":
+                if values[c] is None or not n_res:
+                    tol[c] = 0.0
+                    continue
+                # A count of resamples: binomial Monte-Carlo variation between seeds (RESAMPLE_Z SDs, plus 1).
+                v = float(values[c])
+                tol[c] = _clean(RESAMPLE_Z * math.sqrt(v * (1.0 - v / n_res)) + 1.0)
+            elif _is_resampled(c):
                 stem, side = c[:-3], c[-2:]
                 lo, hi = row.get(f"{stem}_lo"), row.get(f"{stem}_hi")
                 point = row.get(_POINT_OF.get(stem, stem))

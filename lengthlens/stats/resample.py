@@ -215,11 +215,17 @@ def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarr
     interval is built on (the caller takes logs for ratios). A resample whose SE is 0 but whose
     value differs from the point (one distinct item) has t = +/-inf: kept as an extreme value, so
     the limit can be unbounded. Resamples with an undefined value or SE are dropped and counted.
-    With ``se`` 0 (every item agrees) the interval is the point.
+    With ``se`` 0 (every item agrees) the interval is the point. "0" means below 1e-12 (1 + |point|).
     """
+    # SEs and differences below rounding (a metric constant across items, e.g. time per round when
+    # time is logged as rounds x a constant) count as 0: t = 0 for an unchanged resample, else +/-inf.
+    tol = 1e-12 * (1.0 + np.abs(point))
+    diff = replicates - point
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = (replicates - point) / se_replicates
+        t = np.where(se_replicates > tol, diff / se_replicates,
+                     np.where(np.abs(diff) <= tol, 0.0, np.sign(diff) * np.inf))
     t = np.where(np.isfinite(replicates) & np.isfinite(se_replicates), t, np.nan)
+    se = np.where(se > tol, se, 0.0)
     undefined = np.isnan(t).sum(axis=0)
     a = (1 - confidence_level) / 2
     if symmetric:

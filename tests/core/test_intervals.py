@@ -152,3 +152,15 @@ def test_studentized_lambda_covers_at_12_items():
     cov = bench.run(12, 1000, 1000)
     assert 0.93 <= cov[("studentized", "lambda")] <= 0.97, cov
     assert cov[("studentized", "lambda")] > cov[("percentile", "lambda")]
+
+
+def test_studentized_with_a_metric_constant_across_items_is_the_point():
+    """Time logged as rounds x a constant: time per round is the same in every item, so its interval is the point."""
+    from lengthlens.stats.resample import studentized_interval
+
+    point = np.array([0.3, 0.3])
+    reps = np.array([[0.3 + 1e-16, 0.3], [0.3, 0.35], [0.3 - 1e-16, 0.2]])
+    se_b = np.array([[1e-17, 0.0], [2e-17, 0.0], [0.0, 0.1]])
+    lo, hi, und = studentized_interval(point, np.array([1e-17, 0.05]), reps, se_b)
+    assert lo[0] == hi[0] == 0.3 and und[0] == 0
+    assert und[1] == 0 and np.isinf(lo[1]) and np.isinf(hi[1])  # one resample moved with se 0: unbounded

@@ -201,3 +201,15 @@ def test_skewed_interval_gets_the_long_side_spread():
     tol = snap["cells"][0]["tolerance"]
     assert tol["lambda_lo"] == pytest.approx(resample_tolerance(0.9, 10_000))  # half-width side: the width
     assert tol["lambda_hi"] == pytest.approx(resample_tolerance(1.6, 10_000))  # 2 x (1.9 - 1.1)
+
+
+def test_undefined_resamples_is_checked_with_a_monte_carlo_tolerance():
+    import pandas as pd
+
+    from lengthlens.report.snapshot import RESAMPLE_Z, snapshot
+
+    df = pd.DataFrame([{"target": "T", "draft": "D", "dataset": "ds", "method": "m", "params": "p", "lambda": 1.2,
+                        "undefined_resamples": 100}])
+    snap = snapshot(df, settings={"n_resamples": 1000, "seed": 1, "ci": "studentized", "confidence_level": 0.95})
+    tol = snap["cells"][0]["tolerance"]["undefined_resamples"]
+    assert tol == pytest.approx(RESAMPLE_Z * (100 * 0.9) ** 0.5 + 1)
