@@ -284,10 +284,17 @@ def _make_cell(af: pl.DataFrame, point: dict, sums: np.ndarray, j: int, lo: np.n
     n_graded = int(sums[SUM_FIELDS.index("n_graded")])
     n_items = int(af.get_column("item_id").n_unique())
     extras = {**cell_extras(af, item_x, ests, n_graded, n_items_baseline),
-              "small_n": n_items < SMALL_N_ITEMS, "undefined_resamples": int(und[:, j].max())}
+              "small_n": n_items < SMALL_N_ITEMS, "undefined_resamples": _undefined(ests)}
     return Cell(target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"],
                 params=key["params"], alpha=key["alpha"], n_items=n_items, n_runs=af.height, n_graded=n_graded,
                 estimates=ests, extras=extras)
+
+
+def _undefined(ests: dict[str, Estimate]) -> int:
+    """Most resamples left out of any interval whose point estimate exists (an ungraded cell's accuracy change,
+    undefined in every resample, does not count)."""
+    return max((e.undefined_resamples for e in ests.values()
+                if e.confidence_interval is not None and np.isfinite(e.point)), default=0)
 
 
 def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,

@@ -164,3 +164,12 @@ def test_studentized_with_a_metric_constant_across_items_is_the_point():
     lo, hi, und = studentized_interval(point, np.array([1e-17, 0.05]), reps, se_b)
     assert lo[0] == hi[0] == 0.3 and und[0] == 0
     assert und[1] == 0 and np.isinf(lo[1]) and np.isinf(hi[1])  # one resample moved with se 0: unbounded
+
+
+def test_undefined_resamples_ignores_metrics_undefined_at_the_point(tmp_path):
+    """An ungraded cell's accuracy change is undefined in every resample; that is not a dropped resample."""
+    rng = np.random.default_rng(4)
+    runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", _records(rng, 12, {"cactus": 1.2}, graded=False)))
+    cell = ll.cells(runs, n_resamples=500).get(method="cactus")
+    assert cell["accuracy_delta_pp"].undefined_resamples == 500
+    assert cell.extras["undefined_resamples"] == 0
