@@ -173,3 +173,16 @@ def test_undefined_resamples_ignores_metrics_undefined_at_the_point(tmp_path):
     cell = ll.cells(runs, n_resamples=500).get(method="cactus")
     assert cell["accuracy_delta_pp"].undefined_resamples == 500
     assert cell.extras["undefined_resamples"] == 0
+
+
+def test_cli_passes_interval_options_to_analyse(tmp_path):
+    from lengthlens.cli import analyse_from_args, build_parser
+
+    rng = np.random.default_rng(5)
+    path = _write_jsonl(tmp_path / "r.jsonl", _records(rng, 6, {"cactus": 1.2}))
+    args = build_parser().parse_args(["report", str(path), "--out", str(tmp_path / "out"), "--n-resamples", "200",
+                                      "--aft-ci", "bootstrap", "--aft-resamples", "50", "--include-small"])
+    a = analyse_from_args(ll.load(path), args)
+    assert a.settings["ci"] == "studentized" and a.settings["aft_ci"] == "bootstrap" and a.settings["include_small"]
+    assert a.tables["censoring"]["aft_ci"].iloc[0] == "bootstrap"
+    assert a.tables["table3"].set_index("method").loc["all", "n_cells"] == 1  # the 6-item cell kept
