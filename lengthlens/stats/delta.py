@@ -59,7 +59,7 @@ def _transform(values: np.ndarray, log: bool) -> np.ndarray:
     if not log:
         return values
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(values > 0, np.log(np.where(values > 0, values, 1.0)), np.nan)
+        return np.where(values > 0, np.log(values), np.nan)  # 0 and negatives (and NaN) have no log here
 
 
 def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple[tuple[int, int], ...],
@@ -84,9 +84,10 @@ def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple
     pos = {p: j for j, p in enumerate(pairs)}
     var = np.zeros(np.shape(value))
     for a, k in enumerate(fields):
-        for b, l in enumerate(fields):
-            m = moments[..., pos[(min(k, l), max(k, l))]]
-            var = var + grads[a] * grads[b] * (m - sums[..., k] * sums[..., l] / n_items)
+        for b in range(a, len(fields)):
+            l = fields[b]
+            term = grads[a] * grads[b] * (moments[..., pos[(k, l)]] - sums[..., k] * sums[..., l] / n_items)
+            var += term if a == b else 2.0 * term
     with np.errstate(invalid="ignore"):
         se = np.sqrt(np.maximum(var, 0.0))
     return value, np.where(np.isfinite(value), se, np.nan)
