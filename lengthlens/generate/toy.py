@@ -42,7 +42,7 @@ def train_toy_lm(tokenizer, *, steps: int = 150, snapshots: tuple[int, ...] = ()
     """Train a tiny Llama on the toy task; return {step: model} for ``steps`` and each snapshot step."""
     import torch
 
-    from lengthlens.generate.reference import build_tiny_model
+    from lengthlens.generate.tiny import build_tiny_model
 
     torch.manual_seed(seed)
     rng = random.Random(seed)

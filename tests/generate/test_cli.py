@@ -110,11 +110,7 @@ def test_example_writes_strict_plus_five_rules_and_loads(tmp_path):
 
 def test_generate_with_local_model_folders(tmp_path):
     # Path-based models (what a user's own pair looks like), loaded offline from local folders.
-    from lengthlens.generate.reference import (
-        build_tiny_model,
-        build_tiny_tokenizer,
-        perturbed_copy,
-    )
+    from lengthlens.generate.tiny import build_tiny_model, build_tiny_tokenizer, perturbed_copy
 
     tok = build_tiny_tokenizer()
     target = build_tiny_model(len(tok), hidden=32, layers=1, seed=2, logit_scale=3.0)

@@ -11,13 +11,11 @@ from scipy import stats
 
 from lengthlens.generate.reference import (
     ForceCommit,
-    build_tiny_model,
-    build_tiny_tokenizer,
     greedy_generate,
     next_token_probs,
-    perturbed_copy,
     speculative_generate,
 )
+from lengthlens.generate.tiny import build_tiny_model, build_tiny_tokenizer, perturbed_copy
 
 torch.set_num_threads(1)
 
