@@ -11,13 +11,17 @@ request's ``generate`` call.
 
 Campaign keys under ``vllm:``: ``engine_per`` (run|arm), ``speculative_method`` (default
 ``draft_model``; e.g. ``eagle3`` with an EAGLE head as the draft path), ``speculative_config``
-(extra keys merged into it), ``llm_kwargs`` (passed to ``vllm.LLM``), ``patch_strict`` (run the
-strict arm through the plugin's lossless rule too, for timing on equal code paths; default off,
-i.e. vLLM's own sampler, as in the study).
+(extra keys merged into it), ``tensor_parallel_size`` / ``pipeline_parallel_size`` /
+``distributed_executor_backend`` (passed to ``vllm.LLM`` for targets that need several GPUs;
+``draft_tensor_parallel_size`` goes into the speculative config), ``llm_kwargs`` (passed to
+``vllm.LLM``), ``patch_strict`` (run the strict arm through the plugin's lossless rule too, for
+timing on equal code paths; default off, i.e. vLLM's own sampler, as in the study).
 
-Force-commit arms run in two requests: up to the threshold, then, if the thinking is still open
-and the budget not spent, the completion plus the closing marker as a new prompt for the rest of
-the budget; counters and wall time are summed over both.
+Prompts go to vLLM as token ids, tokenized here with the engine's tokenizer and the campaign's
+``prompt.add_special_tokens`` (so a template that already holds the BOS does not get a second
+one). Force-commit arms run in two requests: up to the threshold, then, if the thinking is still
+open and the budget not spent, the prompt's ids, the completion's ids and the closing marker's ids
+as a new prompt for the rest of the budget; counters and wall time are summed over both.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from lengthlens.generate.layout import CLOSE_MARKERS, RunResult, thinking_open
 from lengthlens.generate.vllm_plugin import ENV_ALPHA, ENV_RULE
 
 log = logging.getLogger("lengthlens.vllm_backend")
+
+RAY_COPY_PREFIXES = "VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY"
 
 SPEC_METRICS = {
     "vllm:spec_decode_num_drafts": "draft_rounds",
@@ -53,8 +59,28 @@ def spec_counters(metrics: Any) -> dict[str, float]:
     return out
 
 
+def parallel_kwargs(v: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(``vllm.LLM`` kwargs, speculative-config keys) for the campaign's parallel settings; bad values raise."""
+    llm: dict[str, Any] = {}
+    for key in ("tensor_parallel_size", "pipeline_parallel_size"):
+        if key in v:
+            n = v[key]
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ValueError(f"vllm.{key} must be a positive integer, got {n!r}")
+            llm[key] = n
+    if "distributed_executor_backend" in v:
+        llm["distributed_executor_backend"] = str(v["distributed_executor_backend"])
+    spec: dict[str, Any] = {}
+    if "draft_tensor_parallel_size" in v:
+        n = v["draft_tensor_parallel_size"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"vllm.draft_tensor_parallel_size must be a positive integer, got {n!r}")
+        spec["draft_tensor_parallel_size"] = n
+    return llm, spec
+
+
 class VLLMBackend:
-    """Runs campaign measurements on vLLM (pinned 0.26.0) with the lengthlens rules plugin."""
+    """Runs campaign measurements on vLLM (0.26.0 or 0.33.x) with the lengthlens rules plugin."""
 
     name = "vllm"
 
@@ -71,8 +97,20 @@ class VLLMBackend:
         if self.engine_per not in ("run", "arm"):
             raise ValueError("vllm.engine_per must be 'run' or 'arm'")
         self.patch_strict = bool(v.get("patch_strict", False))
+        self.parallel, self.spec_parallel = parallel_kwargs(v)
         self._llm: Any = None
         self._arm: Arm | None = None
+        # Fail before the first engine start when the installed vLLM cannot take the rules.
+        from lengthlens.generate import vllm_plugin
+
+        for arm in cfg.arms:
+            req = self._rule_env(arm)
+            if req is not None:
+                try:
+                    vllm_plugin.apply(*req)
+                finally:
+                    vllm_plugin.restore()
+                break
 
     # -- engine lifecycle -------------------------------------------------------------------
 
@@ -91,12 +129,18 @@ class VLLMBackend:
             os.environ.pop(ENV_ALPHA, None)
         else:
             os.environ[ENV_RULE], os.environ[ENV_ALPHA] = req[0], repr(req[1])
+            # Ray workers (multi-node) get only the variables vLLM copies: add the rule's prefix.
+            prefixes = [x for x in os.environ.get(RAY_COPY_PREFIXES, "").split(",") if x]
+            if "LENGTHLENS_" not in prefixes:
+                os.environ[RAY_COPY_PREFIXES] = ",".join([*prefixes, "LENGTHLENS_"])
             vllm_plugin.apply(*req)  # for engines running in this process
         cfg, v = self.cfg, self.cfg.vllm
         spec = {"method": v.get("speculative_method", "draft_model"), "model": cfg.draft.path,
                 "num_speculative_tokens": cfg.num_draft_tokens, "draft_sample_method": "probabilistic"}
+        spec.update(self.spec_parallel)
         spec.update(v.get("speculative_config") or {})
         kwargs: dict[str, Any] = {"enable_prefix_caching": False, "disable_log_stats": False, "seed": 0}
+        kwargs.update(self.parallel)
         kwargs.update(v.get("llm_kwargs") or {})
         if cfg.tokenizer:
             kwargs.setdefault("tokenizer", cfg.tokenizer)
@@ -133,12 +177,17 @@ class VLLMBackend:
 
     # -- one measurement --------------------------------------------------------------------
 
-    def _generate(self, llm: Any, prompt: str, max_tokens: int, seed: int) -> tuple[Any, dict[str, float], float]:
+    def prompt_ids(self, llm: Any, prompt: str) -> list[int]:
+        """The prompt's token ids under the campaign's ``add_special_tokens`` (engine's tokenizer)."""
+        return list(llm.get_tokenizer().encode(prompt, add_special_tokens=self.cfg.add_special_tokens))
+
+    def _generate(self, llm: Any, ids: list[int], max_tokens: int, seed: int) -> tuple[Any, dict[str, float], float]:
         sp = self.vllm.SamplingParams(temperature=self.cfg.temperature, top_p=self.cfg.top_p,
                                       max_tokens=max_tokens, seed=seed)
         before = spec_counters(llm.get_metrics())
         t0 = time.perf_counter()
-        out = llm.generate([prompt], sp, use_tqdm=False)[0]
+        # A TokensPrompt (vllm.inputs): vLLM tokenizes nothing, so add_special_tokens is the campaign's.
+        out = llm.generate([{"prompt_token_ids": ids}], sp, use_tqdm=False)[0]
         wall = time.perf_counter() - t0
         after = spec_counters(llm.get_metrics())
         return out, {k: after[k] - before[k] for k in after}, wall
@@ -149,24 +198,25 @@ class VLLMBackend:
         llm = self._engine(arm)
         budget = cfg.max_new_tokens
         first = budget if arm.force_commit is None else min(arm.force_commit, budget)
-        out, ctr, wall = self._generate(llm, prompt, first, seed)
+        ids = self.prompt_ids(llm, prompt)
+        out, ctr, wall = self._generate(llm, ids, first, seed)
         comp = out.outputs[0]
         text, n_out, finish = comp.text, len(comp.token_ids), comp.finish_reason
         extra: dict[str, Any] = {"num_speculative_tokens": cfg.num_draft_tokens,
-                                 "vllm_finish_reason": comp.finish_reason}
+                                 "vllm_finish_reason": comp.finish_reason, **self.parallel}
         if arm.force_commit is not None:
             fired = (finish == "length" and n_out < budget
                      and thinking_open(text, cfg.thinking_format, cfg.opened_in_prompt))
             extra.update(force_commit_fired=fired, force_commit_at=n_out if fired else None)
             if fired:
                 marker = CLOSE_MARKERS[cfg.thinking_format]
-                tok = llm.get_tokenizer()
-                n_marker = len(tok.encode(marker, add_special_tokens=False))
+                marker_ids = list(llm.get_tokenizer().encode(marker, add_special_tokens=False))
+                n_marker = len(marker_ids)
                 text += marker
                 n_out += n_marker
                 rest = budget - n_out
                 if rest > 0:
-                    out2, ctr2, wall2 = self._generate(llm, prompt + text, rest, seed)
+                    out2, ctr2, wall2 = self._generate(llm, ids + list(comp.token_ids) + marker_ids, rest, seed)
                     c2 = out2.outputs[0]
                     text += c2.text
                     n_out += len(c2.token_ids)

@@ -1,8 +1,9 @@
 """vLLM general plugin: swap the chosen verification rule in at vLLM's rejection sampler.
 
 Registered through the ``vllm.general_plugins`` entry point ``lengthlens_rules`` (pyproject), so
-vLLM calls :func:`register` in every process it starts (API server, engine core, workers). The
-rule comes from the environment, which those processes inherit:
+vLLM's plugin loader (``vllm.plugins.load_general_plugins``) calls :func:`register` in every
+process it starts (API server, engine core, workers). The rule comes from the environment, which
+those processes inherit:
 
 * ``LENGTHLENS_RULE``: ``lossless``, ``mentored_dec``, ``cactus``, ``spec_casc_opt``,
   ``spec_casc_tok`` or ``r_fuzzy``; unset or empty leaves vLLM untouched.
@@ -10,21 +11,32 @@ rule comes from the environment, which those processes inherit:
 * ``LENGTHLENS_PLUGIN_TRACE`` (optional): a file to which each process appends one line when it
   patches and one on its first patched call, so a check can prove the rule ran inside vLLM.
 
-Pinned to vLLM 0.26.0 (the study's). Two paths are patched when present:
+Supported vLLM versions: those whose rejection functions have one of the signatures in
+:data:`V1_SIGNATURES` / :data:`V2_SIGNATURES` (read from vLLM 0.26.0, the study's, and 0.33.0,
+the current release; the versions between are accepted when their signatures match one of
+these). Any other signature is refused with the vLLM version and the function named, and the
+engine does not start. Two entry points are patched, in the module whose global name the caller
+looks up:
 
-* V1 ``vllm.v1.sample.rejection_sampler.rejection_sample`` (called by ``RejectionSampler.forward``
-  with target/draft probabilities after temperature and top-p);
-* model-runner V2 ``probabilistic_rejection_sample`` / ``rejection_sample`` in
-  ``vllm.v1.worker.gpu.spec_decode`` (called with processed target logits and the drafter's logits).
+* V1 ``vllm.v1.sample.rejection_sampler.rejection_sample``, called by ``RejectionSampler.forward``
+  with the target logits after temperature / top-k / top-p and the drafter's probabilities. The
+  V1 model runner is the one that runs ``draft_model`` in 0.26.0.
+* model-runner V2 ``rejection_sample``, defined in ``vllm.v1.worker.gpu.spec_decode.
+  rejection_sampler_utils`` and called from ``...spec_decode.rejection_sampler`` (patched in both),
+  with processed target logits and the drafter's logits. V2 is the default runner in 0.33.
 
-Both need the draft distribution q, so run the drafter with ``draft_sample_method:
-"probabilistic"``; without draft probabilities (n-gram drafters, greedy drafting) and for greedy
-(temperature 0) requests the stock sampler runs. The tensor math is
-:mod:`lengthlens.generate.vllm_tensors` on top of :mod:`lengthlens.generate.rules`; this module is
-only glue, imported by vLLM, never by lengthlens itself.
+Both need the draft distribution q: run the drafter with ``draft_sample_method:
+"probabilistic"``. A relaxed rule refuses to run without q (n-gram drafters, greedy drafting),
+with another rejection method (``synthetic``, ``block``, ``fly``) or with watermarking: each
+raises, so a relaxed arm never silently runs the stock sampler. Greedy (temperature 0) requests
+keep the stock verification. :func:`register` fails when a function it must patch is missing or
+unknown, and each runner's ``RejectionSampler`` checks at construction (engine start) that the
+function it calls is patched and that the speculative config suits the rule.
 
-Randomness: V1 draws its uniforms and exponentials with vLLM's own per-request generators (as
-the stock sampler does); V2 seeds a generator per request from its seed and position. Seeded
+The tensor math is :mod:`lengthlens.generate.vllm_tensors` on top of
+:mod:`lengthlens.generate.rules`; this module is only glue, imported by vLLM, never by lengthlens
+itself. Randomness: V1 draws its uniforms and exponentials with vLLM's own per-request generators
+(as the stock sampler does); V2 seeds a generator per request from its seed and position. Seeded
 runs are reproducible under the plugin, but not bit-identical to the stock sampler's stream.
 """
 
@@ -40,24 +52,37 @@ from typing import Any
 
 log = logging.getLogger("lengthlens.vllm_plugin")
 
-PINNED_VLLM = "0.26.0"
 ENV_RULE = "LENGTHLENS_RULE"
 ENV_ALPHA = "LENGTHLENS_ALPHA"
 ENV_TRACE = "LENGTHLENS_PLUGIN_TRACE"
 
 V1_MODULE = "vllm.v1.sample.rejection_sampler"
-V2_MODULES = (
-    "vllm.v1.worker.gpu.spec_decode.rejection_sampler",
-    "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils",
-    "vllm.v1.worker.gpu.spec_decode.probabilistic_rejection_sampler_utils",
-)
-V2_FUNCTIONS = ("probabilistic_rejection_sample", "rejection_sample")
-#: Leading parameters shared by V2's rejection functions (read from vLLM's source), in order.
-V2_PARAMS = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos", "idx_mapping",
-             "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed", "num_speculative_steps")
+V2_MODULE = "vllm.v1.worker.gpu.spec_decode.rejection_sampler"
+V2_UTILS_MODULE = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
+
+_V1_026 = ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens", "draft_probs",
+           "target_logits", "bonus_token_ids", "sampling_metadata", "synthetic_mode",
+           "synthetic_conditional_rates", "use_fp64_gumbel")
+_V2_026 = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos", "idx_mapping",
+           "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed", "num_speculative_steps",
+           "synthetic_conditional_rates", "use_fp64", "use_block_verification")
+_FLY = ("fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k")
+#: Parameter lists of V1 ``rejection_sample`` this plugin knows, and the vLLM release they were read from.
+V1_SIGNATURES: dict[tuple[str, ...], str] = {_V1_026: "0.26.0", _V1_026 + _FLY: "0.33.0"}
+#: The same for model-runner V2's ``rejection_sample``.
+V2_SIGNATURES: dict[tuple[str, ...], str] = {
+    _V2_026: "0.26.0",
+    _V2_026 + ("contexts", "watermarking", "watermarking_skip_mask", "watermark_key") + _FLY: "0.33.0",
+}
+SUPPORTED_VERSIONS = "0.26.0 and 0.33.x"
 
 _PATCHED: dict[str, Callable[..., Any]] = {}
+_GUARDS: dict[str, Callable[..., Any]] = {}
 _TRACED: set[str] = set()
+
+
+class UnsupportedVLLM(RuntimeError):
+    """The installed vLLM's rejection functions are not ones this plugin was written against."""
 
 
 def _trace(msg: str, once: str | None = None) -> None:
@@ -87,52 +112,92 @@ def rule_from_env(env: dict[str, str] | None = None) -> tuple[str, float] | None
     return rule, alpha
 
 
-def _uniform_open(u):
-    # vLLM draws u in [0, 1); u = 0 would accept a token with p(x) = 0 under `u <= p/q`.
+def vllm_version() -> str:
+    try:
+        import vllm
+
+        return str(getattr(vllm, "__version__", "unknown"))
+    except ImportError:
+        return "not installed"
+
+
+def _params(fn: Callable[..., Any]) -> tuple[str, ...]:
+    return tuple(inspect.signature(fn).parameters)
+
+
+def check_signature(fn: Callable[..., Any], known: dict[tuple[str, ...], str], qualname: str) -> str:
+    """The release a function's parameter list was read from; UnsupportedVLLM when it is not known."""
+    params = _params(fn)
+    if params in known:
+        return known[params]
+    raise UnsupportedVLLM(
+        f"lengthlens rules plugin: vLLM {vllm_version()} is not supported: {qualname}{inspect.signature(fn)} "
+        f"does not match a signature the plugin was written against (vLLM {SUPPORTED_VERSIONS}); "
+        "refusing to start rather than run the stock sampler under a relaxed arm's name")
+
+
+def _uniform_open(u, dtype):
+    """u in [0, 1) -> (0, 1) in ``dtype``: u = 0 would accept a token with p(x) = 0 under ``u <= p/q``."""
     import torch
 
-    return u.clamp_min(torch.finfo(u.dtype).tiny)
+    return u.to(dtype).clamp_min(torch.finfo(dtype).tiny)
+
+
+def _no_draft_distribution(rule: str, where: str) -> RuntimeError:
+    return RuntimeError(
+        f"lengthlens rules plugin: rule {rule} needs the draft distribution q, but vLLM's {where} got none; "
+        "run the drafter with speculative_config draft_sample_method='probabilistic' and a method that has "
+        "draft probabilities (draft_model, eagle, ...; not ngram)")
+
+
+def _unsupported_mode(rule: str, what: str) -> RuntimeError:
+    return RuntimeError(f"lengthlens rules plugin: rule {rule} cannot run together with {what}")
 
 
 def make_v1_wrapper(original: Callable[..., Any], rule: str, alpha: float, module: Any) -> Callable[..., Any]:
-    """A drop-in for V1 ``rejection_sample`` applying ``rule`` to random (non-greedy) requests."""
+    """A drop-in for V1 ``rejection_sample`` applying ``rule`` to random (non-greedy) requests.
+
+    ``original`` must have a signature from :data:`V1_SIGNATURES` (checked by :func:`apply`).
+    """
     import torch
 
     from lengthlens.generate.vllm_tensors import v1_rejection_sample
 
     sig = inspect.signature(original)
-    needed = {"draft_token_ids", "num_draft_tokens", "max_spec_len", "draft_probs", "target_probs",
-              "bonus_token_ids", "sampling_metadata"}
-    missing = needed - set(sig.parameters)
-    if missing:
-        # A vLLM whose V1 function differs from the one this was written against: leave it alone.
-        log.warning("lengthlens: V1 rejection_sample lacks %s; not patching it", ", ".join(sorted(missing)))
-        return original
 
     def rejection_sample(*args: Any, **kwargs: Any):
         b = sig.bind(*args, **kwargs)
+        b.apply_defaults()
         a = b.arguments
-        draft_probs = a.get("draft_probs")
+        if a.get("synthetic_mode"):
+            raise _unsupported_mode(rule, "rejection_sample_method='synthetic'")
+        if a.get("fly_window_size") is not None:
+            raise _unsupported_mode(rule, "FLy verification (rejection_sample_method='fly')")
         md = a["sampling_metadata"]
-        if draft_probs is None or md.all_greedy:
+        draft_probs = a["draft_probs"]
+        if md.all_greedy:
             return original(*args, **kwargs)
+        if draft_probs is None:
+            if rule == "lossless":
+                return original(*args, **kwargs)
+            raise _no_draft_distribution(rule, "V1 rejection_sample")
         _trace(f"call v1 {rule} {alpha}", once="v1")
         draft_token_ids = a["draft_token_ids"]
         num_draft_tokens = list(a["num_draft_tokens"])
-        target_probs = a["target_probs"]
-        device = target_probs.device
-        gen = getattr(module, "generate_uniform_probs", None)
-        if gen is not None:
-            u = gen(draft_token_ids.shape[0], num_draft_tokens, md.generators, device)
-        else:
-            u = torch.rand(draft_token_ids.shape[0], dtype=torch.float32, device=device)
-        noise = torch.empty((len(num_draft_tokens), target_probs.shape[-1]), dtype=torch.float32, device=device)
+        target_logits = a["target_logits"]
+        device = target_logits.device
+        # As the stock code: probabilities in float32 from the processed logits.
+        target_probs = target_logits.softmax(dim=-1, dtype=torch.float32)
+        u = module.generate_uniform_probs(draft_token_ids.shape[0], num_draft_tokens, md.generators, device)
+        noise_dtype = torch.float64 if a.get("use_fp64_gumbel") else torch.float32
+        noise = torch.empty((len(num_draft_tokens), target_probs.shape[-1]), dtype=noise_dtype, device=device)
         noise.exponential_()
         for i, g in md.generators.items():
             if num_draft_tokens[i] > 0:
                 noise[i].exponential_(generator=g)
         ours = v1_rejection_sample(rule, alpha, draft_token_ids, num_draft_tokens, a["max_spec_len"],
-                                   draft_probs, target_probs, a["bonus_token_ids"], _uniform_open(u), noise)
+                                   draft_probs.to(torch.float32), target_probs, a["bonus_token_ids"],
+                                   _uniform_open(u, torch.float32), noise)
         if md.all_random:
             return ours
         # Mixed batch: greedy requests keep the stock greedy verification.
@@ -141,57 +206,64 @@ def make_v1_wrapper(original: Callable[..., Any], rule: str, alpha: float, modul
         return torch.where(greedy.unsqueeze(-1), stock, ours)
 
     rejection_sample.__lengthlens_rule__ = (rule, alpha)  # type: ignore[attr-defined]
+    rejection_sample.__wrapped__ = original  # type: ignore[attr-defined]
     return rejection_sample
 
 
 def make_v2_wrapper(original: Callable[..., Any], rule: str, alpha: float) -> Callable[..., Any]:
-    """A drop-in for V2's rejection functions applying ``rule`` to random (non-greedy) requests."""
+    """A drop-in for model-runner V2's ``rejection_sample`` applying ``rule`` to random requests.
+
+    Returns what vLLM's returns: ``(sampled [R, K + 1] int64, num_sampled [R] int32)``.
+    """
     import torch
 
     from lengthlens.generate.vllm_tensors import v2_rejection_sample
 
-    names = list(inspect.signature(original).parameters)
-    if len(names) < len(V2_PARAMS) or names[1] != "draft_logits":
-        log.warning("lengthlens: %s has an unexpected signature %s; not patching it", original.__name__, names)
-        return original
+    sig = inspect.signature(original)
 
-    def patched(*args: Any, **kwargs: Any):
-        vals: dict[str, Any] = {}
-        for i, key in enumerate(V2_PARAMS):
-            if i < len(args):
-                vals[key] = args[i]
-            elif key in kwargs:
-                vals[key] = kwargs[key]
-            elif i < len(names) and names[i] in kwargs:
-                vals[key] = kwargs[names[i]]
-        if vals.get("draft_logits") is None or len(vals) < len(V2_PARAMS):
-            return original(*args, **kwargs)
-        temp = vals["temperature"]
-        idx = vals["idx_mapping"].long()
+    def rejection_sample(*args: Any, **kwargs: Any):
+        b = sig.bind(*args, **kwargs)
+        b.apply_defaults()
+        a = b.arguments
+        if a.get("synthetic_conditional_rates") is not None:
+            raise _unsupported_mode(rule, "rejection_sample_method='synthetic'")
+        if a.get("use_block_verification"):
+            raise _unsupported_mode(rule, "block verification (rejection_sample_method='block')")
+        if a.get("watermarking") is not None or a.get("contexts") is not None:
+            raise _unsupported_mode(rule, "watermarking")
+        if a.get("fly_window_size"):
+            raise _unsupported_mode(rule, "FLy verification (rejection_sample_method='fly')")
+        temp = a["temperature"]
+        idx = a["idx_mapping"].long()
         req_temp = temp[idx]
         if bool((req_temp == 0).all()):
             return original(*args, **kwargs)
+        draft_logits = a["draft_logits"]
+        if draft_logits is None:
+            if rule == "lossless":
+                return original(*args, **kwargs)
+            raise _no_draft_distribution(rule, "model-runner V2 rejection_sample")
         _trace(f"call v2 {rule} {alpha}", once="v2")
-        logits = vals["target_logits"]
-        cu = vals["cu_num_logits"].long()
-        pos = vals["pos"].long()
-        seeds = vals["seed"][idx].long()
+        logits = a["target_logits"]
+        cu = a["cu_num_logits"].long()
+        pos = a["pos"].long()
+        seeds = a["seed"][idx].long()
         r = cu.shape[0] - 1
         device = logits.device
-        u = torch.empty(logits.shape[0], dtype=torch.float32, device=device)
-        noise = torch.empty((r, logits.shape[-1]), dtype=torch.float32, device=device)
-        starts = cu[:-1].tolist()
-        ends = cu[1:].tolist()
-        first_pos = pos[cu[:-1].clamp(max=max(logits.shape[0] - 1, 0))].tolist() if logits.shape[0] else [0] * r
-        seeds_l = seeds.tolist()
+        u = torch.ones(logits.shape[0], dtype=torch.float64, device=device)
+        noise = torch.empty((r, logits.shape[-1]), dtype=torch.float64 if a.get("use_fp64") else torch.float32,
+                            device=device)
+        starts, ends = cu[:-1].tolist(), cu[1:].tolist()
+        pos_l, seeds_l = pos.tolist(), seeds.tolist()
         for j in range(r):
+            first_pos = pos_l[starts[j]] if ends[j] > starts[j] else 0
             # Seeded by (request seed, position): reproducible, independent across steps.
-            g = torch.Generator(device=device).manual_seed((seeds_l[j] * 1_000_003 + first_pos[j]) & 0x7FFFFFFFFFFFFFFF)
-            u[starts[j]:ends[j]] = torch.rand(ends[j] - starts[j], generator=g, device=device)
+            g = torch.Generator(device=device).manual_seed((seeds_l[j] * 1_000_003 + first_pos) & 0x7FFFFFFFFFFFFFFF)
+            u[starts[j]:ends[j]] = torch.rand(ends[j] - starts[j], generator=g, dtype=torch.float64, device=device)
             noise[j].exponential_(generator=g)
-        sampled, num_sampled = v2_rejection_sample(rule, alpha, logits, vals["draft_logits"], vals["draft_sampled"],
-                                                   cu, idx, int(vals["num_speculative_steps"]),
-                                                   _uniform_open(u), noise)
+        sampled, num_sampled = v2_rejection_sample(rule, alpha, logits, draft_logits, a["draft_sampled"], cu, idx,
+                                                   int(a["num_speculative_steps"]), _uniform_open(u, torch.float32),
+                                                   noise)
         if bool((req_temp > 0).all()):
             return sampled, num_sampled
         stock_sampled, stock_num = original(*args, **kwargs)
@@ -199,44 +271,130 @@ def make_v2_wrapper(original: Callable[..., Any], rule: str, alpha: float) -> Ca
         return (torch.where(greedy.unsqueeze(-1), stock_sampled.to(sampled.dtype), sampled),
                 torch.where(greedy, stock_num.to(num_sampled.dtype), num_sampled))
 
-    patched.__lengthlens_rule__ = (rule, alpha)  # type: ignore[attr-defined]
-    return patched
+    rejection_sample.__lengthlens_rule__ = (rule, alpha)  # type: ignore[attr-defined]
+    rejection_sample.__wrapped__ = original  # type: ignore[attr-defined]
+    return rejection_sample
 
 
-def _patch_attr(module: Any, attr: str, wrapper_factory: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
-    fn = getattr(module, attr, None)
-    if fn is None or not callable(fn):
-        return False
+def _stock(module: Any, attr: str) -> Callable[..., Any] | None:
     key = f"{module.__name__}.{attr}"
-    original = _PATCHED.get(key, fn)
-    if getattr(fn, "__lengthlens_rule__", None) is not None and key not in _PATCHED:
-        return False  # patched by someone else's copy of this module; leave it
-    wrapped = wrapper_factory(original)
-    if wrapped is original:
-        return False
-    _PATCHED[key] = original
+    if key in _PATCHED:
+        return _PATCHED[key]
+    fn = getattr(module, attr, None)
+    # A wrapper left by another copy of this module: unwrap to the stock function.
+    while fn is not None and getattr(fn, "__lengthlens_rule__", None) is not None:
+        fn = getattr(fn, "__wrapped__", None)
+    return fn
+
+
+def _set(module: Any, attr: str, original: Callable[..., Any], wrapped: Callable[..., Any]) -> None:
+    _PATCHED.setdefault(f"{module.__name__}.{attr}", original)
     setattr(module, attr, wrapped)
-    return True
+
+
+def _import(name: str) -> Any | None:
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
 
 
 def apply(rule: str, alpha: float) -> list[str]:
-    """Patch every rejection-sampling entry point vLLM has; return the patched names."""
+    """Patch V1's and model-runner V2's rejection functions with ``rule``; return the patched names.
+
+    Raises :class:`UnsupportedVLLM` when a function is missing or its signature is not one of
+    the known ones (the vLLM version and the function are named).
+    """
+    from lengthlens.generate.rules import check_alpha
+
+    check_alpha(rule, alpha)
     patched: list[str] = []
-    try:
-        m1 = importlib.import_module(V1_MODULE)
-    except ImportError:
-        m1 = None
-    if m1 is not None and _patch_attr(m1, "rejection_sample", lambda o: make_v1_wrapper(o, rule, alpha, m1)):
-        patched.append(f"{V1_MODULE}.rejection_sample")
-    for name in V2_MODULES:
-        try:
-            m = importlib.import_module(name)
-        except ImportError:
-            continue
-        for attr in V2_FUNCTIONS:
-            if _patch_attr(m, attr, lambda o: make_v2_wrapper(o, rule, alpha)):
-                patched.append(f"{name}.{attr}")
+    m1 = _import(V1_MODULE)
+    if m1 is None or _stock(m1, "rejection_sample") is None:
+        raise UnsupportedVLLM(f"lengthlens rules plugin: vLLM {vllm_version()} has no {V1_MODULE}.rejection_sample "
+                              f"(supported: vLLM {SUPPORTED_VERSIONS})")
+    orig1 = _stock(m1, "rejection_sample")
+    check_signature(orig1, V1_SIGNATURES, f"{V1_MODULE}.rejection_sample")
+    _set(m1, "rejection_sample", orig1, make_v1_wrapper(orig1, rule, alpha, m1))
+    patched.append(f"{V1_MODULE}.rejection_sample")
+    _guard(m1, "RejectionSampler", "V1")
+
+    mu, m2 = _import(V2_UTILS_MODULE), _import(V2_MODULE)
+    if mu is None or m2 is None:
+        raise UnsupportedVLLM(f"lengthlens rules plugin: vLLM {vllm_version()} has no model-runner V2 module "
+                              f"{V2_MODULE if m2 is None else V2_UTILS_MODULE} (supported: vLLM {SUPPORTED_VERSIONS})")
+    orig2 = _stock(mu, "rejection_sample")
+    caller2 = _stock(m2, "rejection_sample")
+    if orig2 is None or caller2 is not orig2:
+        raise UnsupportedVLLM(f"lengthlens rules plugin: vLLM {vllm_version()}: {V2_MODULE} does not call "
+                              f"{V2_UTILS_MODULE}.rejection_sample (supported: vLLM {SUPPORTED_VERSIONS})")
+    check_signature(orig2, V2_SIGNATURES, f"{V2_UTILS_MODULE}.rejection_sample")
+    w2 = make_v2_wrapper(orig2, rule, alpha)
+    _set(mu, "rejection_sample", orig2, w2)
+    _set(m2, "rejection_sample", orig2, w2)
+    patched += [f"{V2_UTILS_MODULE}.rejection_sample", f"{V2_MODULE}.rejection_sample"]
+    _guard(m2, "RejectionSampler", "V2")
     return patched
+
+
+def check_runner(which: str, module: Any, spec_config: Any) -> None:
+    """Engine-start check of one runner's rejection sampler under the rule in force.
+
+    Raises when the function that runner calls is not the patched one, or when the speculative
+    config cannot run the rule (another rejection method; no draft probabilities for a relaxed rule).
+    """
+    req = _active_rule()
+    if req is None:
+        return
+    rule, alpha = req
+    fn = getattr(module, "rejection_sample", None)
+    if getattr(fn, "__lengthlens_rule__", None) != (rule, alpha):
+        raise RuntimeError(f"lengthlens rules plugin: the {which} model runner of vLLM {vllm_version()} would call "
+                           f"an unpatched {module.__name__}.rejection_sample under rule {rule}; refusing to start")
+    if spec_config is None:
+        return
+    method = getattr(spec_config, "rejection_sample_method", "standard")
+    if method not in (None, "standard"):
+        raise _unsupported_mode(rule, f"rejection_sample_method={method!r}")
+    if rule != "lossless" and getattr(spec_config, "draft_sample_method", "probabilistic") != "probabilistic":
+        raise RuntimeError(f"lengthlens rules plugin: rule {rule} needs speculative_config "
+                           f"draft_sample_method='probabilistic', got {spec_config.draft_sample_method!r}")
+    if rule != "lossless" and getattr(spec_config, "method", None) in ("ngram", "ngram_gpu", "suffix"):
+        raise _no_draft_distribution(rule, f"{which} runner (speculative method {spec_config.method})")
+    _trace(f"check {which} {rule} {alpha} method={getattr(spec_config, 'method', None)}")
+
+
+def _guard(module: Any, cls_name: str, which: str) -> None:
+    """Wrap ``cls.__init__`` so constructing the runner's sampler runs :func:`check_runner`."""
+    cls = getattr(module, cls_name, None)
+    key = f"{module.__name__}.{cls_name}.__init__"
+    if cls is None or key in _GUARDS:
+        return
+    init = cls.__init__
+    init_params = inspect.signature(init).parameters
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        spec = kwargs.get("spec_config")
+        if spec is None and "spec_config" in init_params:
+            pos = list(init_params).index("spec_config") - 1  # minus self
+            if 0 <= pos < len(args):
+                spec = args[pos]
+        check_runner(which, module, spec)
+
+    __init__.__wrapped__ = init  # type: ignore[attr-defined]
+    _GUARDS[key] = init
+    cls.__init__ = __init__
+
+
+def _active_rule() -> tuple[str, float] | None:
+    for fn in _PATCHED:
+        mod, _, attr = fn.rpartition(".")
+        cur = getattr(importlib.import_module(mod), attr, None)
+        rule = getattr(cur, "__lengthlens_rule__", None)
+        if rule is not None:
+            return rule
+    return rule_from_env()
 
 
 def restore() -> None:
@@ -245,25 +403,20 @@ def restore() -> None:
         mod, _, attr = key.rpartition(".")
         setattr(importlib.import_module(mod), attr, fn)
         del _PATCHED[key]
+    for key, init in list(_GUARDS.items()):
+        mod, _, rest = key.rpartition(".")[0].rpartition(".")
+        setattr(getattr(importlib.import_module(mod), rest), "__init__", init)
+        del _GUARDS[key]
 
 
 def register() -> None:
-    """vLLM entry point: patch in the rule named by the environment, if any."""
+    """vLLM entry point: patch in the rule named by the environment, if any; raise if that is impossible."""
     req = rule_from_env()
     if req is None:
         return
     rule, alpha = req
-    try:
-        import vllm
-
-        version = getattr(vllm, "__version__", "unknown")
-    except ImportError:  # pragma: no cover - only vLLM calls register
-        return
-    if version != PINNED_VLLM:
-        log.warning("lengthlens rules plugin is pinned to vLLM %s, found %s; patching anyway", PINNED_VLLM, version)
+    version = vllm_version()
     names = apply(rule, alpha)
     _trace(f"register vllm={version} {rule} {alpha} {','.join(names)}")
-    if not names:
-        raise RuntimeError(f"lengthlens: no rejection sampler found to patch in vLLM {version}")
-    log.warning("lengthlens rules plugin: %s alpha=%s in pid %d (%s)", rule,
-                "-inf" if alpha == -math.inf else alpha, os.getpid(), ", ".join(names))
+    log.warning("lengthlens rules plugin: %s alpha=%s in pid %d (vLLM %s: %s)", rule,
+                "-inf" if alpha == -math.inf else alpha, os.getpid(), version, ", ".join(names))

@@ -1,16 +1,20 @@
 """The vLLM plugin's tensor code, pure torch (testable on a CPU): the rules on vLLM's batch layouts.
 
-Two layouts, as read from vLLM's source (pinned 0.26.0):
+Two layouts, as read from vLLM's source (0.26.0 and 0.33.0 agree on both):
 
 * V1 (``vllm/v1/sample/rejection_sampler.py``, function ``rejection_sample``): flattened draft
-  tokens ``[T]`` with ``cu_num_draft_tokens[b]`` = end index of request b's drafts, draft and
-  target probabilities ``[T, V]`` (temperature/top-p already applied), bonus tokens ``[B, 1]``;
-  returns ``[B, max_spec_len + 1]`` int32 with ``-1`` after the emitted tokens.
-* model-runner V2 (``vllm/v1/worker/gpu/spec_decode/...``, ``probabilistic_rejection_sample``):
-  processed target logits ``[L, V]`` with ``cu_num_logits[r]..cu_num_logits[r+1]`` the rows of
-  request r (its drafts plus the bonus position), the token verified at row i is
+  tokens ``[T]`` with ``cu_num_draft_tokens[b]`` = end index of request b's drafts, draft
+  probabilities and target probabilities ``[T, V]`` (the plugin takes the softmax of the
+  processed target logits vLLM passes, as vLLM does), bonus tokens ``[B, 1]``; returns
+  ``[B, max_spec_len + 1]`` int32 with ``-1`` after the emitted tokens.
+* model-runner V2 (``vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py``,
+  ``rejection_sample``): processed target logits ``[L, V]`` with ``cu_num_logits[r]..cu_num_logits[r+1]``
+  the rows of request r (its drafts plus the bonus position), the token verified at row i is
   ``draft_sampled[i + 1]``, draft logits ``[max_num_reqs, K, V]`` indexed by the request's state
-  slot and draft step; returns ``(sampled [R, K + 1], num_sampled [R])``.
+  slot and draft step; returns ``(sampled [R, K + 1] int64, num_sampled [R] int32)``.
+
+In both, a draft id of ``-1`` marks a padded draft that must be rejected (vLLM's convention);
+its replacement is drawn from the lossless residual norm(max(0, p - q)), as vLLM does.
 
 Randomness is passed in (uniforms and exponential noise), so the functions are deterministic and
 the plugin decides where it comes from. The rejected position is resampled with the
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from lengthlens.generate.rules import verify
+from lengthlens.generate.rules import normalize_residual, verify
 
 PLACEHOLDER_TOKEN_ID = -1
 
@@ -34,7 +38,19 @@ def _first_rejection(accept: torch.Tensor, counts: torch.Tensor) -> torch.Tensor
 
 def race_sample(probs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     """argmax(probs / noise) row-wise: a draw from norm(probs) given i.i.d. Exp(1) noise."""
-    return (probs / noise).argmax(-1)
+    return (probs.to(noise.dtype) / noise).argmax(-1)
+
+
+def _verify_valid(rule: str, alpha: float, p: torch.Tensor, q: torch.Tensor, x: torch.Tensor,
+                  u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(accept, residual) of ``rule``; drafts with id < 0 (vLLM's padding) are rejected with the lossless residual."""
+    valid = x >= 0
+    xs = torch.where(valid, x.long(), torch.zeros_like(x, dtype=torch.long))
+    v = verify(rule, alpha, p, q, xs, u)
+    if bool(valid.all()):
+        return v.accept, v.residual
+    lossless = normalize_residual(p - q, p)
+    return v.accept & valid, torch.where(valid.unsqueeze(-1), v.residual, lossless.to(v.residual.dtype))
 
 
 def v1_rejection_sample(
@@ -59,15 +75,15 @@ def v1_rejection_sample(
     req = torch.repeat_interleave(torch.arange(b, device=device), counts)
     starts = torch.cumsum(counts, 0) - counts
     pos = torch.arange(draft_token_ids.shape[0], device=device) - starts[req]
-    v = verify(rule, alpha, target_probs, draft_probs, draft_token_ids, uniform)
+    accept, residual = _verify_valid(rule, alpha, target_probs, draft_probs, draft_token_ids, uniform)
     acc = torch.ones((b, max(max_spec_len, 1)), dtype=torch.bool, device=device)
-    acc[req, pos] = v.accept
+    acc[req, pos] = accept
     n_acc = _first_rejection(acc, counts)  # [B]
     drafts = torch.full((b, max(max_spec_len, 1)), PLACEHOLDER_TOKEN_ID, dtype=torch.int64, device=device)
     drafts[req, pos] = draft_token_ids.long()
     # Residual of the first rejected position of each request (any row for all-accepted requests).
     rej_row = torch.clamp(starts + n_acc, max=max(draft_token_ids.shape[0] - 1, 0))
-    recovered = race_sample(v.residual[rej_row], noise) if draft_token_ids.numel() else bonus_token_ids[:, 0]
+    recovered = race_sample(residual[rej_row], noise) if draft_token_ids.numel() else bonus_token_ids[:, 0]
     last = torch.where(n_acc < counts, recovered.long(), bonus_token_ids[:, 0].long())
     cols = torch.arange(max_spec_len + 1, device=device)
     keep = cols.unsqueeze(0) < n_acc.unsqueeze(1)
@@ -89,14 +105,14 @@ def v2_rejection_sample(
     uniform: torch.Tensor,  # [L] in (0, 1]; the entry of each request's last row is unused
     noise: torch.Tensor,  # [R, V] Exp(1)
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Model-runner-V2 layout: (sampled [R, K+1] int64, num_sampled [R]) under ``rule``."""
+    """Model-runner-V2 layout: (sampled [R, K+1] int64, num_sampled [R] int32) under ``rule``, as vLLM returns them."""
     device = target_logits.device
     cu = cu_num_logits.long()
     r = cu.shape[0] - 1
     k = num_speculative_steps
     sampled = torch.zeros((r, k + 1), dtype=torch.int64, device=device)
     if r == 0:
-        return sampled, torch.zeros(0, dtype=torch.int64, device=device)
+        return sampled, torch.zeros(0, dtype=torch.int32, device=device)
     n_rows = cu[1:] - cu[:-1]  # drafts + 1 per request
     counts = n_rows - 1
     p_all = torch.softmax(target_logits.float() if target_logits.dtype in (torch.float16, torch.bfloat16) else target_logits, dim=-1)
@@ -110,11 +126,11 @@ def v2_rejection_sample(
         rq, st = req_of_row[rows], step[rows]
         x = draft_sampled[rows + 1].long()
         q = torch.softmax(draft_logits[idx_mapping.long()[rq], st].to(p_all.dtype), dim=-1)
-        v = verify(rule, alpha, p_all[rows], q, x, uniform[rows])
-        acc[rq, st] = v.accept
-        sampled[rq, st] = x
+        accept, residual = _verify_valid(rule, alpha, p_all[rows], q, x, uniform[rows])
+        acc[rq, st] = accept
+        sampled[rq, st] = x.clamp_min(0)
         residual_rows = torch.zeros_like(p_all)
-        residual_rows[rows] = v.residual.to(p_all.dtype)
+        residual_rows[rows] = residual.to(p_all.dtype)
     else:
         residual_rows = torch.zeros_like(p_all)
     n_acc = _first_rejection(acc, counts)
@@ -122,4 +138,4 @@ def v2_rejection_sample(
     dist = torch.where((n_acc < counts).unsqueeze(-1), residual_rows[end_row], p_all[end_row])
     last = race_sample(dist, noise)
     sampled[torch.arange(r, device=device), n_acc] = last
-    return sampled, n_acc + 1
+    return sampled, (n_acc + 1).to(torch.int32)

@@ -39,8 +39,9 @@ def _fake_vllm():
             self.__dict__.update(kw)
 
     class Tok:
-        def encode(self, s, add_special_tokens=False):
-            return list(s.encode())
+        # Bytes as ids, and a BOS (id 1) in front when asked to add special tokens.
+        def encode(self, s, add_special_tokens=True):
+            return ([1] if add_special_tokens else []) + list(s.encode())
 
     class LLM:
         def __init__(self, model, speculative_config, **kw):
@@ -59,23 +60,35 @@ def _fake_vllm():
             return Tok()
 
         def generate(self, prompts, sp, use_tqdm=False):
-            self.prompts.append(prompts[0])
+            self.prompts.append(prompts[0]["prompt_token_ids"])
             n = min(sp.max_tokens, 40)
             rounds = (n + 4) // 5
             self.totals["drafts"] += rounds
             self.totals["tokens"] += rounds * self.spec["num_speculative_tokens"]
             self.totals["acc"] += 3 * rounds
-            comp = types.SimpleNamespace(text="x" * n, token_ids=list(range(n)),
+            comp = types.SimpleNamespace(text="x" * n, token_ids=[ord("x")] * n,
                                          finish_reason="length" if n == sp.max_tokens else "stop")
-            return [types.SimpleNamespace(outputs=[comp], prompt_token_ids=[1, 2, 3])]
+            return [types.SimpleNamespace(outputs=[comp], prompt_token_ids=list(prompts[0]["prompt_token_ids"]))]
 
     m.LLM, m.SamplingParams = LLM, SamplingParams
     return m
 
 
-def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch):
+@pytest.fixture
+def plugin_calls(monkeypatch):
+    """The plugin's apply/restore recorded (the plugin itself is tested against the real vLLM in tests/vllm)."""
+    from lengthlens.generate import vllm_plugin
+
+    calls = []
+    monkeypatch.setattr(vllm_plugin, "apply", lambda rule, alpha: calls.append(("apply", rule, alpha)) or [])
+    monkeypatch.setattr(vllm_plugin, "restore", lambda: calls.append(("restore",)))
+    return calls
+
+
+def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch, plugin_calls):
     fake = _fake_vllm()
     monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.delenv("VLLM_RAY_EXTRA_ENV_VAR_PREFIXES_TO_COPY", raising=False)
     monkeypatch.delenv("LENGTHLENS_RULE", raising=False)
     (tmp_path / "items.jsonl").write_text('{"id": "a", "prompt": "p1"}\n{"id": "b", "prompt": "p2"}\n')
     cfg = config_from_dict({
@@ -83,7 +96,9 @@ def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch):
         "datasets": {"toy": "items.jsonl"}, "speculative": {"num_draft_tokens": 4},
         "sampling": {"max_new_tokens": 64}, "thinking": {"format": "think", "opened_in_prompt": True},
         "arms": ["strict", {"rule": "cactus", "alpha": 0.3, "force_commit": 16}],
-        "vllm": {"engine_per": "run", "llm_kwargs": {"enforce_eager": True}},
+        "prompt": {"add_special_tokens": True},
+        "vllm": {"engine_per": "run", "llm_kwargs": {"enforce_eager": True}, "tensor_parallel_size": 2,
+                 "pipeline_parallel_size": 2, "distributed_executor_backend": "ray", "draft_tensor_parallel_size": 1},
     }, base=tmp_path)
     s = run_campaign(cfg, tmp_path / "out", log=lambda m: None)
     assert (s.written, s.failed) == (4, 0)
@@ -91,12 +106,18 @@ def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch):
     assert len(fake.engines) == 4
     e = fake.engines[0]
     assert e.kw["enable_prefix_caching"] is False and e.kw["enforce_eager"] is True
+    # Parallel settings pass through to vLLM (targets that need several GPUs).
+    assert (e.kw["tensor_parallel_size"], e.kw["pipeline_parallel_size"], e.kw["distributed_executor_backend"]) == (2, 2, "ray")
     assert e.spec == {"method": "draft_model", "model": "/models/d", "num_speculative_tokens": 4,
-                      "draft_sample_method": "probabilistic"}
+                      "draft_sample_method": "probabilistic", "draft_tensor_parallel_size": 1}
     assert [x.env_rule for x in fake.engines] == [None, None, "cactus", "cactus"]
+    assert ("apply", "cactus", 0.3) in plugin_calls
+    # Token ids, with the BOS the campaign asked for (add_special_tokens: true).
+    assert fake.engines[0].prompts == [[1, *b"p1"]]
     rj = json.loads((tmp_path / "out/runs/toy/strict/strict/case_001/seed_0/run.json").read_text())
     assert (rj["output_tokens"], rj["draft_rounds"], rj["accepted_tokens"], rj["draft_tokens"]) == (40, 8.0, 24.0, 32.0)
     assert rj["backend"] == "vllm" and rj["finish_reason"] == "stop" and rj["input_tokens"] == 3
+    assert rj["tensor_parallel_size"] == 2
     cj = json.loads((tmp_path / "out/runs/toy/strict/strict/case_001/seed_0/config.json").read_text())
     assert cj["engine_version"] == "0.26.0" and cj["model"] == "T" and cj["draft_model"] == "D"
     # Force-commit: 16 tokens, still thinking -> marker appended, then the rest of the budget.
@@ -107,8 +128,43 @@ def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch):
     assert rj["output_tokens"] == 16 + marker + 40
     assert rj["draft_rounds"] == 4.0 + 8.0
     assert (fc / "output.txt").read_text() == "x" * 16 + "</think>" + "x" * 40
-    assert fake.engines[3].prompts == ["p2", "p2" + "x" * 16 + "</think>"]
+    # The continuation is the first request's ids, the completion's ids and the marker's: no second BOS.
+    assert fake.engines[3].prompts == [[1, *b"p2"], [1, *b"p2", *b"x" * 16, *b"</think>"]]
     assert "LENGTHLENS_RULE" not in os.environ  # closing the backend clears the rule
+
+
+def test_prompt_ids_follow_add_special_tokens_on_a_tokenizer_that_adds_bos(monkeypatch, tmp_path):
+    # A real fast tokenizer whose post-processor adds BOS: the template's own <bos> must not be doubled.
+    pytest.importorskip("transformers")
+    from tokenizers.processors import TemplateProcessing
+
+    from lengthlens.generate.tiny import build_tiny_tokenizer
+    from lengthlens.generate.vllm_backend import VLLMBackend
+
+    tok = build_tiny_tokenizer()
+    bos = tok.bos_token_id
+    tok._tokenizer.post_processor = TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", bos)])
+    assert tok.encode("ab")[0] == bos and tok.encode("<bos>ab").count(bos) == 2  # the trap
+    fake = _fake_vllm()
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    (tmp_path / "i.jsonl").write_text('{"id": 1, "prompt": "ab"}\n')
+    llm = types.SimpleNamespace(get_tokenizer=lambda: tok)
+    for add, template, want in ((False, "<bos>{prompt}", 1), (True, "{prompt}", 1), (True, "<bos>{prompt}", 2)):
+        cfg = config_from_dict({"backend": "vllm", "target": "/m/t", "draft": "/m/d", "datasets": {"d": "i.jsonl"},
+                                "arms": ["strict"], "prompt": {"template": template, "add_special_tokens": add}},
+                               base=tmp_path)
+        ids = VLLMBackend(cfg).prompt_ids(llm, template.replace("{prompt}", "ab"))
+        assert ids.count(bos) == want and ids[0] == bos and tok.decode(ids[-2:]) == "ab"
+
+
+def test_parallel_settings_are_checked(monkeypatch, tmp_path):
+    from lengthlens.generate.vllm_backend import parallel_kwargs
+
+    assert parallel_kwargs({}) == ({}, {})
+    assert parallel_kwargs({"tensor_parallel_size": 4})[0] == {"tensor_parallel_size": 4}
+    for bad in ({"tensor_parallel_size": 0}, {"pipeline_parallel_size": "2"}, {"draft_tensor_parallel_size": True}):
+        with pytest.raises(ValueError, match="positive integer"):
+            parallel_kwargs(bad)
 
 
 def test_vllm_backend_refuses_tiny_models(monkeypatch, tmp_path):
