@@ -30,6 +30,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--example-force-commit", type=int, default=None, metavar="T",
                    help="add a spec_casc_tok force-commit arm with threshold T to the example")
     p.add_argument("--max-items", type=int, default=None, help="only the first N items of each dataset")
+    p.add_argument("--shard", metavar="K/N", default=None,
+                   help="run only shard K of N (1-based): the (dataset, item, seed) units dealt round-robin, every "
+                        "arm of a unit in the same shard; shards are disjoint parts of the raw layout that "
+                        "`lengthlens report` reads together (one OUT on shared storage, or several OUTs)")
     p.add_argument("--dry-run", action="store_true", help="list the planned runs and whether each is done")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed run")
     p.add_argument("--quiet", action="store_true", help="no per-run progress lines")
@@ -40,9 +44,16 @@ def run_generate(args: argparse.Namespace) -> int:
     """Handler of ``lengthlens generate``; returns the process exit code."""
     from lengthlens.generate.config import load_config
     from lengthlens.generate.layout import is_finished
-    from lengthlens.generate.runner import plan, run_campaign
+    from lengthlens.generate.runner import parse_shard, plan, run_campaign
 
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    shard = None
+    if args.shard is not None:
+        try:
+            shard = parse_shard(args.shard)
+        except ValueError as exc:
+            print(f"generate: --shard: {exc}", file=sys.stderr)
+            return 2
     if args.example is not None:
         if args.config is not None:
             print("generate: give either CONFIG or --example OUT, not both", file=sys.stderr)
@@ -73,16 +84,17 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.backend is not None:
         cfg.backend = args.backend
     if args.dry_run:
-        for r in plan(cfg, out):
+        for r in plan(cfg, out, shard):
             print(f"{'done' if is_finished(r.path) else 'todo'}\t{r.path}")
         return 0
     t0 = time.perf_counter()
     try:
-        s = run_campaign(cfg, out, log=log, fail_fast=args.fail_fast)
+        s = run_campaign(cfg, out, log=log, fail_fast=args.fail_fast, shard=shard)
     except ImportError as exc:
         extra = "vllm" if cfg.backend == "vllm" else "reference"
         print(f"generate: the {cfg.backend} backend needs `pip install lengthlens[{extra}]` ({exc})", file=sys.stderr)
         return 3
-    log(f"{s.written} written, {s.skipped} already finished, {s.failed} failed, of {s.planned} planned "
+    where = "" if shard is None else f" (shard {shard[0]}/{shard[1]})"
+    log(f"{s.written} written, {s.skipped} already finished, {s.failed} failed, of {s.planned} planned{where} "
         f"under {out / 'runs'} in {time.perf_counter() - t0:.1f}s")
     return 1 if s.failed else 0

@@ -60,14 +60,42 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def plan(cfg: GenerateConfig, out: str | Path) -> list[PlannedRun]:
-    """Every run of the campaign, arms outermost so an engine can be reused within an arm."""
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N; ValueError otherwise."""
+    try:
+        k_s, n_s = text.split("/")
+        k, n = int(k_s), int(n_s)
+    except ValueError:
+        raise ValueError(f"shard must be K/N (e.g. 2/4), got {text!r}") from None
+    if not (n >= 1 and 1 <= k <= n):
+        raise ValueError(f"shard K/N needs 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+def plan(cfg: GenerateConfig, out: str | Path, shard: tuple[int, int] | None = None) -> list[PlannedRun]:
+    """Every run of the campaign (or of one shard), arms outermost so an engine can be reused within an arm.
+
+    ``shard=(K, N)``: the campaign's (dataset, item, seed) units, in file order, are dealt round-robin
+    to N shards and shard K (1-based) keeps every arm of its units. Shards are disjoint and together
+    are the whole campaign; an item keeps all its arms on one machine, so a lost shard loses whole
+    items (every arm), never one arm of a pair. The deal depends on the datasets, items and seeds
+    only, not on the arms, so every machine must use the same campaign file.
+    """
+    keep: set[tuple[str, str, int]] | None = None
+    if shard is not None:
+        k, n = shard
+        if not (n >= 1 and 1 <= k <= n):
+            raise ValueError(f"shard K/N needs 1 <= K <= N, got {k}/{n}")
+        units = [(ds, item.case, seed) for ds in cfg.datasets for item in cfg.items(ds) for seed in cfg.seeds]
+        keep = {u for i, u in enumerate(units) if i % n == k - 1}
     runs = []
     for ds in cfg.datasets:
         items = cfg.items(ds)
         for arm in cfg.arms:
             for item in items:
                 for seed in cfg.seeds:
+                    if keep is not None and (ds, item.case, seed) not in keep:
+                        continue
                     runs.append(PlannedRun(ds, item, arm, seed, run_dir(out, ds, arm.method, arm.params, item.case, seed)))
     return runs
 
@@ -147,10 +175,11 @@ def make_backend(cfg: GenerateConfig, name: str | None = None) -> Backend:
 
 
 def run_campaign(cfg: GenerateConfig, out: str | Path, *, backend: str | Backend | None = None,
-                 log: Callable[[str], None] | None = None, fail_fast: bool = False) -> Summary:
-    """Run every planned measurement not already finished under ``out``; return what happened."""
+                 log: Callable[[str], None] | None = None, fail_fast: bool = False,
+                 shard: tuple[int, int] | None = None) -> Summary:
+    """Run every planned measurement (of ``shard`` K/N, when given) not already finished under ``out``."""
     log = log or (lambda s: print(s, file=sys.stderr))
-    runs = plan(cfg, out)
+    runs = plan(cfg, out, shard)
     s = Summary(planned=len(runs))
     todo = [r for r in runs if not is_finished(r.path)]
     s.skipped = len(runs) - len(todo)

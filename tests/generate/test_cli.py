@@ -125,3 +125,30 @@ def test_generate_with_local_model_folders(tmp_path):
     assert _run(["generate", str(tmp_path / "c.toml"), str(tmp_path / "out"), "--quiet"]) == 0
     rj = json.loads((tmp_path / "out/runs/toy/mentored_dec/alpha0.3/case_001/seed_4/run.json").read_text())
     assert rj["status"] == "ok" and 1 <= rj["output_tokens"] <= 16
+
+
+def test_shards_are_disjoint_cover_the_campaign_and_report_together(tmp_path, capsys):
+    (tmp_path / "items.jsonl").write_text("".join(f'{{"id": "{i}", "prompt": "q: {i}+1=?", "reference": "{i + 1}"}}\n'
+                                                  for i in range(5)))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(CAMPAIGN.replace("max_new_tokens: 24", "max_new_tokens: 6"))
+    capsys.readouterr()
+    assert _run(["generate", str(cfg), str(tmp_path / "all"), "--dry-run"]) == 0
+    whole = {ln.split("\t")[1].split("/runs/")[1] for ln in capsys.readouterr().out.splitlines()}
+    assert len(whole) == 30  # 5 items x 2 seeds x 3 arms
+    parts = []
+    for k in (1, 2, 3):  # three machines, each with its own output folder
+        assert _run(["generate", str(cfg), str(tmp_path / f"m{k}"), "--shard", f"{k}/3", "--quiet"]) == 0
+        parts.append({p.relative_to(tmp_path / f"m{k}" / "runs").as_posix()
+                      for p in (tmp_path / f"m{k}" / "runs").glob("toy/*/*/case_*/seed_*")})
+    assert set.union(*parts) == whole and sum(map(len, parts)) == len(whole)  # disjoint, complete
+    for part in parts:  # every arm of a (case, seed) unit is in the same shard: pairs stay whole
+        units = {tuple(p.split("/")[3:]) for p in part}
+        assert len(part) == 3 * len(units)
+    assert sorted(map(len, parts)) == [9, 9, 12]  # 10 units dealt round-robin: 4, 3, 3
+    import lengthlens as ll
+
+    runs = ll.load(*(tmp_path / f"m{k}" / "runs" for k in (1, 2, 3)), cache=False, progress=False)
+    assert "30 loaded" in runs.summary()
+    assert _run(["generate", str(cfg), str(tmp_path / "m1"), "--shard", "4/3"]) == 2
+    assert _run(["generate", str(cfg), str(tmp_path / "m1"), "--shard", "x"]) == 2
