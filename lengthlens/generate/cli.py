@@ -45,6 +45,7 @@ def run_generate(args: argparse.Namespace) -> int:
     from lengthlens.generate.config import load_config
     from lengthlens.generate.layout import is_finished
     from lengthlens.generate.runner import parse_shard, plan, run_campaign
+    from lengthlens.generate.vllm_plugin import UnsupportedVLLM
 
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
     shard = None
@@ -93,6 +94,9 @@ def run_generate(args: argparse.Namespace) -> int:
     except ImportError as exc:
         extra = "vllm" if cfg.backend == "vllm" else "reference"
         print(f"generate: the {cfg.backend} backend needs `pip install lengthlens[{extra}]` ({exc})", file=sys.stderr)
+        return 3
+    except UnsupportedVLLM as exc:
+        print(f"generate: {exc}", file=sys.stderr)
         return 3
     where = "" if shard is None else f" (shard {shard[0]}/{shard[1]})"
     log(f"{s.written} written, {s.skipped} already finished, {s.failed} failed, of {s.planned} planned{where} "

@@ -177,3 +177,26 @@ def test_vllm_backend_refuses_tiny_models(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="needs 'path'"):
         VLLMBackend(cfg)
     assert Arm("lossless").params == "strict"
+
+
+def test_cli_refuses_a_vllm_the_plugin_does_not_know(monkeypatch, tmp_path, capsys):
+    # A "vllm" without the rejection sampler the plugin patches: the campaign stops before any engine starts.
+    import argparse
+
+    from lengthlens.generate import vllm_plugin as P
+    from lengthlens.generate.cli import add_parser
+
+    fake = _fake_vllm()
+    fake.__version__ = "9.9.9"
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setitem(sys.modules, P.V1_MODULE, None)
+    (tmp_path / "i.jsonl").write_text('{"id": 1, "prompt": "x"}\n')
+    (tmp_path / "c.yaml").write_text("backend: vllm\ntarget: /m/t\ndraft: /m/d\ndatasets: {d: i.jsonl}\n"
+                                     "arms: [strict, {rule: cactus, alpha: 0.3}]\n")
+    ap = argparse.ArgumentParser()
+    add_parser(ap.add_subparsers(dest="command"))
+    args = ap.parse_args(["generate", str(tmp_path / "c.yaml"), str(tmp_path / "out"), "--quiet"])
+    assert args.func(args) == 3
+    err = capsys.readouterr().err
+    assert "vLLM 9.9.9" in err and f"{P.V1_MODULE}.rejection_sample" in err
+    assert fake.engines == [] and not (tmp_path / "out" / "runs").exists()
