@@ -32,6 +32,10 @@ import pytest
 pytestmark = pytest.mark.vllm
 
 vllm = pytest.importorskip("vllm", reason="needs the real vLLM package (pip install -e .[vllm,test])")
+if getattr(vllm, "__file__", None) is None:
+    # Without vLLM installed, `import vllm` finds this very folder (tests/ is on sys.path through its
+    # conftest) as a namespace package; the installed package, a regular one, always wins over it.
+    pytest.skip("needs the real vLLM package (pip install -e .[vllm,test])", allow_module_level=True)
 torch = pytest.importorskip("torch")
 
 from vllm.v1.sample import rejection_sampler as rs  # noqa: E402
