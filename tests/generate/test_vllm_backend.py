@@ -76,7 +76,7 @@ def _fake_vllm():
 
 @pytest.fixture
 def plugin_calls(monkeypatch):
-    """The plugin's apply/restore recorded (the plugin itself is tested against the real vLLM in tests/vllm)."""
+    """The plugin's apply/restore recorded (the plugin itself is tested against the real vLLM in tests/vllm_job)."""
     from lengthlens.generate import vllm_plugin
 
     calls = []

@@ -126,7 +126,7 @@ def test_v1_emitted_distribution_equals_enumeration(rule, alpha):
     assert stats.chisquare(counts, exact * n).pvalue > 1e-3
 
 
-# ---- padding, dtypes and the environment (the glue itself is tested against the real vLLM in tests/vllm) ----
+# ---- padding, dtypes and the environment (the glue itself is tested against the real vLLM in tests/vllm_job) ----
 
 def test_padded_drafts_are_rejected_with_the_lossless_residual():
     # vLLM pads drafts with -1; such a draft is never accepted, even by a rule that accepts everything.

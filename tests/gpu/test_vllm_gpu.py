@@ -7,7 +7,7 @@ The module sets ``VLLM_WORKER_MULTIPROC_METHOD=spawn`` (a spawned engine loads t
 whatever this process did before, so the result does not depend on test order or on CUDA having
 been initialised here), ``HF_HUB_OFFLINE=1`` and ``VLLM_NO_USAGE_STATS=1``.
 
-What this proves that the CPU ``vllm`` job (``tests/vllm``) cannot:
+What this proves that the CPU ``vllm`` job (``tests/vllm_job``) cannot:
   * the CUDA side: rules.verify and the V1/V2 layout code give the same decisions on CUDA as on the
     CPU, and vLLM's Triton kernels (temperature expansion, the stock greedy and random paths, the
     whole model-runner-V2 sampler) run around the patched function;
@@ -107,7 +107,7 @@ def _campaign(root: Path, items: Path, temperature: float, arms: list) -> dict:
 
 def test_vllm_tiny_pair_end_to_end(tiny_pair, tmp_path, monkeypatch):
     vllm = pytest.importorskip("vllm")
-    if getattr(vllm, "__file__", None) is None:  # tests/vllm seen as a namespace package: no real vLLM
+    if getattr(vllm, "__file__", None) is None:  # a folder named vllm on sys.path: not vLLM
         pytest.skip("needs vLLM (pip install -e .[vllm,reference,test])")
     from lengthlens.generate.config import config_from_dict
     from lengthlens.generate.reference import greedy_generate, speculative_generate

@@ -1,6 +1,6 @@
 """The rules plugin inside the real vLLM package, on a CPU (no fakes).
 
-Run in a venv of its own: ``pip install -e .[vllm,test] && python -m pytest -m vllm tests/vllm``
+Run in a venv of its own: ``pip install -e .[vllm,test] && python -m pytest -m vllm tests/vllm_job``
 (``.ci/run`` does). Skipped when vLLM is not importable. Checked on vLLM 0.26.0 and 0.33.0.
 
 What runs here, for real: vLLM's plugin loader (``vllm.plugins.load_general_plugins``) finding the
@@ -33,8 +33,8 @@ pytestmark = pytest.mark.vllm
 
 vllm = pytest.importorskip("vllm", reason="needs the real vLLM package (pip install -e .[vllm,test])")
 if getattr(vllm, "__file__", None) is None:
-    # Without vLLM installed, `import vllm` finds this very folder (tests/ is on sys.path through its
-    # conftest) as a namespace package; the installed package, a regular one, always wins over it.
+    # A folder named vllm somewhere on sys.path imports as an empty namespace package: not vLLM.
+    # (This folder is vllm_job, not vllm, for that reason.)
     pytest.skip("needs the real vLLM package (pip install -e .[vllm,test])", allow_module_level=True)
 torch = pytest.importorskip("torch")
 

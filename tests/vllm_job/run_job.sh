@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The vllm job: the rules plugin inside the real vLLM package (CPU wheel; no GPU needed), in a venv of
 # its own so the main one stays light. .ci/run runs it on the newest release [vllm] admits; run it on
-# the study's release with `bash tests/vllm/run_job.sh 0.26.0 .venv-vllm026`.
-# Usage: bash tests/vllm/run_job.sh [VLLM_VERSION [VENV]]   (defaults: newest admitted, .venv-vllm)
+# the study's release with `bash tests/vllm_job/run_job.sh 0.26.0 .venv-vllm026`.
+# Usage: bash tests/vllm_job/run_job.sh [VLLM_VERSION [VENV]]   (defaults: newest admitted, .venv-vllm)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 version="${1:-}"
@@ -17,4 +17,4 @@ else
 fi
 installed=$("$venv/bin/python" -c 'import vllm; print(vllm.__version__)' 2>/dev/null | tail -n 1)
 echo "vllm job: vLLM $installed installed in $(( $(date +%s) - start )) s"
-"$venv/bin/python" -m pytest -m vllm tests/vllm
+"$venv/bin/python" -m pytest -m vllm tests/vllm_job
