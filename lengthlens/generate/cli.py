@@ -40,21 +40,8 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run_generate)
 
 
-def run_generate(args: argparse.Namespace) -> int:
-    """Handler of ``lengthlens generate``; returns the process exit code."""
-    from lengthlens.generate.config import load_config
-    from lengthlens.generate.layout import is_finished
-    from lengthlens.generate.runner import parse_shard, plan, run_campaign
-    from lengthlens.generate.vllm_plugin import UnsupportedVLLM
-
-    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
-    shard = None
-    if args.shard is not None:
-        try:
-            shard = parse_shard(args.shard)
-        except ValueError as exc:
-            print(f"generate: --shard: {exc}", file=sys.stderr)
-            return 2
+def _campaign_source(args: argparse.Namespace, log) -> tuple[Path, Path] | int:
+    """The campaign file and output folder ``generate`` works on (writing the example's first), or an exit code."""
     if args.example is not None:
         if args.config is not None:
             print("generate: give either CONFIG or --example OUT, not both", file=sys.stderr)
@@ -75,6 +62,28 @@ def run_generate(args: argparse.Namespace) -> int:
             return 2
         cfg_path = Path(args.config)
         out = Path(args.out) if args.out is not None else Path.cwd()
+    return cfg_path, out
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Handler of ``lengthlens generate``; returns the process exit code."""
+    from lengthlens.generate.config import load_config
+    from lengthlens.generate.layout import is_finished
+    from lengthlens.generate.runner import parse_shard, plan, run_campaign
+    from lengthlens.generate.vllm_plugin import UnsupportedVLLM
+
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr))
+    shard = None
+    if args.shard is not None:
+        try:
+            shard = parse_shard(args.shard)
+        except ValueError as exc:
+            print(f"generate: --shard: {exc}", file=sys.stderr)
+            return 2
+    where_from = _campaign_source(args, log)
+    if isinstance(where_from, int):
+        return where_from
+    cfg_path, out = where_from
     try:
         cfg = load_config(cfg_path)
     except (OSError, ValueError) as exc:

@@ -26,8 +26,12 @@ import torch
 
 from lengthlens.generate import rules as R
 from lengthlens.generate.sampling import probs_from_logits, sample, uniform_open_closed
+from lengthlens.generate.tiny import (
+    build_tiny_model,
+    build_tiny_tokenizer,
+    perturbed_copy,
+)
 
-from lengthlens.generate.tiny import build_tiny_model, build_tiny_tokenizer, perturbed_copy
 
 def load_models(target_spec, draft_spec, tokenizer_spec: str | None):
     """(tokenizer, target, draft) for a campaign: local model folders, or tiny models from configs."""

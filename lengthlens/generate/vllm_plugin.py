@@ -50,6 +50,10 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+# Re-exported: the plugin's public names.
+from lengthlens.generate.vllm_versions import SUPPORTED_VERSIONS, V1_SIGNATURES, V2_SIGNATURES  # noqa: F401
+from lengthlens.generate.vllm_versions import UnsupportedVLLM, _params, check_signature, vllm_version  # noqa: F401
+
 log = logging.getLogger("lengthlens.vllm_plugin")
 
 ENV_RULE = "LENGTHLENS_RULE"
@@ -60,29 +64,9 @@ V1_MODULE = "vllm.v1.sample.rejection_sampler"
 V2_MODULE = "vllm.v1.worker.gpu.spec_decode.rejection_sampler"
 V2_UTILS_MODULE = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
 
-_V1_026 = ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens", "draft_probs",
-           "target_logits", "bonus_token_ids", "sampling_metadata", "synthetic_mode",
-           "synthetic_conditional_rates", "use_fp64_gumbel")
-_V2_026 = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos", "idx_mapping",
-           "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed", "num_speculative_steps",
-           "synthetic_conditional_rates", "use_fp64", "use_block_verification")
-_FLY = ("fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k")
-#: Parameter lists of V1 ``rejection_sample`` this plugin knows, and the vLLM release they were read from.
-V1_SIGNATURES: dict[tuple[str, ...], str] = {_V1_026: "0.26.0", _V1_026 + _FLY: "0.33.0"}
-#: The same for model-runner V2's ``rejection_sample``.
-V2_SIGNATURES: dict[tuple[str, ...], str] = {
-    _V2_026: "0.26.0",
-    _V2_026 + ("contexts", "watermarking", "watermarking_skip_mask", "watermark_key") + _FLY: "0.33.0",
-}
-SUPPORTED_VERSIONS = "0.26.0 and 0.33.x"
-
 _PATCHED: dict[str, Callable[..., Any]] = {}
 _GUARDS: dict[str, Callable[..., Any]] = {}
 _TRACED: set[str] = set()
-
-
-class UnsupportedVLLM(RuntimeError):
-    """The installed vLLM's rejection functions are not ones this plugin was written against."""
 
 
 def _trace(msg: str, once: str | None = None) -> None:
@@ -110,30 +94,6 @@ def rule_from_env(env: dict[str, str] | None = None) -> tuple[str, float] | None
     alpha = float(raw)
     check_alpha(rule, alpha)
     return rule, alpha
-
-
-def vllm_version() -> str:
-    try:
-        import vllm
-
-        return str(getattr(vllm, "__version__", "unknown"))
-    except ImportError:
-        return "not installed"
-
-
-def _params(fn: Callable[..., Any]) -> tuple[str, ...]:
-    return tuple(inspect.signature(fn).parameters)
-
-
-def check_signature(fn: Callable[..., Any], known: dict[tuple[str, ...], str], qualname: str) -> str:
-    """The release a function's parameter list was read from; UnsupportedVLLM when it is not known."""
-    params = _params(fn)
-    if params in known:
-        return known[params]
-    raise UnsupportedVLLM(
-        f"lengthlens rules plugin: vLLM {vllm_version()} is not supported: {qualname}{inspect.signature(fn)} "
-        f"does not match a signature the plugin was written against (vLLM {SUPPORTED_VERSIONS}); "
-        "refusing to start rather than run the stock sampler under a relaxed arm's name")
 
 
 def _uniform_open(u, dtype):
@@ -210,6 +170,35 @@ def make_v1_wrapper(original: Callable[..., Any], rule: str, alpha: float, modul
     return rejection_sample
 
 
+def _refuse_v2_modes(rule: str, a: dict[str, Any]) -> None:
+    """Raise for V2 verification modes the rules do not define (they would silently bypass the rule)."""
+    if a.get("synthetic_conditional_rates") is not None:
+        raise _unsupported_mode(rule, "rejection_sample_method='synthetic'")
+    if a.get("use_block_verification"):
+        raise _unsupported_mode(rule, "block verification (rejection_sample_method='block')")
+    if a.get("watermarking") is not None or a.get("contexts") is not None:
+        raise _unsupported_mode(rule, "watermarking")
+    if a.get("fly_window_size"):
+        raise _unsupported_mode(rule, "FLy verification (rejection_sample_method='fly')")
+
+
+def _v2_draws(cu, pos, seeds, r: int, logits_shape, device, noise_dtype):
+    """Per request: uniforms for its drafts and exponential noise for its recovered token, seeded by (seed, position)."""
+    import torch
+
+    u = torch.ones(logits_shape[0], dtype=torch.float64, device=device)
+    noise = torch.empty((r, logits_shape[-1]), dtype=noise_dtype, device=device)
+    starts, ends = cu[:-1].tolist(), cu[1:].tolist()
+    pos_l, seeds_l = pos.tolist(), seeds.tolist()
+    for j in range(r):
+        first_pos = pos_l[starts[j]] if ends[j] > starts[j] else 0
+        # Seeded by (request seed, position): reproducible, independent across steps.
+        g = torch.Generator(device=device).manual_seed((seeds_l[j] * 1_000_003 + first_pos) & 0x7FFFFFFFFFFFFFFF)
+        u[starts[j]:ends[j]] = torch.rand(ends[j] - starts[j], generator=g, dtype=torch.float64, device=device)
+        noise[j].exponential_(generator=g)
+    return u, noise
+
+
 def make_v2_wrapper(original: Callable[..., Any], rule: str, alpha: float) -> Callable[..., Any]:
     """A drop-in for model-runner V2's ``rejection_sample`` applying ``rule`` to random requests.
 
@@ -225,14 +214,7 @@ def make_v2_wrapper(original: Callable[..., Any], rule: str, alpha: float) -> Ca
         b = sig.bind(*args, **kwargs)
         b.apply_defaults()
         a = b.arguments
-        if a.get("synthetic_conditional_rates") is not None:
-            raise _unsupported_mode(rule, "rejection_sample_method='synthetic'")
-        if a.get("use_block_verification"):
-            raise _unsupported_mode(rule, "block verification (rejection_sample_method='block')")
-        if a.get("watermarking") is not None or a.get("contexts") is not None:
-            raise _unsupported_mode(rule, "watermarking")
-        if a.get("fly_window_size"):
-            raise _unsupported_mode(rule, "FLy verification (rejection_sample_method='fly')")
+        _refuse_v2_modes(rule, a)
         temp = a["temperature"]
         idx = a["idx_mapping"].long()
         req_temp = temp[idx]
@@ -250,17 +232,8 @@ def make_v2_wrapper(original: Callable[..., Any], rule: str, alpha: float) -> Ca
         seeds = a["seed"][idx].long()
         r = cu.shape[0] - 1
         device = logits.device
-        u = torch.ones(logits.shape[0], dtype=torch.float64, device=device)
-        noise = torch.empty((r, logits.shape[-1]), dtype=torch.float64 if a.get("use_fp64") else torch.float32,
-                            device=device)
-        starts, ends = cu[:-1].tolist(), cu[1:].tolist()
-        pos_l, seeds_l = pos.tolist(), seeds.tolist()
-        for j in range(r):
-            first_pos = pos_l[starts[j]] if ends[j] > starts[j] else 0
-            # Seeded by (request seed, position): reproducible, independent across steps.
-            g = torch.Generator(device=device).manual_seed((seeds_l[j] * 1_000_003 + first_pos) & 0x7FFFFFFFFFFFFFFF)
-            u[starts[j]:ends[j]] = torch.rand(ends[j] - starts[j], generator=g, dtype=torch.float64, device=device)
-            noise[j].exponential_(generator=g)
+        u, noise = _v2_draws(cu, pos, seeds, r, logits.shape, device,
+                             torch.float64 if a.get("use_fp64") else torch.float32)
         sampled, num_sampled = v2_rejection_sample(rule, alpha, logits, draft_logits, a["draft_sampled"], cu, idx,
                                                    int(a["num_speculative_steps"]), _uniform_open(u, torch.float32),
                                                    noise)
