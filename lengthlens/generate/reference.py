@@ -156,30 +156,133 @@ def _entropy(p: torch.Tensor) -> float:
     return float(-(p[pos] * p[pos].log()).sum())
 
 
-def speculative_generate(
-    target,
-    draft,
-    prompt_ids: Sequence[int],
-    *,
-    rule: str = "lossless",
-    alpha: float = 0.0,
-    num_draft: int = 4,
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    max_new_tokens: int = 128,
-    seed: int = 0,
-    eos_id: int | Collection[int] | None = None,
-    force_commit: ForceCommit | None = None,
-    decode: Callable[[list[int]], str] | None = None,
-    log_proposals: bool = True,
-) -> Generation:
-    """Run one speculative generation; same arguments and seed give the same tokens bit for bit."""
+def _check_args(rule: str, alpha: float, num_draft: int, max_new_tokens: int, prompt_ids: Sequence[int]) -> None:
     R.check_alpha(rule, alpha)
-    eos = _eos_set(eos_id)
     if num_draft < 1 or max_new_tokens < 1:
         raise ValueError("num_draft and max_new_tokens must be >= 1")
     if not prompt_ids:
         raise ValueError("prompt must have at least one token")
+
+
+def _draft_phase(dlm: CachedLM, seq: list[int], k: int, temperature: float, top_p: float, g: torch.Generator):
+    """Catch the draft's cache up with the sequence, then sample ``k`` tokens from it; their q rows too."""
+    d_logits = dlm.feed(seq[dlm.length:])[-1]
+    drafts: list[int] = []
+    qs = []
+    for i in range(k):
+        q = probs_from_logits(d_logits, temperature, top_p)
+        x = int(sample(q, g))
+        drafts.append(x)
+        qs.append(q)
+        if i < k - 1:
+            d_logits = dlm.feed([x])[-1]
+    return drafts, qs
+
+
+def _verify_phase(tlm: CachedLM, seq: list[int], drafts: list[int], qs: list, rule: str, alpha: float,
+                  temperature: float, top_p: float, g: torch.Generator):
+    """One target forward over the uncached suffix plus all drafts; the rule's verdicts and the round's last token."""
+    k = len(drafts)
+    t_logits = tlm.feed(seq[tlm.length:] + drafts)[-(k + 1):]
+    ps = probs_from_logits(t_logits, temperature, top_p)
+    qmat = torch.stack(qs)
+    u = uniform_open_closed(k, g)
+    v = R.verify(rule, alpha, ps[:k], qmat, torch.tensor(drafts), u)
+    acc = v.accept.tolist()
+    n_acc = acc.index(False) if False in acc else k
+    # The first rejection is resampled from the residual; all accepted: the bonus token, from p.
+    y = int(sample(v.residual[n_acc], g)) if n_acc < k else int(sample(ps[k], g))
+    return ps, qmat, u, v, acc, n_acc, y
+
+
+def _append_tokens(out: list[int], emitted: list[int], eos: set[int], max_new_tokens: int) -> tuple[int, str | None]:
+    """Append a round's tokens up to EOS or the budget; (how many were appended, finish reason or None)."""
+    appended = 0
+    for tok in emitted:
+        out.append(tok)
+        appended += 1
+        if tok in eos:
+            return appended, "stop"
+        if len(out) >= max_new_tokens:
+            return appended, "length"
+    return appended, None
+
+
+def _force_close(out: list[int], marker_ids: Sequence[int], max_new_tokens: int, log: _ProposalLog | None,
+                 rnd: int) -> tuple[int, str | None]:
+    """Append the thinking's closing marker (budget permitting); (tokens forced, finish reason or None)."""
+    forced = 0
+    for tok in marker_ids:
+        if log is not None:
+            log.forced(rnd, len(out), tok)
+        out.append(tok)
+        forced += 1
+        if len(out) >= max_new_tokens:
+            return forced, "length"
+    return forced, None
+
+
+class _ProposalLog:
+    """proposals.jsonl rows as the study logs them: one per emitted token, with p, q, u and both rules' verdicts."""
+
+    def __init__(self, rule: str, alpha: float, decode: Callable[[list[int]], str] | None):
+        self.rule, self.alpha = rule, float(alpha)
+        self.text = (lambda ids: decode(ids)) if decode is not None else (lambda ids: None)
+        self.rows: list[dict[str, Any]] = []
+        self.run_len = 0  # consecutive accepted drafts, as the study logged it
+
+    def round(self, rnd: int, start_pos: int, drafts: list[int], ps, qmat, u, acc: list[bool], strict_accept,
+              n_acc: int, y: int, appended: int) -> None:
+        k = len(drafts)
+        for i in range(min(n_acc + 1, k)):
+            self.rows.append(self._draft_row(rnd, start_pos, i, drafts[i], ps[i], qmat[i], float(u[i]), bool(acc[i]),
+                                             bool(strict_accept[i]), y, appended))
+        if n_acc == k:
+            self.run_len = 0
+            self.rows.append({
+                "round": rnd, "batch": 0, "pos_in_round": k, "output_position": start_pos + k,
+                "draft_token_id": None, "emitted_token_id": y, "draft_token_text": None,
+                "emitted_token_text": self.text([y]), "relaxation_param": self.alpha,
+                "relaxation_method": self.rule, "emission_source": "bonus",
+                "consecutive_accepted_length": 0, "in_output": k < appended,
+            })
+
+    def _draft_row(self, rnd, start_pos, i, x, p_i, q_i, u_i, ok, strict, y, appended) -> dict[str, Any]:
+        px, qx = float(p_i[x]), float(q_i[x])
+        self.run_len = self.run_len + 1 if ok else 0
+        emit = x if ok else y
+        return {
+            "round": rnd, "batch": 0, "pos_in_round": i, "output_position": start_pos + i,
+            "draft_token_id": x, "emitted_token_id": emit,
+            "draft_token_text": self.text([x]), "emitted_token_text": self.text([emit]),
+            "p": px, "q": qx, "p_over_q": (px / qx) if qx > 0 else None, "u": u_i,
+            "relaxation_param": self.alpha, "relaxation_method": self.rule,
+            "strict_would_accept": strict, "lossy_would_accept": ok, "actually_accepted": ok,
+            "lossy_only_accepted": ok and not strict,
+            "emission_source": "accepted_draft" if ok else "recovered",
+            "target_rank": int((p_i > p_i[x]).sum()), "target_top1_prob": float(p_i.max()),
+            "target_entropy": _entropy(p_i), "draft_entropy": _entropy(q_i),
+            "tv_distance": float(R.total_variation(p_i, q_i)),
+            "consecutive_accepted_length": self.run_len,
+            "in_output": i < appended,
+        }
+
+    def forced(self, rnd: int, position: int, tok: int) -> None:
+        self.rows.append({"round": rnd, "batch": 0, "pos_in_round": None, "output_position": position,
+                          "draft_token_id": None, "emitted_token_id": tok, "emitted_token_text": self.text([tok]),
+                          "relaxation_param": self.alpha, "relaxation_method": self.rule,
+                          "emission_source": "forced", "in_output": True})
+
+
+def speculative_generate(
+    target, draft, prompt_ids: Sequence[int], *, rule: str = "lossless", alpha: float = 0.0, num_draft: int = 4,
+    temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 128, seed: int = 0,
+    eos_id: int | Collection[int] | None = None, force_commit: ForceCommit | None = None,
+    decode: Callable[[list[int]], str] | None = None, log_proposals: bool = True,
+) -> Generation:
+    """Run one speculative generation; same arguments and seed give the same tokens bit for bit."""
+    _check_args(rule, alpha, num_draft, max_new_tokens, prompt_ids)
+    eos = _eos_set(eos_id)
     t0 = time.perf_counter()
     g = torch.Generator().manual_seed(int(seed))
     tlm, dlm = CachedLM(target), CachedLM(draft)
@@ -189,90 +292,23 @@ def speculative_generate(
     finish: str | None = None
     forced_at: int | None = None
     fc_checked = force_commit is None
-    rows: list[dict[str, Any]] = []
-    text = (lambda ids: decode(ids)) if decode is not None else (lambda ids: None)
-    run_len = 0  # consecutive accepted drafts, as the study logged it
+    log = _ProposalLog(rule, alpha, decode) if log_proposals else None
 
     while finish is None:
         k = num_draft
-        # Draft phase: catch the draft's cache up with the sequence, then propose k tokens.
-        d_logits = dlm.feed(seq[dlm.length:])[-1]
-        drafts: list[int] = []
-        qs = []
-        for i in range(k):
-            q = probs_from_logits(d_logits, temperature, top_p)
-            x = int(sample(q, g))
-            drafts.append(x)
-            qs.append(q)
-            if i < k - 1:
-                d_logits = dlm.feed([x])[-1]
-        # Verify phase: one target forward over the uncached suffix plus all drafts.
+        drafts, qs = _draft_phase(dlm, seq, k, temperature, top_p, g)
         base = len(seq)
-        t_logits = tlm.feed(seq[tlm.length:] + drafts)[-(k + 1):]
-        ps = probs_from_logits(t_logits, temperature, top_p)
-        qmat = torch.stack(qs)
-        xs = torch.tensor(drafts)
-        u = uniform_open_closed(k, g)
-        v = R.verify(rule, alpha, ps[:k], qmat, xs, u)
-        acc = v.accept.tolist()
-        n_acc = acc.index(False) if False in acc else k
-        if n_acc < k:
-            y = int(sample(v.residual[n_acc], g))
-        else:
-            y = int(sample(ps[k], g))  # all accepted: the bonus token, from p
+        ps, qmat, u, v, acc, n_acc, y = _verify_phase(tlm, seq, drafts, qs, rule, alpha, temperature, top_p, g)
         emitted = drafts[:n_acc] + [y]
         rounds += 1
         accepted += n_acc
         drafted += k
-
         start_pos = len(out)
-        appended = 0
-        for tok in emitted:
-            out.append(tok)
-            appended += 1
-            if tok in eos:
-                finish = "stop"
-                break
-            if len(out) >= max_new_tokens:
-                finish = "length"
-                break
+        appended, finish = _append_tokens(out, emitted, eos, max_new_tokens)
         truncated += len(emitted) - appended
         seq = list(prompt_ids) + out
-
-        if log_proposals:
-            for i in range(min(n_acc + 1, k)):
-                x = drafts[i]
-                p_i, q_i = ps[i], qmat[i]
-                px, qx = float(p_i[x]), float(q_i[x])
-                ok = bool(acc[i])
-                strict = bool(v.strict_accept[i])
-                run_len = run_len + 1 if ok else 0
-                emit = x if ok else y
-                rows.append({
-                    "round": rounds - 1, "batch": 0, "pos_in_round": i, "output_position": start_pos + i,
-                    "draft_token_id": x, "emitted_token_id": emit,
-                    "draft_token_text": text([x]), "emitted_token_text": text([emit]),
-                    "p": px, "q": qx, "p_over_q": (px / qx) if qx > 0 else None, "u": float(u[i]),
-                    "relaxation_param": float(alpha), "relaxation_method": rule,
-                    "strict_would_accept": strict, "lossy_would_accept": ok, "actually_accepted": ok,
-                    "lossy_only_accepted": ok and not strict,
-                    "emission_source": "accepted_draft" if ok else "recovered",
-                    "target_rank": int((p_i > p_i[x]).sum()), "target_top1_prob": float(p_i.max()),
-                    "target_entropy": _entropy(p_i), "draft_entropy": _entropy(q_i),
-                    "tv_distance": float(R.total_variation(p_i, q_i)),
-                    "consecutive_accepted_length": run_len,
-                    "in_output": i < appended,
-                })
-            if n_acc == k:
-                run_len = 0
-                rows.append({
-                    "round": rounds - 1, "batch": 0, "pos_in_round": k, "output_position": start_pos + k,
-                    "draft_token_id": None, "emitted_token_id": y, "draft_token_text": None,
-                    "emitted_token_text": text([y]), "relaxation_param": float(alpha),
-                    "relaxation_method": rule, "emission_source": "bonus",
-                    "consecutive_accepted_length": 0, "in_output": k < appended,
-                })
-
+        if log is not None:
+            log.round(rounds - 1, start_pos, drafts, ps, qmat, u, acc, v.strict_accept, n_acc, y, appended)
         # Roll both caches back to the accepted prefix (the emitted y is fed next round).
         tlm.crop(base + n_acc)
         dlm.crop(min(dlm.length, base + n_acc))
@@ -281,24 +317,14 @@ def speculative_generate(
             fc_checked = True
             if force_commit.is_open(out):
                 forced_at = len(out)
-                for tok in force_commit.marker_ids:
-                    if log_proposals:
-                        rows.append({"round": rounds - 1, "batch": 0, "pos_in_round": None,
-                                     "output_position": len(out), "draft_token_id": None,
-                                     "emitted_token_id": tok, "emitted_token_text": text([tok]),
-                                     "relaxation_param": float(alpha), "relaxation_method": rule,
-                                     "emission_source": "forced", "in_output": True})
-                    out.append(tok)
-                    forced += 1
-                    if len(out) >= max_new_tokens:
-                        finish = "length"
-                        break
+                n_forced, finish = _force_close(out, force_commit.marker_ids, max_new_tokens, log, rounds - 1)
+                forced += n_forced
                 seq = list(prompt_ids) + out
 
     return Generation(tokens=out, finish_reason=finish, draft_rounds=rounds, accepted_tokens=accepted,
                       draft_tokens=drafted, forced_tokens=forced, truncated_tokens=truncated,
                       target_forwards=tlm.forwards, wall_time_seconds=time.perf_counter() - t0,
-                      proposals=rows, forced_at=forced_at)
+                      proposals=log.rows if log is not None else [], forced_at=forced_at)
 
 
 # --------------------------------------------------------------------------------------------

@@ -311,6 +311,29 @@ def _as_weights(weights, n: int) -> np.ndarray:
     return w
 
 
+def _no_mle(dist: Dist, beta: float, n_obs: float, n_ev: float) -> AFTFit:
+    """The fit when the MLE does not exist (separation): beta at its bound, and why."""
+    reason = (
+        "MLE does not exist: every relaxed run is censored (time ratio only bounded below)"
+        if beta == math.inf
+        else "MLE does not exist: every baseline run is censored"
+        if beta == -math.inf
+        else "MLE does not exist: an arm has no runs or neither arm has a finished run"
+    )
+    return AFTFit(dist, math.nan, beta, math.nan, math.exp(beta) if not math.isnan(beta) else math.nan,
+                  math.nan, math.nan, n_obs, n_ev, False, 0, reason)
+
+
+def _model_beta_se(hess: np.ndarray, g: float, a1: float) -> float:
+    """Model-based SE of beta = alpha1 / gamma: delta method on the inverse observed information in psi."""
+    try:
+        cov = np.linalg.inv(-hess)
+    except np.linalg.LinAlgError:
+        return math.nan
+    jac = np.array([-a1 / g**2, 0.0, 1.0 / g])
+    return float(math.sqrt(max(jac @ cov @ jac, 0.0)))
+
+
 def fit_aft(
     lengths: np.ndarray,
     censored: np.ndarray,
@@ -348,29 +371,14 @@ def fit_aft(
     lim, irregular = _separation(W, event, x)
     n_obs, n_ev = float(w.sum()), float(w @ event)
     if irregular[0]:
-        beta = float(lim[0])
-        reason = (
-            "MLE does not exist: every relaxed run is censored (time ratio only bounded below)"
-            if beta == math.inf
-            else "MLE does not exist: every baseline run is censored"
-            if beta == -math.inf
-            else "MLE does not exist: an arm has no runs or neither arm has a finished run"
-        )
-        return AFTFit(dist, math.nan, beta, math.nan, math.exp(beta) if not math.isnan(beta) else math.nan,
-                      math.nan, math.nan, n_obs, n_ev, False, 0, reason)
+        return _no_mle(dist, float(lim[0]), n_obs, n_ev)
     problem = _AFTProblem(y, event, x, W, dist)
     psi0 = _start_values(y, x, w, dist)[None, :]
     psi, conv, iters = _newton(problem, psi0, np.ones(1, dtype=bool))
     ll, _, hess = problem.evaluate(psi)
     g, a0, a1 = psi[0]
     sigma, a, beta = 1.0 / g, a0 / g, a1 / g
-    # Delta method for beta = alpha1 / gamma from the inverse observed information in psi.
-    try:
-        cov = np.linalg.inv(-hess[0])
-        jac = np.array([-a1 / g**2, 0.0, 1.0 / g])
-        beta_se = float(math.sqrt(max(jac @ cov @ jac, 0.0)))
-    except np.linalg.LinAlgError:
-        beta_se = math.nan
+    beta_se = _model_beta_se(hess[0], g, a1)
     loglik = float(ll[0] - w[event] @ y[event])  # Jacobian of T -> log T for the events
     return AFTFit(
         dist=dist,
