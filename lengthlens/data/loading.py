@@ -140,7 +140,29 @@ def _validate_raw_chunk(results: list) -> tuple[list[dict[str, Any]], list[dict[
     """Worker side of a raw read: read failures plus the validated records of the readable runs."""
     fails = [{"path": r.path, "reason": r.reason or "unreadable", "stage": "read"} for r in results if r.record is None]
     valid, invalid = _validate_dicts([(r.path, None, r.record) for r in results if r.record is not None])
-    return valid, fails + invalid
+    kept = {v["source"] for v in valid}
+    notes = [{"path": r.path, "reason": r.note, "stage": "note"} for r in results if r.note and r.path in kept]
+    return valid, fails + invalid + notes
+
+
+#: What a reader's note on a kept run means, for the load warnings.
+_NOTE_TEXT = {
+    "text_missing": ("have no output.txt: kept for lengths and counters, listed here as having no text, so they get no "
+                     "grade from the text and no thinking attribution"),
+    "text_not_utf8": ("have an output.txt that is not valid UTF-8: kept, with each invalid byte read as U+FFFD "
+                      "(grades and character counts of these runs may be off)"),
+}
+
+
+def _note_warnings(notes: list[dict[str, str]]) -> list[str]:
+    """One warning per kind of reader note, naming the runs (up to 10)."""
+    out = []
+    for kind, text in _NOTE_TEXT.items():
+        paths = sorted(n["path"] for n in notes if n["reason"] == kind)
+        if paths:
+            more = f" and {len(paths) - 10} more" if len(paths) > 10 else ""
+            out.append(f"{len(paths)} run(s) {text}: {', '.join(paths[:10])}{more}")
+    return out
 
 
 def _grades_key(grade_files: list, run_graders: bool, problems: object) -> tuple | None:
@@ -221,9 +243,12 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
         own_failures += fails
     if bar is not None:
         bar.close()
+    notes = [f for f in own_failures if f["stage"] == "note"]
+    own_failures = [f for f in own_failures if f["stage"] != "note"]
     table = pl.concat(tables, rechunk=False) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
     del tables
     table, grade_warnings = _resolve(table, grade_files, run_graders, problems)
+    grade_warnings = _note_warnings(notes) + grade_warnings
     if cache:
         try:
             cache_table.parent.mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 from lengthlens.data.schema import STRICT, parse_alpha
 
 #: Bumped whenever read_run's output changes, so cached normalized tables are rebuilt.
-READER_VERSION = 2
+READER_VERSION = 3
 
 _CASE = re.compile(r"^case_.+$")
 _SEED = re.compile(r"^seed_(\d+)$")
@@ -45,6 +45,8 @@ class RawResult:
     path: str
     record: dict[str, Any] | None
     reason: str | None
+    #: What the reader noticed about a run it kept (``text_missing``, ``text_not_utf8``).
+    note: str | None = None
 
 
 def _name(entry: os.DirEntry) -> str:
@@ -146,19 +148,15 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return RawResult(p, None, f"unreadable config.json: {exc}")
 
-    text = None
-    if with_text:
+    text, note = _read_text(p) if with_text else (None, None)
+    if run.params != STRICT:
+        # The folder name is the arm's identity: one that does not parse is a damaged layout, even
+        # when config.json logs an alpha, so the run is listed in skipped.csv rather than guessed at.
         try:
-            # newline="" keeps "\r" as written: character counts must match the generator's.
-            with open(os.path.join(p, "output.txt"), encoding="utf-8", errors="surrogateescape", newline="") as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            text = None
-
-    try:
-        alpha = _alpha_of(run.params, cfg)
-    except ValueError as exc:
-        return RawResult(p, None, f"folder name: {exc}")
+            parse_alpha(run.params)
+        except ValueError as exc:
+            return RawResult(p, None, f"folder name: {exc}")
+    alpha = _alpha_of(run.params, cfg)
     vllm = cfg.get("vllm")
     engine_version = vllm.get("version") if isinstance(vllm, dict) else cfg.get("engine_version")
     record: dict[str, Any] = {
@@ -197,7 +195,28 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
     # The seed in config.json must agree with the folder; a mismatch means files were moved.
     if isinstance(cfg.get("seed"), int) and cfg["seed"] != run.seed:
         return RawResult(p, None, f"config.json: field 'seed' is {cfg['seed']} but the folder says seed_{run.seed}")
-    return RawResult(p, record, None)
+    return RawResult(p, record, None, note)
+
+
+def _read_text(run_path: str) -> tuple[str | None, str | None]:
+    """A run's output.txt and a note: ``text_missing`` (no file) or ``text_not_utf8`` (bytes that are not UTF-8).
+
+    Bytes that are not UTF-8 become U+FFFD (the run is kept; the loader warns naming it). Kept as
+    surrogates they would abort the whole load when the table is built.
+    """
+    try:
+        # Read as bytes: "\r" stays as written (character counts must match the generator's).
+        with open(os.path.join(run_path, "output.txt"), "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        return None, "text_missing"
+    try:
+        text = raw.decode("utf-8")
+        note = None
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="replace")
+        note = "text_not_utf8"
+    return text, note
 
 
 def _read_chunk(args: tuple[list[RunDir], bool, Callable[[list[RawResult]], Any] | None]) -> Any:
