@@ -29,6 +29,9 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="resamples for the AFT bootstrap (--aft-ci bootstrap), each a likelihood fit (default: lengthlens.analyses.censoring's)")
     p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
     p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
+    p.add_argument("--grading", choices=("default", "study"), default="default",
+                   help="grading policy for runs without a verdict: lengthlens' (answer part only; a run cut inside its "
+                        "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
@@ -48,7 +51,8 @@ def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace):
     from lengthlens.data.loading import load
 
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
-                progress=not getattr(args, "quiet", False), run_graders=not args.no_graders, problems=args.problems)
+                progress=not getattr(args, "quiet", False), run_graders=not args.no_graders, problems=args.problems,
+                grading=getattr(args, "grading", "default"))
 
 
 def analyse_from_args(runs, args: argparse.Namespace):

@@ -190,6 +190,8 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
 
     def summarize(d: pd.DataFrame, label: str) -> dict:
         graded = d["drop_2pp"].notna()
+        partial = d["graded_partial"].fillna(False).astype(bool) if "graded_partial" in d else pd.Series(False, index=d.index)
+        graded &= ~partial  # graded on fewer than half the items: left out of the accuracy counts
         row = {"method": label, "n_cells": len(d)}
         for m in ("gain", "lambda", "rounds_ratio", "time_ratio", "time_per_round_ratio"):
             row[f"{m}_mean"] = float(d[m].mean()) if len(d) and m in d else np.nan
@@ -200,6 +202,7 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
             "n_rounds_ratio_gt_1": int((d["rounds_ratio"] > 1).sum()),
             "n_time_ratio_gt_1": int((d["time_ratio"] > 1).sum()),
             **_accuracy_counts(d, graded),
+            "n_graded_partial": int(partial.sum()),
             **_mean_delta(d, graded, replicates),
             "n_predicted_win_time_loses": int(((d["rounds_ratio_predicted"] < 1) & (d["time_ratio"] >= 1)).sum()),
             "n_measured_win_time_loses": int(((d["rounds_ratio"] < 1) & (d["time_ratio"] >= 1)).sum()),

@@ -86,8 +86,12 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
 
 
 def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: bool = True,
-                        problems: object = None, texts: pl.Series | None = None) -> tuple[pl.DataFrame, list[str]]:
+                        problems: object = None, texts: pl.Series | None = None,
+                        grading: str = "default") -> tuple[pl.DataFrame, list[str]]:
     """Fill ``correct`` in the documented order and record where each verdict came from.
+
+    ``grading``: the policy of the graders that run on the text, ``default`` or ``study``
+    (:mod:`lengthlens.data.grading.policy`).
 
     ``texts``: when the table's text column was set aside (the caller's memory-saving split), the
     texts indexed by the table's ``_rid`` column.
@@ -118,7 +122,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
         if texts is not None and todo.height:
             todo = todo.with_columns(texts.gather(todo.get_column("_rid")).alias("text"))
         if todo.height:
-            graded = grade_frame(todo.drop("correct"), problems=problems).select(
+            graded = grade_frame(todo.drop("correct"), problems=problems, policy=grading).select(
                 "_row", pl.col("correct").alias("_c"), pl.col("grader").alias("_grader"), pl.col("graded_answer").alias("_ans"),
                 pl.col("grade_detail").alias("_detail"))
             t = t.join(graded, on="_row", how="left")

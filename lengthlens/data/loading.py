@@ -60,6 +60,8 @@ class RunSet:
     sources: tuple[str, ...]
     n_found: int
     warnings: tuple[str, ...] = field(default=())
+    #: The grading policy of the graders that read the texts (``default`` or ``study``).
+    grading: str = "default"
 
     @property
     def paired(self) -> pl.DataFrame:
@@ -165,7 +167,7 @@ def _note_warnings(notes: list[dict[str, str]]) -> list[str]:
     return out
 
 
-def _grades_key(grade_files: list, run_graders: bool, problems: object) -> tuple | None:
+def _grades_key(grade_files: list, run_graders: bool, problems: object, grading: str = "default") -> tuple | None:
     """What correctness depends on besides the runs (None: not cacheable, e.g. problems given as a mapping)."""
     if problems is not None and not isinstance(problems, (str, os.PathLike)):
         return None
@@ -181,7 +183,7 @@ def _grades_key(grade_files: list, run_graders: bool, problems: object) -> tuple
     if problems is not None:
         st = os.stat(problems)
         prob = (str(problems), st.st_size, st.st_mtime_ns)
-    return (tuple(files), run_graders, prob)
+    return (tuple(files), run_graders, prob, grading)
 
 
 def _reattach(slim: pl.DataFrame, texts: pl.Series) -> pl.Series:
@@ -192,25 +194,28 @@ def _reattach(slim: pl.DataFrame, texts: pl.Series) -> pl.Series:
     return texts.gather(rid)
 
 
-def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems: object) -> tuple[pl.DataFrame, list[str]]:
+def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems: object,
+             grading: str = "default") -> tuple[pl.DataFrame, list[str]]:
     """Correctness for one source's table; the texts stay out of the joins (they are most of its bytes)."""
     from lengthlens.data.correctness import resolve_correctness
 
     table = table.with_row_index("_rid")
     texts = table.get_column("text")
     slim, warnings = resolve_correctness(table.drop("text"), grade_files, run_graders=run_graders, problems=problems,
+                                         grading=grading,
                                          texts=texts)
     extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
     return slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra), warnings
 
 
 def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool, grade_files: list,
-                   run_graders: bool, problems: object) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
+                   run_graders: bool, problems: object,
+                   grading: str = "default") -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
     """Validated, graded table, failures, runs found and grading warnings of one raw root.
 
     Cached (Arrow IPC) under the fingerprint of every run file and grade file it depends on.
     """
-    gkey = _grades_key(grade_files, run_graders, problems)
+    gkey = _grades_key(grade_files, run_graders, problems, grading)
     cache = cache and gkey is not None
     if cache:
         digest, n_runs, unplaced = tree_fingerprint(root, workers=workers)
@@ -247,7 +252,7 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
     own_failures = [f for f in own_failures if f["stage"] != "note"]
     table = pl.concat(tables, rechunk=False) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
     del tables
-    table, grade_warnings = _resolve(table, grade_files, run_graders, problems)
+    table, grade_warnings = _resolve(table, grade_files, run_graders, problems, grading)
     grade_warnings = _note_warnings(notes) + grade_warnings
     if cache:
         try:
@@ -319,7 +324,7 @@ def _load_flat(p: Path) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[s
 def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[str]] | None = None,
          find_grades: bool = True, strict: bool = False, cache: bool = False, with_text: bool = True,
          workers: int | None = None, progress: bool = False, run_graders: bool = True,
-         problems: object = None) -> RunSet:
+         problems: object = None, grading: str = "default") -> RunSet:
     """Load runs from raw-layout folders and/or flat record files (JSONL, CSV, Parquet).
 
     Parameters
@@ -333,9 +338,14 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     with_text : keep each run's output text (needed for grading and thinking attribution).
     run_graders : grade runs still without a verdict with lengthlens' own graders (from the answer text).
     problems : HumanEval problems / LiveCodeBench tests for the execution graders (mapping or JSONL path).
+    grading : ``default`` (lengthlens' graders: only the answer part; a run cut at the budget inside its
+        thinking is incorrect) or ``study`` (the study's grade scripts' rules, :mod:`lengthlens.data.grading.policy`).
+        Grade files and records' own verdicts come first under either.
     """
     if not sources:
         raise LoadError("no sources given: pass raw-layout folders or flat record files")
+    if grading not in ("default", "study"):
+        raise LoadError(f"grading must be 'default' or 'study', not {grading!r}")
     frames: list[pl.DataFrame] = []
     failures: list[dict[str, str]] = []
     warnings: list[str] = []
@@ -350,7 +360,8 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         if p.is_dir():
             gfiles = explicit + (find_grade_files([p]) if find_grades else [])
             table, fails, found, gwarn = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress,
-                                                        grade_files=gfiles, run_graders=run_graders, problems=problems)
+                                                        grade_files=gfiles, run_graders=run_graders, problems=problems,
+                                                        grading=grading)
             if found == 0:
                 raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
             warnings.extend(gwarn)
@@ -358,7 +369,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
             table, fails, found, unknown = _load_flat(p)
             if unknown:
                 warnings.append(f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}")
-            table, gwarn = _resolve(table, explicit, run_graders, problems)
+            table, gwarn = _resolve(table, explicit, run_graders, problems, grading)
             warnings.extend(gwarn)
         else:
             raise LoadError(f"{p}: neither a folder of raw runs nor a .jsonl/.csv/.parquet file")
@@ -390,4 +401,5 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
     del table
     table = slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
-    return RunSet(table=table, skipped=skipped, sources=tuple(str(s) for s in sources), n_found=n_found, warnings=tuple(warnings))
+    return RunSet(table=table, skipped=skipped, sources=tuple(str(s) for s in sources), n_found=n_found, warnings=tuple(warnings),
+                  grading=grading)

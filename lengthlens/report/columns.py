@@ -221,10 +221,19 @@ CELL_COLS = [
     Col("rounds_ratio_predicted", "λ/gain", "f2"),
     Col("time_ratio", "T/T*", "f2", ci="time_ratio", css=loss_if_gt1("time_ratio")),
     Col("time_per_round_ratio", "time/round", "f2", ci="time_per_round_ratio"),
-    Col("accuracy_delta_pp", "Δacc pp", "f1", ci="accuracy_delta", css=lambda r: "loss" if r.get("drop_2pp") else ""),
+    Col("accuracy_delta_pp", "Δacc pp", "f1", ci="accuracy_delta", css=lambda r: _acc_css(r)),
+    Col("n_graded", "graded", "int", css=lambda r: "partial" if r.get("graded_partial") else "",
+        title="runs graded on both sides (only these enter accuracy)"),
     Col("mcnemar_p_holm", "p Holm", "p"),
     Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
 ]
+
+def _acc_css(row: dict[str, Any]) -> str:
+    """Accuracy change: grey italic when the cell is graded on fewer than half its items, red on a 2-point drop."""
+    if row.get("graded_partial"):
+        return "partial"
+    return "loss" if row.get("drop_2pp") else ""
+
 
 KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
             Col("params", "params", "text", left=True)]

@@ -73,6 +73,20 @@ def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def graded_items(units: pl.DataFrame) -> int:
+    """Items of a cell with at least one unit graded on both sides (``units`` from :func:`unit_quantities`)."""
+    return int(units.filter(pl.col("n_graded") > 0).get_column("item_id").n_unique())
+
+
+def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
+    """A cell graded on fewer than half its items: its accuracy is shown, marked, and kept out of accuracy counts.
+
+    This is what a grader that can only judge some runs produces (e.g. code datasets without their
+    tests, where only runs cut at the budget get a verdict): an accuracy change on a biased few items.
+    """
+    return 0 < n_graded_items and 2 * n_graded_items < n_items
+
+
 def item_positions(frame: pl.DataFrame, index: dict[str, int]) -> np.ndarray:
     """Each run's item as a column of its group's count matrix."""
     return np.fromiter((index[i] for i in frame.get_column("item_id")), dtype=np.int64, count=frame.height)
@@ -285,6 +299,11 @@ def _make_cell(af: pl.DataFrame, point: dict, sums: np.ndarray, j: int, lo: np.n
     n_items = int(af.get_column("item_id").n_unique())
     extras = {**cell_extras(af, item_x, ests, n_graded, n_items_baseline),
               "small_n": n_items < SMALL_N_ITEMS, "undefined_resamples": _undefined(ests)}
+    n_graded_items = graded_items(af)
+    partial = bool(n_graded) and is_partly_graded(n_graded_items, n_items)
+    extras.update(n_graded_items=n_graded_items, graded_partial=partial)
+    if partial:  # keeps its accuracy numbers, but is left out of the accuracy counts
+        extras.update(drop_2pp=None, drop_2pp_point=None)
     return Cell(target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"],
                 params=key["params"], alpha=key["alpha"], n_items=n_items, n_runs=af.height, n_graded=n_graded,
                 estimates=ests, extras=extras)

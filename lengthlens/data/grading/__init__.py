@@ -43,11 +43,12 @@ from lengthlens.data.grading.code import (
     run_lcb_tests,
     run_program,
 )
+from lengthlens.data.grading.policy import POLICIES, study_grade
 from lengthlens.data.grading.study import GRADE_FILE_COLUMNS, VERDICTS, load_grade_file
 from lengthlens.data.schema import LENGTH_FINISH_REASONS
 
 __all__ = [
-    "Grade", "grade", "grade_split", "grade_frame", "grader_name", "GRADERS", "ProblemsUnavailable",
+    "Grade", "grade", "grade_split", "grade_study", "grade_frame", "grader_name", "GRADERS", "POLICIES", "ProblemsUnavailable",
     "load_grade_file", "GRADE_FILE_COLUMNS", "GRADE_COLUMNS", "VERDICTS",
 ]
 
@@ -216,14 +217,28 @@ GRADE_COLUMNS = pl.Schema({"grader": pl.String, "graded_answer": pl.String, "cor
                            "grade_detail": pl.String})
 
 
+def grade_study(dataset: str, text: str, reference: str | None = None, source_id: str | None = None, *,
+                problems: Any = None, timeout_s: float = 10.0, memory_mb: int = 1024) -> Grade:
+    """Grade one run under the study's own policy (:mod:`lengthlens.data.grading.policy`); grader ``study:<name>``."""
+    name = grader_name(dataset)
+    if name is None:
+        return Grade("none", None, None, f"no grader for dataset {dataset!r}")
+    ans, ok, how = study_grade(name, text, reference, source_id, problems=problems, timeout_s=timeout_s,
+                               memory_mb=memory_mb)
+    return Grade(f"study:{name}", ans, ok, how)
+
+
 def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, timeout_s: float = 10.0,
-                memory_mb: int = 1024) -> pl.DataFrame:
+                memory_mb: int = 1024, policy: str = "default") -> pl.DataFrame:
     """Grade every row of a normalized run table (schema columns ``dataset``, ``text``, ...).
 
     Returns ``runs`` with ``grader``, ``graded_answer``, ``correct`` (replaced) and ``grade_detail``.
     Rows without text are ungraded. ``workers`` threads run the execution graders in parallel
-    (each program is its own subprocess).
+    (each program is its own subprocess). ``policy``: ``default`` (lengthlens' graders) or
+    ``study`` (the study's own grading rules, :func:`grade_study`).
     """
+    if policy not in POLICIES:
+        raise ValueError(f"grading policy must be one of {POLICIES}, not {policy!r}")
     need = ["dataset", "text"]
     missing = [c for c in need if c not in runs.columns]
     if missing:
@@ -239,6 +254,8 @@ def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, t
         dataset, text, ref, sid, fin, model = r
         if text is None:
             return Grade(grader_name(dataset) or "none", None, None, "no text")
+        if policy == "study":
+            return grade_study(dataset, text, ref, sid, problems=problems, timeout_s=timeout_s, memory_mb=memory_mb)
         return grade(dataset, text, ref, sid, finish_reason=fin, model=model, problems=problems,
                      timeout_s=timeout_s, memory_mb=memory_mb)
 
