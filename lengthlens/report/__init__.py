@@ -27,6 +27,7 @@ from lengthlens.report.columns import (
     described_columns,
     fmt,
     grouped_html,
+    table4_html,
     table_html,
 )
 from lengthlens.report.latex import write_latex
@@ -101,10 +102,10 @@ def _figure_blocks(analysis: Analysis) -> dict[str, dict[str, str]]:
 
 
 def _group_tables(analysis: Analysis) -> dict[str, Markup]:
-    out = {}
+    out = {"table4": table4_html(analysis.tables.get("table4"))}
     for name in OPTIONAL_SECTIONS:
         df = analysis.tables.get(name)
-        if df is None:
+        if df is None or name == "table4":
             continue
         if name == "extra_tokens" and "n_runs_with_proposals" in df.columns:
             # Cells without proposal logs have nothing to show (all counts zero); say so once instead.

@@ -292,3 +292,42 @@ def described_columns(name: str, df: pd.DataFrame) -> list[Col]:
         return spec
     return auto_columns(df, first=("target", "draft", "dataset", "method", "params"),
                         skip=[c for c in _NOISE if c in df.columns])
+
+
+#: Table 4's columns in the report: target and draft go to a header row per pair, the rule loses its suffix.
+TABLE4_COLS = [
+    Col("dataset", left=True, kind="text"), Col("rule", "rule", "text", left=True), Col("params", left=True, kind="text"),
+    Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
+    Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
+    Col("wrong_to_right", "wrong→ right", "int"), Col("right_to_wrong", "right→ wrong", "int"),
+    Col("still_capped", "still capped", "int"), Col("mcnemar_p", "McNemar p", "p"),
+]
+
+NO_TABLE4 = ("The logs have no force-commit arm (a <code>&lt;rule&gt;_force_commit</code> method with params "
+             "<code>alpha&lt;a&gt;_t&lt;threshold&gt;</code>), so there is no Table 4 for these runs.")
+
+
+def table4_html(t4: pd.DataFrame | None) -> Markup:
+    """Table 4 for readers: arms that fired, one header row per target–draft pair, a total; arms that never fired in a line."""
+    if t4 is None or t4.empty:
+        return Markup(f"<p>{NO_TABLE4}</p>")
+    df = t4.copy()
+    df["rule"] = df["method"].astype(str).str.replace(r"_force_commit$", "", regex=True)
+    total = df[df["method"] == "all"]
+    arms = df[df["method"] != "all"]
+    fired, never = arms[arms["fired"] > 0], arms[arms["fired"] == 0]
+    head = "".join(c.header() for c in TABLE4_COLS)
+    rows = []
+    for (tgt, drf), g in fired.groupby(["target", "draft"], sort=True):
+        rows.append(f'<tr class="sub"><th class="l" colspan="{len(TABLE4_COLS)}">{html.escape(str(tgt))} ← '
+                    f'{html.escape(str(drf))}</th></tr>')
+        rows += ["<tr>" + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>" for r in _records(g)]
+    for r in _records(total.assign(dataset="all", rule="", params="")):
+        rows.append('<tr class="total">' + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>")
+    out = f'<table class="t4"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>' if len(fired) else (
+        "<p>The intervention never fired in any arm.</p>")
+    if len(never):
+        names = "; ".join(f"{r['target']} {r['dataset']} {r['rule']} {r['params']}" for r in _records(never))
+        out += (f'<p class="muted">{len(never)} of {len(arms)} intervention arms never fired (their base runs never '
+                f"reached the threshold with the thinking open), so they have nothing to show: {html.escape(names)}.</p>")
+    return Markup(out)

@@ -103,7 +103,36 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
         "python": platform.python_version(),
         "generated": generated or _generated(),
         "warnings": list(runs.warnings) + list(getattr(analysis, "notes", ())),
+        "grading": grading_provenance(runs),
     }
+
+
+#: How each grading policy reads a completion, for the provenance line.
+GRADING_POLICIES = {
+    "default": ("lengthlens' default policy: only the answer part of the channel split is read, and a run cut at the "
+                "budget with its thinking open is incorrect"),
+    "study": ("the study's own policy (--grading study): the text after the last final-channel marker or after "
+              "</think>, else the whole text; for multiple choice the last \\boxed{X} or else the last bare A–D"),
+}
+
+
+def grading_provenance(runs: Any) -> str:
+    """Which grading policy was used and where the verdicts of the ok runs came from."""
+    policy = getattr(runs, "grading", "default")
+    t = runs.table
+    text = GRADING_POLICIES.get(policy, policy)
+    if not t.height or "grade_source" not in t.columns:
+        return text
+    src = t.filter(pl.col("status") == "ok").get_column("grade_source")
+    kinds = {"record": 0, "grade file": 0, "grader": 0}
+    for v, n in src.value_counts().iter_rows():
+        if v is None:
+            continue
+        key = "grade file" if v == "grade_file" else ("grader" if str(v).startswith("grader:") else "record")
+        kinds[key] += n
+    parts = [f"{n:,} from {k}s" for k, n in kinds.items() if n]
+    parts.append(f"{int(src.is_null().sum()):,} ungraded")
+    return f"{text}. Verdicts of the ok runs: {', '.join(parts)}"
 
 
 def _generated() -> str:
@@ -161,6 +190,12 @@ def limitations(analysis: Any) -> list[str]:
     if graded < len(cells):
         out.append(f"{len(cells) - graded} of {len(cells)} cells have no grades (e.g. judge-scored datasets), so accuracy "
                    f"statements cover {graded} cells.")
+    if "graded_partial" in cells and cells["graded_partial"].fillna(False).astype(bool).any():
+        part = cells[cells["graded_partial"].fillna(False).astype(bool)]
+        eg = ", ".join(sorted(part["dataset"].astype(str).unique())[:4])
+        out.append(f"{len(part)} cells are graded on fewer than half their items ({eg}; e.g. code datasets whose tests "
+                   f"were not at hand, where only runs without code get a verdict): their accuracy change is shown in "
+                   f"grey italics and they are left out of the accuracy counts.")
     if runs.skipped.height:
         out.append(f"{runs.skipped.height} runs were skipped or left unpaired (reasons under Provenance); cells use "
                    f"only items where both the relaxed and the strict run finished.")
