@@ -92,7 +92,7 @@ class Analysis:
                 a = rows.iloc[0]
                 lines.append(f"attribution ({label}): of {int(a['n_cells_longer'])} cells with longer outputs, "
                              f"{int(a['n_share_undefined'])} have an extra length whose interval includes 0 (share undefined); "
-                             f"{int(a['n_share_lo_ge_90'])} put >= 90 % of the extra characters into thinking by the lower "
+                             f"{int(a['n_share_lo_ge_90'])} put ≥ 90 % of the extra characters into thinking by the lower "
                              f"limit ({int(a['n_share_point_ge_90'])} by the point estimate; pooled share "
                              f"{a['thinking_share_pooled']:.2f})")
         t4 = self.tables.get("table4")
@@ -214,9 +214,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
                            table3_cells=table3_cells(cells_df, alphas, include_small=include_small))
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
-        if attr.logged_disagreements:
-            notes.append(f"{len(attr.logged_disagreements)} runs' logged channel counts disagree with their text "
-                         f"(the text is used), e.g. {attr.logged_disagreements[0]}")
+        notes.extend(attr.disagreement_notes)  # one line per model, with the known cause
     t4 = table4(runs)
     if not t4.empty:
         tables["table4"] = t4

@@ -33,6 +33,13 @@ SHARE_THRESHOLDS = (0.90, 0.92)
 
 
 def run_channels(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Add per-run ``thinking_chars``, ``answer_chars``, ``thinking_closed``, ``channel_format`` from the text; see
+    :func:`run_channels_audited`, which also returns each disagreement's (target, cause, source)."""
+    out, disagreements, _causes = run_channels_audited(table)
+    return out, disagreements
+
+
+def run_channels_audited(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]]:
     """Add per-run ``thinking_chars``, ``answer_chars``, ``thinking_closed``, ``channel_format`` from the text.
 
     Runs without text fall back to the generator's logged counts (``chars_source`` says which).
@@ -40,6 +47,7 @@ def run_channels(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
     """
     rows = {k: [] for k in ("channel_format", "thinking_chars", "answer_chars", "thinking_closed", "chars_source")}
     disagreements: list[str] = []
+    causes: list[tuple[str, str, str]] = []
     for r in table.select("text", "target", "analysis_chars", "final_chars", "reached_final_channel", "source").iter_rows(named=True):
         if isinstance(r["text"], str):
             s = split_channels(r["text"], r["target"])
@@ -51,6 +59,7 @@ def run_channels(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
             msg = check_logged_counts(s, r["analysis_chars"], r["final_chars"], r["reached_final_channel"])
             if msg:
                 disagreements.append(f"{r['source']}: {msg}")
+                causes.append((r["target"], disagreement_cause(s, r["analysis_chars"], r["final_chars"], msg), r["source"]))
         elif r["analysis_chars"] is not None and r["final_chars"] is not None:
             rows["channel_format"].append(None)
             rows["thinking_chars"].append(r["analysis_chars"])
@@ -62,7 +71,36 @@ def run_channels(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
                 rows[k].append(None)
     extra = pl.DataFrame(rows, schema={"channel_format": pl.String, "thinking_chars": pl.Int64, "answer_chars": pl.Int64,
                                        "thinking_closed": pl.Boolean, "chars_source": pl.String})
-    return pl.concat([table, extra], how="horizontal"), disagreements
+    return pl.concat([table, extra], how="horizontal"), disagreements, causes
+
+
+#: Known causes of logged channel counts that disagree with the text, as the note explains them.
+DISAGREEMENT_CAUSES = {
+    "harmony_counter": ("the generator counts GPT-OSS harmony channels, which this model's text (<think> tags) does not "
+                        "have, so it logs the whole text as analysis_chars and no final_chars"),
+    "no_final_header": ("the generator found no well-formed '<|channel|>final<|message|>' header and logged the whole "
+                        "text's length as final_chars"),
+    "other": "counts that the text cannot explain",
+}
+
+
+def disagreement_cause(split, analysis_chars: int | None, final_chars: int | None, msg: str) -> str:
+    """Which known cause (:data:`DISAGREEMENT_CAUSES`) explains one run's disagreeing logged counts."""
+    if split.format != "harmony" and analysis_chars == split.text_chars and not final_chars:
+        return "harmony_counter"
+    if "whole text's length" in msg:
+        return "no_final_header"
+    return "other"
+
+
+def disagreement_notes(causes: list[tuple[str, str, str]]) -> list[str]:
+    """One line per model (and cause): how many runs' logged channel counts disagree, why, and one example."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for target, cause, source in causes:
+        groups.setdefault((str(target), cause), []).append(source)
+    return [f"{target}: {len(srcs)} runs' logged channel counts disagree with their text (the text is used): "
+            f"{DISAGREEMENT_CAUSES[cause]}; e.g. {sorted(srcs)[0]}"
+            for (target, cause), srcs in sorted(groups.items())]
 
 
 @dataclass(frozen=True)
@@ -72,6 +110,8 @@ class Attribution:
     cells: pd.DataFrame
     summary: pd.DataFrame
     logged_disagreements: tuple[str, ...]
+    #: The disagreements as one line per model with their known cause (what the report shows).
+    disagreement_notes: tuple[str, ...] = ()
 
     def to_frame(self) -> pd.DataFrame:
         return self.cells
@@ -89,7 +129,8 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
 
     ``table3_cells`` (keys of the cells Table 3 uses) adds summary rows on those cells beside all cells.
     """
-    paired, disagreements = run_channels(runs.paired)
+    paired, disagreements, causes = run_channels_audited(runs.paired)
+    notes = disagreement_notes(causes)
     units = cell_units(paired).filter(pl.col("thinking_chars").is_not_null() & pl.col("thinking_chars_star").is_not_null())
     units = units.with_columns(
         (pl.col("thinking_chars") + pl.col("answer_chars")).cast(pl.Float64).alias("chars"),
@@ -120,7 +161,8 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
                                           "extra_chars_mean_hi", "thinking_share", "thinking_share_lo", "thinking_share_hi",
                                           "thinking_share_reason", "item_share_median", "item_share_q25", "item_share_q75",
                                           "n_runs_share_defined"])
-    return Attribution(cells=cells_df, summary=summarize(cells_df, table3_cells), logged_disagreements=tuple(disagreements))
+    return Attribution(cells=cells_df, summary=summarize(cells_df, table3_cells), logged_disagreements=tuple(disagreements),
+                       disagreement_notes=tuple(notes))
 
 
 def share_with_interval(point: np.ndarray, boot: np.ndarray, confidence_level: float) -> dict:

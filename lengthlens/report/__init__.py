@@ -44,8 +44,8 @@ OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
                "discordant pairs (wrong→right against right→wrong; the item-level sign-flip test when items have several "
                "seeds, see accuracy_test in table4.csv); 'still capped' runs hit the budget anyway.")),
     "attribution": ("Thinking attribution",
-                    ("Where the extra characters of relaxed runs go: the thinking (analysis) channel or the answer, per "
-                    "cell, from the completion texts split into channels. The share is left undefined when the interval "
+                    ("Where the extra characters of relaxed runs go: into the thinking part or into the answer, per cell, "
+                    "from the completion texts split into channels. The share is left undefined when the interval "
                     "of the extra length includes 0; the summary counts cells by the share's lower limit (the point-"
                     "estimate counts beside them), on all cells and on Table 3's cells.")),
     "censoring": ("Censoring",
@@ -77,27 +77,50 @@ def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
 
 
 def figures(analysis: Analysis) -> dict[str, Any]:
-    """The report's figures as matplotlib Figures, keyed as in :data:`lengthlens.report.plots.FIGURES` (absent data: left out)."""
+    """The report's figures as matplotlib Figures, keyed as in :data:`lengthlens.report.plots.FIGURES` (absent data: left out).
+
+    The forest plot comes as one figure per dataset, keyed ``lambda_forest:<dataset>``.
+    """
     from lengthlens.report import plots as F
 
     out = {}
+    cells = analysis.tables["cells"]
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
-        if key == "accuracy_vs_gain" and (analysis.tables["cells"].empty or not (analysis.tables["cells"]["n_graded"] > 0).any()):
+        if key == "accuracy_vs_gain" and (cells.empty or not (cells["n_graded"] > 0).any()):
+            continue
+        if key == "lambda_forest" and not cells.empty:
+            for ds in sorted(cells["dataset"].unique()):
+                out[f"{key}:{ds}"] = fn(cells, dataset=ds)
             continue
         out[key] = fn(analysis)
     return out
 
 
-def _figure_blocks(analysis: Analysis) -> dict[str, dict[str, str]]:
+def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
+    """Figure keys in the order a reader meets them: the illusion figure, those inside the attribution and
+    censoring sections (when shown there), then the 'More figures' section in FIGURES order."""
+    first = ["gain_vs_lambda"]
+    if "attribution" in sections:
+        first.append("attribution")
+    if "censoring" in sections:
+        first.append("survival")
+    head = [k for k in first if k in keys]
+    return head + [k for k in keys if k not in head]
+
+
+def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict[str, dict[str, str]]:
     from lengthlens.report import plots as F
 
+    figs = figures(analysis)
     blocks = {}
-    for i, (key, fig) in enumerate(figures(analysis).items(), start=1):
-        blocks[key] = {"svg": Markup(F.to_svg(fig)), "caption": F.FIGURES[key][1], "id": f"fig-{key}"}
-    for i, b in enumerate(blocks.values(), start=1):
-        b["number"] = str(i)
+    for i, key in enumerate(_figure_order(list(figs), sections), start=1):
+        base, _, ds = key.partition(":")
+        caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "")
+        blocks[key] = {"svg": Markup(F.to_svg(figs[key])), "caption": caption, "id": f"fig-{ctx.slug(key)}",
+                       "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
+                       or (base == "survival" and "censoring" in sections), "wide": base == "survival"}
     return blocks
 
 
@@ -129,10 +152,10 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     t0 = time.perf_counter()
     cells = analysis.tables["cells"]
     t3 = analysis.tables["table3"]
-    figs = _figure_blocks(analysis) if with_figures else {}
+    optional = _group_tables(analysis)
+    figs = _figure_blocks(analysis, set(optional)) if with_figures else {}
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
-    optional = _group_tables(analysis)
     sections = [("provenance", "Provenance"), ("table3", "Table 3: acceptance length against what happened")]
     if figs:
         sections.append(("illusion", "The length illusion at a glance"))
@@ -150,13 +173,29 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
-        attribution_summary=(table_html(analysis.tables["attribution_summary"],
-                                        described_columns("attribution_summary", analysis.tables["attribution_summary"]))
-                             if "attribution_summary" in analysis.tables else None),
+        attribution_summary=_attribution_summaries(analysis), thinking_sentence=ctx.thinking_sentence(analysis),
     )
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
     return html
+
+
+def _attribution_summaries(analysis: Analysis) -> Markup | None:
+    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells."""
+    summ = analysis.tables.get("attribution_summary")
+    if summ is None or summ.empty:
+        return None
+    if "scope" not in summ.columns:
+        summ = summ.assign(scope="all")
+    parts = []
+    for scope, title in (("table3", "On Table 3's cells"), ("all", "On all cells")):
+        d = summ[summ["scope"] == scope].drop(columns="scope")
+        if d.empty:
+            continue
+        n = int(d.loc[d["method"] == "all", "n_cells"].iloc[0]) if (d["method"] == "all").any() else len(d)
+        parts.append(f"<h3>{title} ({n})</h3>" + str(table_html(d, described_columns("attribution_summary", d),
+                                                                  bold=lambda r: r.get("method") == "all")))
+    return Markup("".join(parts))
 
 
 def _arm_cols(arms: pd.DataFrame):

@@ -77,7 +77,9 @@ class Col:
     title: str | None = None  # tooltip
 
     def header(self) -> str:
-        lab = html.escape(self.label or LABELS.get(self.name, self.name.replace("_", " ")))
+        # Headers wrap between words only, never inside a symbol such as R/R* or λ_lo>1.
+        words = (self.label or LABELS.get(self.name, self.name.replace("_", " "))).split(" ")
+        lab = " ".join(f'<span class="nw">{html.escape(w)}</span>' for w in words if w)
         if self.ci:
             lab += " <span class=ci>[95%]</span>"
         cls = ' class="l"' if self.left else ""
@@ -299,7 +301,7 @@ TABLE4_COLS = [
     Col("dataset", left=True, kind="text"), Col("rule", "rule", "text", left=True), Col("params", left=True, kind="text"),
     Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
     Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
-    Col("wrong_to_right", "wrong→ right", "int"), Col("right_to_wrong", "right→ wrong", "int"),
+    Col("wrong_to_right", "wrong → right", "int"), Col("right_to_wrong", "right → wrong", "int"),
     Col("still_capped", "still capped", "int"), Col("mcnemar_p", "McNemar p", "p"),
 ]
 

@@ -104,7 +104,28 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
         "generated": generated or _generated(),
         "warnings": list(runs.warnings) + list(getattr(analysis, "notes", ())),
         "grading": grading_provenance(runs),
+        "benchmarks": benchmarks(t),
     }
+
+
+def benchmark_of(dataset: str, targets: list[str]) -> str:
+    """The benchmark a dataset folder holds: ``aime24_qwen3`` run on target ``Qwen3-8B`` is ``aime24`` (the suffix
+    names the target, which is a column of its own)."""
+    head, sep, tail = str(dataset).rpartition("_")
+    key = re.sub(r"[^a-z0-9]", "", tail.lower())
+    if sep and head and key and any(key in re.sub(r"[^a-z0-9]", "", str(t).lower()) for t in targets):
+        return head
+    return str(dataset)
+
+
+def benchmarks(t: pl.DataFrame) -> list[dict[str, Any]]:
+    """Distinct benchmarks with the dataset folders that hold them (one benchmark on two targets counts once)."""
+    if not t.height:
+        return []
+    groups: dict[str, list[str]] = {}
+    for ds, tg in t.group_by("dataset").agg(pl.col("target").unique()).sort("dataset").iter_rows():
+        groups.setdefault(benchmark_of(ds, tg), []).append(ds)
+    return [{"name": b, "folders": sorted(f)} for b, f in sorted(groups.items())]
 
 
 #: How each grading policy reads a completion, for the provenance line.
@@ -220,3 +241,30 @@ def slug(s: str) -> str:
 
 def fmt_ratio(x: float) -> str:
     return "–" if x is None or np.isnan(x) else f"{x:.2f}"
+
+
+#: What the thinking part of each output format is called in the report.
+THINKING_NAMES = {"harmony": "the analysis channel (GPT-OSS harmony)", "think_tags": "the <think> block",
+                  "none": "no thinking markers (all answer)"}
+
+
+def thinking_names(analysis: Any) -> dict[str, str]:
+    """Per target model, what its thinking part is (from the first text of its runs): GPT-OSS's analysis channel,
+    a <think> block (Qwen3, DeepSeek-R1), or none."""
+    from lengthlens.data.channels import detect_format
+
+    t = analysis.runs.table
+    if not t.height or "text" not in t.columns:
+        return {}
+    out = {}
+    firsts = t.filter(pl.col("text").is_not_null()).group_by("target", maintain_order=True).agg(pl.col("text").first())
+    for target, text in firsts.sort("target").iter_rows():
+        out[str(target)] = THINKING_NAMES[detect_format(text, target)]
+    return out
+
+
+def thinking_sentence(analysis: Any) -> str:
+    """What the thinking part of each model's output is, for the attribution section's opening."""
+    names = thinking_names(analysis)
+    which = "; ".join(f"{t}: {n}" for t, n in names.items()) or "as split from the texts"
+    return f"Thinking is {which}."

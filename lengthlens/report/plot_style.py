@@ -20,7 +20,8 @@ STRICT_COLOR = "#222222"
 #: Okabe–Ito colours (colour-blind safe), then tab10 for more rules than eight.
 _PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B", "#F0E442",
             "#7F7F7F", "#BCBD22", "#17BECF", "#9467BD"]
-_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
+#: Fifteen distinct filled markers: no two datasets share one up to fifteen datasets.
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "p", "*", "H", "d", "8"]
 
 _RC = {
     "font.family": "DejaVu Sans",
@@ -51,10 +52,10 @@ class LensFigure(Figure):
 
 
 def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], squeeze: bool = True,
-              layout: str = "constrained") -> tuple[Figure, Any]:
+              layout: str = "constrained", **kw: Any) -> tuple[Figure, Any]:
     """Like pyplot.subplots but without pyplot: no GUI backend, nothing kept in a global registry, no double display in Jupyter."""
     fig = LensFigure(figsize=figsize, layout=layout)
-    return fig, fig.subplots(nrows, ncols, squeeze=squeeze)
+    return fig, fig.subplots(nrows, ncols, squeeze=squeeze, **kw)
 
 
 def _cells(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
@@ -86,7 +87,7 @@ def _legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, lo
              outside: bool = False) -> None:
     """Two compact legends: colour = rule, marker = dataset (beside the axes, as figure legends, with ``outside``)."""
     handles = [Line2D([], [], ls="", marker="o", color=c, label=m, markersize=5) for m, c in colors.items() if m != "strict"]
-    mh = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5, markerfacecolor="none")
+    mh = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5)
           for d, mk in (markers or {}).items()]
     if outside:
         # Figure legends with "outside" locations are what constrained layout reserves room for.

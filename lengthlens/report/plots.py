@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -29,6 +30,7 @@ __all__ = [
     "fig_lambda_forest",
     "fig_rounds_vs_time",
     "fig_survival",
+    "few_items",
     "method_colors",
     "to_svg",
 ]
@@ -50,94 +52,139 @@ def _with_ci(df: pd.DataFrame) -> pd.DataFrame:
     return df[~df["small_n"].astype(bool)] if "small_n" in df else df
 
 
+def few_items(df: pd.DataFrame) -> pd.Series:
+    """Cells with few items: the ``small_n`` flag where the table has one, else fewer than half the items of the
+    largest cell of their (target, draft, dataset) group (e.g. the study's 3-item calibration probes among 12-item arms)."""
+    if df.empty:
+        return pd.Series(False, index=df.index)
+    if "small_n" in df.columns:
+        return df["small_n"].fillna(False).astype(bool)
+    biggest = df.groupby(["target", "draft", "dataset"])["n_items"].transform("max")
+    return df["n_items"] < 0.5 * biggest
+
+
+def _log_limits(values: list[pd.Series]) -> tuple[float, float]:
+    """Limits of a log axis that hold every finite positive value (and 1), with a margin."""
+    v = pd.concat(values).replace([np.inf, -np.inf], np.nan).dropna()
+    v = v[v > 0]
+    lo, hi = min(float(v.min()) if len(v) else 1.0, 1.0), max(float(v.max()) if len(v) else 1.0, 1.0)
+    return lo / 1.06, hi * 1.06
+
+
 def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
-    """Per cell, the per-round gain against the length ratio; above the line lambda = gain measured rounds lose.
+    """Per cell, the per-round gain against the length ratio on log axes; above the line lambda = gain measured rounds lose.
 
     R/R* = lambda / gain, so a cell breaks even in verifier rounds exactly on the diagonal: the
     "length illusion" is every point above it, where the gain acceptance length promised is eaten
-    by longer completions.
+    by longer completions. One panel per target–draft pair; colour = rule, marker = dataset (no
+    marker repeats up to 15 datasets); cells with few items (:func:`few_items`) are hollow and
+    drawn without their interval; the axes hold every interval.
     """
     df = _cells(obj)
     with matplotlib.rc_context(_RC):
-        fig, ax = _subplots(figsize=(7.6, 4.8), layout="constrained")
+        pairs = sorted(df[["target", "draft"]].drop_duplicates().itertuples(index=False, name=None)) if not df.empty else []
+        ncol = min(2, max(1, len(pairs)))
+        nrow = max(1, -(-len(pairs) // ncol))
+        fig, axes = _subplots(nrow, ncol, figsize=(7.4 if ncol == 1 else 9.0, 4.6 if nrow == 1 else 3.6 * nrow),
+                              layout="constrained", squeeze=False, sharex=True, sharey=True)
         if df.empty:
-            return _empty(fig, ax, "no cells")
+            return _empty(fig, axes[0, 0], "no cells")
         colors = method_colors(df["method"])
         markers = _dataset_markers(df["dataset"])
-        show_ci = len(df) <= 80  # intervals clutter beyond that; the forest plot carries them
-        for (m, d), g in df.groupby(["method", "dataset"], sort=True):
-            if show_ci and "lambda_lo" in g:
-                gc = _with_ci(g)
-                ax.vlines(gc["gain"], gc["lambda_lo"], gc["lambda_hi"], color=colors[m], alpha=0.35, lw=0.8, zorder=2)
-            ax.scatter(g["gain"], g["lambda"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
-                       edgecolors="white", linewidths=0.4, zorder=3)
-        lo = float(min(df["gain"].min(), df["lambda"].min(), 1.0)) - 0.05
-        xhi = float(max(df["gain"].max(), 1.0)) + 0.08
-        yhi = float(max(df["lambda"].max(), xhi)) + 0.06  # every point visible; long intervals may be clipped
-        xs = np.array([lo, max(xhi, yhi)])
-        ax.fill_between(xs, xs, yhi + 10, color="#fbe9e7", zorder=0, lw=0)
-        ax.plot(xs, xs, color="#a8322d", lw=1.1, zorder=1)
-        ax.axhline(1, color="#98a2b3", lw=0.8, ls=":")
-        ax.axvline(1, color="#98a2b3", lw=0.8, ls=":")
-        ax.text(0.02, 0.98, "above the line: more verifier rounds than strict\n(R/R* = λ / gain > 1)",
-                transform=ax.transAxes, ha="left", va="top", color="#a8322d", fontsize=7.5)
-        xb = lo + 0.7 * (xhi - lo)
-        ax.annotate("break-even: λ = gain", (xb, xb), xytext=(8, -6), textcoords="offset points", ha="left", va="top",
-                    color="#a8322d", fontsize=7)
-        ax.set_xlim(lo, xhi)
-        ax.set_ylim(lo, yhi)
-        ax.set_xlabel("per-round gain (ℓ+1)/(ℓ*+1)  — what acceptance length promises")
-        ax.set_ylabel("length ratio λ = mean L / mean L*")
-        ax.set_title(f"Gain against length ratio, {len(df)} cells")
-        _legends(ax, colors, markers, outside=True)
+        few = few_items(df)
+        show_ci = len(df) <= 120  # intervals clutter beyond that; the forest plots carry them
+        ci = [df.loc[~few, "lambda_lo"], df.loc[~few, "lambda_hi"]] if show_ci and "lambda_lo" in df else []
+        xlim = _log_limits([df["gain"]])
+        ylim = _log_limits([df["lambda"], *ci, pd.Series(list(xlim))])
+        for ax, (tgt, drf) in zip(axes.flat, pairs):
+            sel = (df["target"] == tgt) & (df["draft"] == drf)
+            _gain_lambda_panel(ax, df[sel], few[sel], colors, markers, show_ci, xlim, ylim)
+            ax.set_title(f"{tgt} ← {drf}" if len(pairs) > 1 else f"Gain against length ratio, {len(df)} cells")
+        for ax in list(axes.flat)[len(pairs):]:
+            ax.set_visible(False)
+        fig.supxlabel("per-round gain (ℓ+1)/(ℓ*+1): what acceptance length promises (log scale)", fontsize=8.5)
+        fig.supylabel("length ratio λ = mean L / mean L* (log scale)", fontsize=8.5)
+        _legends(axes.flat[0], colors, markers, outside=True)
+        if few.any():
+            fig.legend(handles=[Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
+                                       label=f"{int(few.sum())} cells with few items")],
+                       frameon=False, loc="outside lower right")
         return fig
 
 
-def fig_lambda_forest(obj: Analysis | pd.DataFrame, max_labels: int = 30) -> Figure:
-    """Forest plot: lambda with its bootstrap interval per cell, one panel per dataset, sorted by lambda.
+def _gain_lambda_panel(ax: Any, df: pd.DataFrame, few: pd.Series, colors: dict, markers: dict, show_ci: bool,
+                       xlim: tuple[float, float], ylim: tuple[float, float]) -> None:
+    """One pair's cells on log-log axes with the break-even diagonal and the shaded region above it."""
+    for (m, d), g in df.groupby(["method", "dataset"], sort=True):
+        small = few.loc[g.index]
+        full = g[~small]
+        if show_ci and "lambda_lo" in g and len(full):
+            ax.vlines(full["gain"], full["lambda_lo"], full["lambda_hi"], color=colors[m], alpha=0.35, lw=0.8, zorder=2)
+        ax.scatter(full["gain"], full["lambda"], color=colors[m], marker=markers[d], s=26, alpha=0.9,
+                   edgecolors="white", linewidths=0.4, zorder=3)
+        if small.any():
+            ax.scatter(g[small]["gain"], g[small]["lambda"], facecolors="none", edgecolors=colors[m], marker=markers[d],
+                       s=22, linewidths=0.8, alpha=0.8, zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = np.geomspace(min(xlim[0], ylim[0]), max(xlim[1], ylim[1]), 50)
+    ax.fill_between(xs, xs, ylim[1] * 10, color="#fbe9e7", zorder=0, lw=0)
+    ax.plot(xs, xs, color="#a8322d", lw=1.1, zorder=1)
+    ax.axhline(1, color="#98a2b3", lw=0.8, ls=":")
+    ax.axvline(1, color="#98a2b3", lw=0.8, ls=":")
+    ax.text(0.02, 0.98, "above the line: more verifier rounds than strict\n(R/R* = λ / gain > 1)",
+            transform=ax.transAxes, ha="left", va="top", color="#a8322d", fontsize=7.5)
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+        axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}" if round(v * 10) % 2 == 0 else ""))
 
-    Rows are labelled (pair and rule) while a panel has at most ``max_labels`` cells; beyond that the
-    colour says the rule and the panel's caption the count.
+
+def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, max_labels: int = 60) -> Figure:
+    """Forest plot of one dataset: lambda with its bootstrap interval per cell, sorted by lambda (log axis).
+
+    ``dataset`` picks the dataset (the report draws one figure per dataset, so that every label is
+    printed at about the body text's size); without it, every dataset's cells in one panel. Rows
+    are labelled (pair, rule, params) up to ``max_labels`` cells; cells with few items are hollow.
     """
     df = _cells(obj)
+    if dataset is not None and not df.empty:
+        df = df[df["dataset"] == dataset]
     with matplotlib.rc_context(_RC):
         if df.empty:
             fig, ax = _subplots(figsize=(6.4, 2), layout="constrained")
             return _empty(fig, ax, "no cells")
-        datasets = sorted(df["dataset"].unique())
-        per = int(df.groupby("dataset").size().max())
-        ncol = min(2 if per <= max_labels else 3, len(datasets))  # labelled rows need the width
-        nrow = -(-len(datasets) // ncol)
-        row_h = 0.16 if per <= max_labels else 0.075
-        fig_h = nrow * (per * row_h + 0.7) + 0.5
-        fig, axes = _subplots(nrow, ncol, figsize=(4.6 * ncol if per <= max_labels else 3.3 * ncol, fig_h),
-                                 layout="constrained", squeeze=False)
+        g = df.sort_values("lambda", kind="mergesort").reset_index(drop=True)
+        labelled = len(g) <= max_labels
+        fig, ax = _subplots(figsize=(7.2, 0.9 + len(g) * (0.19 if labelled else 0.08)), layout="constrained")
         colors = method_colors(df["method"])
-        pairs = df[["target", "draft"]].drop_duplicates()
-        short_pair = len(pairs) > 1
-        for ax, ds in zip(axes.flat, datasets):
-            g = df[df["dataset"] == ds].sort_values("lambda", kind="mergesort").reset_index(drop=True)
-            y = np.arange(len(g))
-            for m, gm in g.groupby("method"):
-                yy = y[gm.index]
-                gc = _with_ci(gm)
-                ax.hlines(y[gc.index], gc["lambda_lo"], gc["lambda_hi"], color=colors[m], lw=1.0, alpha=0.8)
-                ax.plot(gm["lambda"], yy, "o", color=colors[m], ms=3.2 if per <= max_labels else 2.2)
-            ax.axvline(1, color="#98a2b3", lw=0.9, ls="--")
-            ax.set_ylim(-1, max(len(g), 1))
-            if len(g) <= max_labels:
-                labels = [(f"{r.target} · " if short_pair else "") + f"{r.method} {r.params}" for r in g.itertuples()]
-                ax.set_yticks(y, labels, fontsize=6.2)
-            else:
-                ax.set_yticks([])
-            ax.grid(axis="y", visible=False)
-            ax.set_title(f"{ds} ({len(g)} cells)")
-            ax.set_xlabel("λ [95% interval]")
-        for ax in list(axes.flat)[len(datasets):]:
-            ax.set_visible(False)
+        few = few_items(g)
+        y = np.arange(len(g))
+        for m, gm in g.groupby("method"):
+            yy = y[gm.index]
+            ax.hlines(yy, gm["lambda_lo"], gm["lambda_hi"], color=colors[m], lw=1.1, alpha=0.8)
+            small = few.loc[gm.index].to_numpy()
+            ax.plot(gm["lambda"][~small], yy[~small], "o", color=colors[m], ms=4)
+            ax.plot(gm["lambda"][small], yy[small], "o", color=colors[m], ms=4, markerfacecolor="white")
+        ax.axvline(1, color="#98a2b3", lw=0.9, ls="--")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}" if round(v * 10) % 2 == 0 else ""))
+        ax.set_ylim(-1, max(len(g), 1))
+        if labelled:
+            short_pair = df[["target", "draft"]].drop_duplicates().shape[0] > 1
+            labels = [(f"{r.target} · " if short_pair else "") + f"{r.method} {r.params}"
+                      + (f" ({r.n_items} items)" if few.iloc[i] else "") for i, r in enumerate(g.itertuples())]
+            ax.set_yticks(y, labels, fontsize=8)
+        else:
+            ax.set_yticks([])
+        ax.grid(axis="y", visible=False)
+        name = dataset if dataset is not None else ", ".join(sorted(df["dataset"].unique()))
+        ax.set_title(f"Length ratio λ per cell: {name} ({len(g)} cells; dashed: no change)")
+        ax.set_xlabel("λ with its 95% interval (log scale)")
         handles = [Line2D([], [], marker="o", color=c, label=m, ms=4) for m, c in colors.items() if m != "strict"]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(handles)), frameon=False)
-        fig.suptitle("Length ratio λ per cell (dashed: no change)", fontsize=9.5)
         return fig
 
 
@@ -285,10 +332,12 @@ def fig_survival(analysis: Analysis, *, runs: pl.DataFrame | None = None, arms: 
 
 
 def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
-    """Where the extra characters go: extra characters per run (relaxed − strict) split into thinking and answer, per dataset and rule.
+    """Where the extra characters go: extra characters per run (relaxed − strict) split into thinking and answer.
 
-    The attribution table holds sums over a cell's runs; they are divided by the cell's runs and
-    averaged over target–draft pairs, so bars of datasets with different item counts compare.
+    One small panel per dataset (three to a row, so that labels keep their size at the study's
+    twelve datasets), a bar per rule. The attribution table holds sums over a cell's runs; they are
+    divided by the cell's runs and averaged over target–draft pairs, so datasets with different
+    item counts compare.
     """
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("attribution")
     with matplotlib.rc_context(_RC):
@@ -301,26 +350,31 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
         datasets = sorted(agg["dataset"].unique())
         methods = sorted(agg["method"].unique())
         colors = method_colors(methods)
-        fig, ax = _subplots(figsize=(max(6.5, 0.35 * len(datasets) * max(1, len(methods)) + 2.2), 3.9))
-        width = 0.8 / max(1, len(methods))
-        for j, m in enumerate(methods):
-            g = agg[agg["method"] == m].set_index("dataset").reindex(datasets)
-            x = np.arange(len(datasets)) - 0.4 + width * (j + 0.5)
-            think = g["think"].to_numpy()
-            ans = g["answer"].to_numpy()
-            ax.bar(x, think, width, color=colors[m], label=m)
+        ncol = min(3, len(datasets))
+        nrow = -(-len(datasets) // ncol)
+        fig, axes = _subplots(nrow, ncol, figsize=(7.4, 0.9 + 2.0 * nrow), layout="constrained", squeeze=False)
+        for ax, ds in zip(axes.flat, datasets):
+            g = agg[agg["dataset"] == ds].set_index("method").reindex(methods)
+            x = np.arange(len(methods))
+            think, ans = g["think"].to_numpy(), g["answer"].to_numpy()
+            ax.bar(x, think, 0.75, color=[colors[m] for m in methods])
             # The answer part sits on the thinking part when both go the same way, else from zero.
             bottom = np.where(np.sign(ans) == np.sign(think), think, 0.0)
-            ax.bar(x, ans, width, bottom=bottom, color=colors[m], alpha=0.35, hatch="///", edgecolor="white", lw=0)
-        ax.axhline(0, color="#667085", lw=0.8)
-        ax.set_xticks(np.arange(len(datasets)), datasets)
-        ax.grid(axis="x", visible=False)
-        ax.set_ylabel("extra characters per run (relaxed − strict)")
+            ax.bar(x, ans, 0.75, bottom=bottom, color=[colors[m] for m in methods], alpha=0.35, hatch="///",
+                   edgecolor="white", lw=0)
+            ax.axhline(0, color="#667085", lw=0.8)
+            ax.set_xticks([])
+            ax.grid(axis="x", visible=False)
+            ax.set_title(ds, fontsize=9)
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        for ax in list(axes.flat)[len(datasets):]:
+            ax.set_visible(False)
+        fig.supylabel("extra characters per run (relaxed − strict)", fontsize=8.5)
         handles = [Line2D([], [], color=colors[m], lw=6, label=m) for m in methods]
         handles += [Rectangle((0, 0), 1, 1, color="#888", label="thinking"),
                     Rectangle((0, 0), 1, 1, color="#888", alpha=0.35, hatch="///", label="answer")]
-        fig.legend(handles=handles, frameon=False, loc="outside right upper")
-        ax.set_title("Extra characters per run: thinking (solid) and answer (hatched), mean over pairs")
+        fig.legend(handles=handles, frameon=False, loc="outside lower center", ncol=min(4, len(handles)))
+        fig.suptitle("Extra characters per run: thinking (solid) and answer (hatched), mean over pairs", fontsize=9.5)
         return fig
 
 

@@ -46,7 +46,7 @@ def test_rounds_vs_time_and_accuracy_points(example_analysis):
 
 def test_forest_draws_every_interval(example_analysis):
     cells = example_analysis.tables["cells"]
-    fig = F.fig_lambda_forest(cells)
+    fig = F.fig_lambda_forest(cells)  # without a dataset: every cell in one panel
     segs = [s for ax in fig.axes for c in ax.collections for s in c.get_segments()]
     ends = sorted((round(s[0][0], 9), round(s[1][0], 9)) for s in segs)
     assert ends == sorted(zip(cells["lambda_lo"].round(9), cells["lambda_hi"].round(9)))
@@ -69,7 +69,8 @@ def test_survival_panels_per_dataset(example_analysis):
 def test_attribution_bars_are_mean_extra_chars(example_analysis):
     attr = example_analysis.tables["attribution"]
     fig = F.fig_attribution(attr)
-    heights = sorted(round(p.get_height(), 6) for p in fig.axes[0].patches if p.get_hatch() is None)
+    heights = sorted(round(p.get_height(), 6) for ax in fig.axes for p in ax.patches if p.get_hatch() is None
+                     and not np.isnan(p.get_height()))
     per_run = attr.assign(t=attr["extra_chars_thinking"] / attr["n_runs"])
     want = sorted(per_run.groupby(["dataset", "method"])["t"].mean().round(6))
     assert heights == want
@@ -111,3 +112,60 @@ def test_small_n_cells_get_points_but_no_interval(example_analysis):
     small = cells[cells["small_n"]]
     assert want <= vert
     assert not vert & set(zip(small["gain"].round(9), small["lambda_lo"].round(9), small["lambda_hi"].round(9)))
+
+
+def test_gain_vs_lambda_log_axes_pairs_few_items_and_unclipped_intervals(example_analysis):
+    cells = example_analysis.tables["cells"].copy()
+    # Plant a 3-item calibration probe in the first group (12 items elsewhere): it must be hollow, without its interval.
+    probe = cells.iloc[[0]].assign(params="alpha0.01", n_items=3, lambda_lo=0.01, lambda_hi=50.0)
+    cells = pd.concat([cells, probe], ignore_index=True)
+    fig = F.fig_gain_vs_lambda(cells)
+    axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    pairs = cells[["target", "draft"]].drop_duplicates()
+    assert len(axes) == len(pairs) == 2  # one panel per target–draft pair
+    assert {ax.get_title() for ax in axes} == {f"{t} ← {d}" for t, d in pairs.itertuples(index=False)}
+    for ax in axes:
+        assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+        lo, hi = ax.get_ylim()
+        for c in ax.collections:
+            for seg in getattr(c, "get_segments", lambda: [])():
+                assert lo <= seg[:, 1].min() and seg[:, 1].max() <= hi  # no interval clipped
+    from matplotlib.collections import PathCollection
+
+    hollow = [c for ax in axes for c in ax.collections
+              if isinstance(c, PathCollection) and len(c.get_offsets()) and len(c.get_facecolors()) == 0]
+    assert sum(len(c.get_offsets()) for c in hollow) == 1
+    # Its interval (0.01 to 50) is not drawn; the axes would have to reach 50 otherwise.
+    assert max(ax.get_ylim()[1] for ax in axes) < 50
+    assert F.few_items(cells).sum() == 1
+
+
+def test_dataset_markers_do_not_repeat_up_to_fifteen():
+    from lengthlens.report.plot_style import _dataset_markers
+
+    marks = _dataset_markers([f"ds{i:02d}" for i in range(15)])
+    assert len(set(marks.values())) == 15
+
+
+def test_forest_one_dataset_labels_at_body_size(example_analysis):
+    cells = example_analysis.tables["cells"]
+    ds = sorted(cells["dataset"].unique())[0]
+    fig = F.fig_lambda_forest(cells, dataset=ds)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    labels = ax.get_yticklabels()
+    assert len(labels) == (cells["dataset"] == ds).sum()
+    # 7.2 in wide, printed at about 7 in: 8 pt labels stay at about the 9 pt body text's size.
+    assert min(lab.get_fontsize() for lab in labels) >= 8 and fig.get_figwidth() <= 7.5
+
+
+def test_attribution_is_faceted_so_labels_keep_their_size(example_analysis):
+    fig = F.fig_attribution(example_analysis)
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == sorted(example_analysis.tables["attribution"]["dataset"].unique())
+    assert fig.get_figwidth() <= 7.5
+
+
+def test_figures_are_numbered_in_the_order_they_appear(example_report):
+    html = (example_report / "report.html").read_text(encoding="utf-8")
+    numbers = [int(n) for n in re.findall(r"<b>Figure (\d+)\.</b>", html)]
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 6
