@@ -20,7 +20,7 @@ import polars as pl
 
 from lengthlens._version import __version__
 from lengthlens.data.flat import flat_kind, read_flat, read_flat_frame
-from lengthlens.data.raw import READER_VERSION, discover, read_runs, tree_fingerprint
+from lengthlens.data.raw import READER_VERSION, discover, note_warnings, read_runs, tree_fingerprint
 from lengthlens.data.schema import (
     ARM_KEY,
     POLARS_SCHEMA,
@@ -147,26 +147,6 @@ def _validate_raw_chunk(results: list) -> tuple[list[dict[str, Any]], list[dict[
     return valid, fails + invalid + notes
 
 
-#: What a reader's note on a kept run means, for the load warnings.
-_NOTE_TEXT = {
-    "text_missing": ("have no output.txt: kept for lengths and counters, listed here as having no text, so they get no "
-                     "grade from the text and no thinking attribution"),
-    "text_not_utf8": ("have an output.txt that is not valid UTF-8: kept, with each invalid byte read as U+FFFD "
-                      "(grades and character counts of these runs may be off)"),
-}
-
-
-def _note_warnings(notes: list[dict[str, str]]) -> list[str]:
-    """One warning per kind of reader note, naming the runs (up to 10)."""
-    out = []
-    for kind, text in _NOTE_TEXT.items():
-        paths = sorted(n["path"] for n in notes if n["reason"] == kind)
-        if paths:
-            more = f" and {len(paths) - 10} more" if len(paths) > 10 else ""
-            out.append(f"{len(paths)} run(s) {text}: {', '.join(paths[:10])}{more}")
-    return out
-
-
 def _grades_key(grade_files: list, run_graders: bool, problems: object, grading: str = "default") -> tuple | None:
     """What correctness depends on besides the runs (None: not cacheable, e.g. problems given as a mapping)."""
     if problems is not None and not isinstance(problems, (str, os.PathLike)):
@@ -253,7 +233,7 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
     table = pl.concat(tables, rechunk=False) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
     del tables
     table, grade_warnings = _resolve(table, grade_files, run_graders, problems, grading)
-    grade_warnings = _note_warnings(notes) + grade_warnings
+    grade_warnings = note_warnings(notes) + grade_warnings
     if cache:
         try:
             cache_table.parent.mkdir(parents=True, exist_ok=True)

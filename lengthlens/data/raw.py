@@ -219,6 +219,26 @@ def _read_text(run_path: str) -> tuple[str | None, str | None]:
     return text, note
 
 
+#: What a reader's note on a kept run means, for the load warnings.
+_NOTE_TEXT = {
+    "text_missing": ("have no output.txt: kept for lengths and counters, listed here as having no text, so they get no "
+                     "grade from the text and no thinking attribution"),
+    "text_not_utf8": ("have an output.txt that is not valid UTF-8: kept, with each invalid byte read as U+FFFD "
+                      "(grades and character counts of these runs may be off)"),
+}
+
+
+def note_warnings(notes: list[dict[str, str]]) -> list[str]:
+    """One warning per kind of reader note, naming the runs (up to 10)."""
+    out = []
+    for kind, text in _NOTE_TEXT.items():
+        paths = sorted(n["path"] for n in notes if n["reason"] == kind)
+        if paths:
+            more = f" and {len(paths) - 10} more" if len(paths) > 10 else ""
+            out.append(f"{len(paths)} run(s) {text}: {', '.join(paths[:10])}{more}")
+    return out
+
+
 def _read_chunk(args: tuple[list[RunDir], bool, Callable[[list[RawResult]], Any] | None]) -> Any:
     runs, with_text, convert = args
     results = [read_run(r, with_text=with_text) for r in runs]

@@ -54,7 +54,8 @@ OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
                   "treat censored runs as censored; Kaplan–Meier medians per side.")),
     "extra_tokens": ("Tokens accepted only because of the relaxation",
                      ("From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
-                     "rejected, with the target's probability and rank of those tokens against strict-accepted ones.")),
+                     "rejected, with the target's probability and rank of those tokens against strict-accepted ones. Ranks are "
+                     "0-based: 0 is the target's most likely token.")),
 }
 
 

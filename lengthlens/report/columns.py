@@ -52,6 +52,8 @@ def fmt(v: Any, kind: str = "auto") -> str:
         return f"{round(v):,}"
     if kind.startswith("f") and kind[1:].isdigit():
         return f"{v:.{int(kind[1:])}f}"
+    if kind == "rank":  # a rank (or a median of ranks): an integer, or a half between two
+        return f"{int(v):,}" if float(v).is_integer() else f"{v:.1f}"
     if kind == "pct":
         return f"{100 * v:.1f}%"
     if kind == "p":
@@ -263,8 +265,9 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("n_runs_with_proposals", "runs", "int"), Col("n_accepted", "accepted", "int"),
         Col("n_lossy_only", "lossy-only", "int"), Col("lossy_only_per_accepted", "lossy-only / accepted", "f3"),
         Col("p_lossy_only_median", "p lossy-only med.", "f3"), Col("p_strict_accepted_median", "p strict-acc. med.", "f3"),
-        Col("rank_lossy_only_median", "rank lossy-only med.", "auto"),
-        Col("rank_strict_accepted_median", "rank strict-acc. med.", "auto"),
+        Col("rank_lossy_only_median", "rank lossy-only med. (0 = top)", "rank",
+            title="the target's rank of the token, 0-based: 0 is its most likely token"),
+        Col("rank_strict_accepted_median", "rank strict-acc. med. (0 = top)", "rank"),
         Col("p_lossy_only_mean", "p lossy-only mean", "f3"), Col("p_strict_accepted_mean", "p strict-acc. mean", "f3"),
     ],
     "table4": [

@@ -84,11 +84,12 @@ def _empty(fig: Figure, ax: Any, text: str) -> Figure:
 
 
 def _legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, loc: str = "upper left",
-             outside: bool = False) -> None:
-    """Two compact legends: colour = rule, marker = dataset (beside the axes, as figure legends, with ``outside``)."""
+             outside: bool = False, extra: list[Any] | None = None) -> None:
+    """Two compact legends: colour = rule, marker = dataset (beside the axes, as figure legends, with ``outside``);
+    ``extra`` handles join the marker legend."""
     handles = [Line2D([], [], ls="", marker="o", color=c, label=m, markersize=5) for m, c in colors.items() if m != "strict"]
     mh = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5)
-          for d, mk in (markers or {}).items()]
+          for d, mk in (markers or {}).items()] + list(extra or [])
     if outside:
         # Figure legends with "outside" locations are what constrained layout reserves room for.
         fig = ax.figure
@@ -128,3 +129,27 @@ def to_svg(fig: Figure, *, close: bool = True) -> str:
     svg = re.sub(r'<svg([^>]*?)\swidth="([\d.]+)pt"\sheight="([\d.]+)pt"',
                  lambda m: f'<svg{m.group(1)} data-w="{m.group(2)}" data-h="{m.group(3)}"', svg, count=1)
     return svg
+
+
+#: Tick values of a ratio's log axis, coarse to fine: the finest tier that fits is used.
+_RATIO_TIERS = (
+    (0.01, 0.1, 0.5, 1.0, 2.0, 10.0, 100.0),
+    (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0),
+    (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 7.0, 10.0, 20.0, 50.0, 100.0),
+    (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0, 10.0, 20.0, 50.0, 100.0),
+    (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.7, 2.0, 2.5, 3.0, 4.0, 5.0, 7.0, 10.0),
+)
+
+
+def ratio_ticks(axis: Any, lo: float, hi: float, most: int = 10) -> None:
+    """Label a ratio's log axis with plain numbers (0.8, 1, 1.5, 2): the finest of :data:`_RATIO_TIERS` that fits."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ticks: list[float] = []
+    for tier in _RATIO_TIERS:
+        inside = [t for t in tier if lo <= t <= hi]
+        if len(inside) <= most and len(inside) >= len(ticks):
+            ticks = inside
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))

@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
-import matplotlib.ticker
 import numpy as np
 import pandas as pd
 import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter
 
 if TYPE_CHECKING:  # pragma: no cover
     from lengthlens.analyses.analyse import Analysis
@@ -43,6 +43,7 @@ from lengthlens.report.plot_style import (
     _legends,
     _subplots,
     method_colors,
+    ratio_ticks,
     to_svg,
 )
 
@@ -102,13 +103,13 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
             ax.set_title(f"{tgt} ← {drf}" if len(pairs) > 1 else f"Gain against length ratio, {len(df)} cells")
         for ax in list(axes.flat)[len(pairs):]:
             ax.set_visible(False)
-        fig.supxlabel("per-round gain (ℓ+1)/(ℓ*+1): what acceptance length promises (log scale)", fontsize=8.5)
+        fig.supxlabel("per-round gain (ℓ+1)/(ℓ*+1): what acceptance length promises (log scale)", fontsize=8.5, x=0.42)
         fig.supylabel("length ratio λ = mean L / mean L* (log scale)", fontsize=8.5)
-        _legends(axes.flat[0], colors, markers, outside=True)
-        if few.any():
-            fig.legend(handles=[Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
-                                       label=f"{int(few.sum())} cells with few items")],
-                       frameon=False, loc="outside lower right")
+        extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
+                         label=f"hollow: few items ({int(few.sum())})")] if few.any() else [])
+        _legends(axes.flat[0], colors, markers, outside=True, extra=extra)
+        if len(extra) and len(markers) < 2:
+            fig.legend(handles=extra, frameon=False, loc="outside right lower")
         return fig
 
 
@@ -136,9 +137,8 @@ def _gain_lambda_panel(ax: Any, df: pd.DataFrame, few: pd.Series, colors: dict, 
             transform=ax.transAxes, ha="left", va="top", color="#a8322d", fontsize=7.5)
     ax.set_xlim(*xlim)
     ax.set_ylim(*ylim)
-    for axis in (ax.xaxis, ax.yaxis):
-        axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
-        axis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}" if round(v * 10) % 2 == 0 else ""))
+    ratio_ticks(ax.xaxis, *xlim)
+    ratio_ticks(ax.yaxis, *ylim)
 
 
 def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, max_labels: int = 60) -> Figure:
@@ -169,8 +169,9 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
             ax.plot(gm["lambda"][small], yy[small], "o", color=colors[m], ms=4, markerfacecolor="white")
         ax.axvline(1, color="#98a2b3", lw=0.9, ls="--")
         ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:g}" if round(v * 10) % 2 == 0 else ""))
+        lim = _log_limits([g["lambda_lo"], g["lambda_hi"], g["lambda"]])
+        ax.set_xlim(*lim)
+        ratio_ticks(ax.xaxis, *lim)
         ax.set_ylim(-1, max(len(g), 1))
         if labelled:
             short_pair = df[["target", "draft"]].drop_duplicates().shape[0] > 1
@@ -366,7 +367,7 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
             ax.set_xticks([])
             ax.grid(axis="x", visible=False)
             ax.set_title(ds, fontsize=9)
-            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
         for ax in list(axes.flat)[len(datasets):]:
             ax.set_visible(False)
         fig.supylabel("extra characters per run (relaxed − strict)", fontsize=8.5)
