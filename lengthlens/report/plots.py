@@ -222,7 +222,11 @@ def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> 
     df = _cells(obj)
     with matplotlib.rc_context(_RC):
         fig, ax = _subplots(figsize=(7.4, 4.4), layout="constrained")
-        g_all = df[df["n_graded"] > 0] if not df.empty else df
+        if not df.empty:  # cells graded on fewer than half their items are left out, as from the accuracy counts
+            partial = df["graded_partial"].fillna(False).astype(bool) if "graded_partial" in df else False
+            g_all = df[(df["n_graded"] > 0) & ~partial]
+        else:
+            g_all = df
         if g_all.empty or "accuracy_delta_pp" not in g_all:
             return _empty(fig, ax, "no graded cells")
         colors = method_colors(df["method"])
