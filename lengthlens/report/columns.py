@@ -265,9 +265,9 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("n_runs_with_proposals", "runs", "int"), Col("n_accepted", "accepted", "int"),
         Col("n_lossy_only", "lossy-only", "int"), Col("lossy_only_per_accepted", "lossy-only / accepted", "f3"),
         Col("p_lossy_only_median", "p lossy-only med.", "f3"), Col("p_strict_accepted_median", "p strict-acc. med.", "f3"),
-        Col("rank_lossy_only_median", "rank lossy-only med. (0 = top)", "rank",
+        Col("rank_lossy_only_median", "rank lossy-only med. (0\u00a0=\u00a0top)", "rank",
             title="the target's rank of the token, 0-based: 0 is its most likely token"),
-        Col("rank_strict_accepted_median", "rank strict-acc. med. (0 = top)", "rank"),
+        Col("rank_strict_accepted_median", "rank strict-acc. med. (0\u00a0=\u00a0top)", "rank"),
         Col("p_lossy_only_mean", "p lossy-only mean", "f3"), Col("p_strict_accepted_mean", "p strict-acc. mean", "f3"),
     ],
     "table4": [

@@ -231,7 +231,7 @@ def group_note(cells: pd.DataFrame) -> str:
     if cells.empty:
         return ""
     n_pairs = cells[["target", "draft"]].drop_duplicates().shape[0]
-    n_ds = cells["dataset"].nunique()
+    n_ds = len(benchmarks(pl.from_pandas(cells[["dataset", "target"]].astype(str))))
     return f"{len(cells)} cells in {n_pairs} target–draft pair(s) × {n_ds} dataset(s)"
 
 

@@ -46,3 +46,16 @@ def test_benchmark_of_keeps_suffixes_that_name_no_target():
     assert ctx.benchmark_of("longbench_v2", ["Qwen3-8B"]) == "longbench_v2"
     assert ctx.benchmark_of("aime24", ["gpt-oss-20b"]) == "aime24"
     assert ctx.benchmarks(pl.DataFrame(schema={"dataset": pl.String, "target": pl.String})) == []
+
+
+def test_print_has_no_click_hint_and_uses_ge(example_report):
+    import subprocess
+
+    from .helpers import need
+
+    html = (example_report / "report.html").read_text(encoding="utf-8")
+    assert '<span class="noprint"> (click to open)</span>' in html
+    text = subprocess.run([need("pdftotext"), str(example_report / "report.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "click to open" not in text and ">=" not in text
+    assert "≥ 2 accuracy points" in text
