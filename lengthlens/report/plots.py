@@ -81,7 +81,7 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
     marker repeats up to 15 datasets); cells with few items (:func:`few_items`) are hollow and
     drawn without their interval; the axes hold every interval.
     """
-    df = _cells(obj)
+    df = _cells(obj).reset_index(drop=True)  # positions, not whatever index a caller's frame carries
     with matplotlib.rc_context(_RC):
         pairs = sorted(df[["target", "draft"]].drop_duplicates().itertuples(index=False, name=None)) if not df.empty else []
         ncol = min(2, max(1, len(pairs)))

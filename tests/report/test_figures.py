@@ -169,3 +169,10 @@ def test_figures_are_numbered_in_the_order_they_appear(example_report):
     html = (example_report / "report.html").read_text(encoding="utf-8")
     numbers = [int(n) for n in re.findall(r"<b>Figure (\d+)\.</b>", html)]
     assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) >= 6
+
+
+def test_gain_vs_lambda_takes_frames_with_a_repeated_index(example_analysis):
+    cells = example_analysis.tables["cells"]
+    doubled = pd.concat([cells, cells.assign(dataset=cells["dataset"] + "_b")])  # index 0..n-1 twice
+    pts = _scatter_points(F.fig_gain_vs_lambda(doubled))
+    assert len(pts) == len(doubled)
