@@ -139,7 +139,7 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
                 out[name] = Markup(f"<p>No proposal logs (proposals.jsonl) were found for any of the {n_all} cells.</p>")
                 continue
         cols = described_columns(name, df)
-        if name == "table4" or "target" not in df.columns:
+        if "target" not in df.columns:
             bold = (lambda r: any(str(v).lower() in ("total", "all") for v in r.values() if isinstance(v, str)))
             out[name] = table_html(df, cols, bold=bold)
         else:

@@ -141,12 +141,13 @@ def _gain_lambda_panel(ax: Any, df: pd.DataFrame, few: pd.Series, colors: dict, 
     ratio_ticks(ax.yaxis, *ylim)
 
 
-def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, max_labels: int = 60) -> Figure:
+def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, max_labels: int = 44) -> Figure:
     """Forest plot of one dataset: lambda with its bootstrap interval per cell, sorted by lambda (log axis).
 
     ``dataset`` picks the dataset (the report draws one figure per dataset, so that every label is
     printed at about the body text's size); without it, every dataset's cells in one panel. Rows
-    are labelled (pair, rule, params) up to ``max_labels`` cells; cells with few items are hollow.
+    are labelled (pair, rule, params) up to ``max_labels`` cells (a taller figure would be shrunk to fit a
+    page, and its labels with it); cells with few items are hollow.
     """
     df = _cells(obj)
     if dataset is not None and not df.empty:
