@@ -177,6 +177,11 @@ def definitions() -> list[dict[str, str]]:
                  "when an item has several seeds (accuracy_test)",
                  "description": "paired accuracy test; mcnemar_p_holm / mcnemar_q_bh adjust it over every graded cell",
                  "interval": "no"})
+    rows.append({"name": "n_graded", "formula": "Σᵢ 1[run i and its baseline run both graded]",
+                 "description": "units graded on both sides: the only ones accuracy uses", "interval": "no"})
+    rows.append({"name": "graded_partial", "formula": "2 · n_graded_items < n_items",
+                 "description": "graded on fewer than half its items: accuracy shown in grey, left out of the counts",
+                 "interval": "no"})
     rows.append({"name": "rounds_ratio_median_item", "formula": "median over items of the item's mean Rᵢ / R*ᵢ",
                  "description": "per-item rounds ratio, median (robust to a few long runs)", "interval": "no"})
     return rows
