@@ -32,6 +32,7 @@ __all__ = [
     "fig_survival",
     "few_items",
     "method_colors",
+    "with_benchmark",
     "to_svg",
 ]
 
@@ -64,6 +65,17 @@ def few_items(df: pd.DataFrame) -> pd.Series:
     return df["n_items"] < 0.5 * biggest
 
 
+def with_benchmark(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``benchmark`` column: the dataset without a suffix naming its target (``aime24_qwen3`` on
+    Qwen3-8B is ``aime24``), so that one benchmark has one marker whatever the target."""
+    from lengthlens.report.context import benchmark_of
+
+    if df.empty:
+        return df.assign(benchmark=pd.Series(dtype=object))
+    names = {(d, t): benchmark_of(d, [t]) for d, t in df[["dataset", "target"]].drop_duplicates().itertuples(index=False)}
+    return df.assign(benchmark=[names[(d, t)] for d, t in zip(df["dataset"], df["target"])])
+
+
 def _log_limits(values: list[pd.Series]) -> tuple[float, float]:
     """Limits of a log axis that hold every finite positive value (and 1), with a margin."""
     v = pd.concat(values).replace([np.inf, -np.inf], np.nan).dropna()
@@ -91,7 +103,8 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
         if df.empty:
             return _empty(fig, axes[0, 0], "no cells")
         colors = method_colors(df["method"])
-        markers = _dataset_markers(df["dataset"])
+        df = with_benchmark(df)
+        markers = _dataset_markers(df["benchmark"])
         few = few_items(df)
         show_ci = len(df) <= 120  # intervals clutter beyond that; the forest plots carry them
         ci = [df.loc[~few, "lambda_lo"], df.loc[~few, "lambda_hi"]] if show_ci and "lambda_lo" in df else []
@@ -116,7 +129,7 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
 def _gain_lambda_panel(ax: Any, df: pd.DataFrame, few: pd.Series, colors: dict, markers: dict, show_ci: bool,
                        xlim: tuple[float, float], ylim: tuple[float, float]) -> None:
     """One pair's cells on log-log axes with the break-even diagonal and the shaded region above it."""
-    for (m, d), g in df.groupby(["method", "dataset"], sort=True):
+    for (m, d), g in df.groupby(["method", "benchmark"], sort=True):
         small = few.loc[g.index]
         full = g[~small]
         if show_ci and "lambda_lo" in g and len(full):

@@ -176,3 +176,13 @@ def test_gain_vs_lambda_takes_frames_with_a_repeated_index(example_analysis):
     doubled = pd.concat([cells, cells.assign(dataset=cells["dataset"] + "_b")])  # index 0..n-1 twice
     pts = _scatter_points(F.fig_gain_vs_lambda(doubled))
     assert len(pts) == len(doubled)
+
+
+def test_one_benchmark_on_two_targets_has_one_marker(example_analysis):
+    cells = example_analysis.tables["cells"]
+    qwen = cells["target"].str.startswith("Qwen")
+    renamed = cells.assign(dataset=np.where(qwen, cells["dataset"] + "_qwen3", cells["dataset"]))
+    fig = F.fig_gain_vs_lambda(renamed)
+    legend_labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert "aime24" in legend_labels and "aime24_qwen3" not in legend_labels
+    assert set(F.with_benchmark(renamed)["benchmark"]) == set(cells["dataset"])
