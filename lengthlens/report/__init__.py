@@ -169,7 +169,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     html = _env().get_template("report.html.j2").render(
         a=analysis, headline=analysis.headline(), numbers=ctx.headline_numbers(analysis),
         prov=ctx.provenance(analysis, generated), settings=analysis.settings,
-        table3=table_html(t3, TABLE3_COLS, bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
+        table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
         cells_html=grouped_html(cells, CELL_COLS, css="cells"), cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
@@ -179,6 +179,17 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
     return html
+
+
+def _table3_cols(t3: pd.DataFrame) -> list:
+    """Table 3's columns, with the count of partly graded cells beside 'graded' when there are any."""
+    from lengthlens.report.columns import Col
+
+    if "n_graded_partial" not in t3 or not (t3["n_graded_partial"] > 0).any():
+        return TABLE3_COLS
+    i = next(k for k, c in enumerate(TABLE3_COLS) if c.name == "n_graded") + 1
+    extra = Col("n_graded_partial", "partly graded", "int", title="graded on fewer than half their items; left out of the counts")
+    return [*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]]
 
 
 def _attribution_summaries(analysis: Analysis) -> Markup | None:

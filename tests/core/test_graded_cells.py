@@ -59,3 +59,15 @@ def test_units_graded_on_one_side_only_do_not_count(tmp_path):
     assert cell["accuracy"].point == pytest.approx(1.0)
     assert cell["accuracy_star"].point == pytest.approx(3 / 8)
     assert cell["accuracy_delta_pp"].point == pytest.approx(100 * 5 / 8)
+
+
+def test_report_shows_graded_and_marks_partly_graded_cells(tmp_path):
+    from lengthlens.report import render_html
+
+    recs = (_recs("strict", "strict", lambda i: True)
+            + _recs("cactus", "alpha0.5", lambda i: False if i < 3 else None))
+    html = render_html(ll.analyse(_load(tmp_path, recs), n_resamples=50), with_figures=False)
+    assert '<td class="partial">-100.0' in html  # the Δacc of the partly graded cell, grey italics
+    assert '<td class="partial">3</td>' in html   # its graded units
+    assert ">partly</span> <span class=\"nw\">graded<" in html  # Table 3 counts it apart
+    assert "graded on fewer than half its items" in html
