@@ -401,7 +401,9 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
 FIGURES: dict[str, tuple[Any, str]] = {
     "gain_vs_lambda": (fig_gain_vs_lambda, ("The length illusion at a glance: per-round gain against length ratio per cell. "
                        "Measured rounds break even on the diagonal (R/R* = λ / gain = 1); every cell above it needs more "
-                       "verifier rounds than strict decoding although its acceptance length rose.")),
+                       "verifier rounds than strict decoding although its acceptance length rose. Log axes; one panel per target–draft "
+                       "pair; colour is the rule, marker the benchmark; hollow markers are cells with fewer than half the "
+                       "items of their group (e.g. calibration probes), drawn without their interval.")),
     "lambda_forest": (fig_lambda_forest, "Length ratio λ with its paired item-bootstrap interval, per cell."),
     "rounds_vs_time": (fig_rounds_vs_time, "Measured rounds ratio against wall-time ratio per cell."),
     "survival": (fig_survival, ("Completion-length survival: strict against each rule per dataset; the dashed line is the "
