@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -153,3 +154,33 @@ def ratio_ticks(axis: Any, lo: float, hi: float, most: int = 10) -> None:
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())
     axis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+
+
+def few_items(df: pd.DataFrame) -> pd.Series:
+    """Cells with few items: the ``small_n`` flag where the table has one, else fewer than half the items of the
+    largest cell of their (target, draft, dataset) group (e.g. the study's 3-item calibration probes among 12-item arms)."""
+    if df.empty:
+        return pd.Series(False, index=df.index)
+    if "small_n" in df.columns:
+        return df["small_n"].fillna(False).astype(bool)
+    biggest = df.groupby(["target", "draft", "dataset"])["n_items"].transform("max")
+    return df["n_items"] < 0.5 * biggest
+
+
+def with_benchmark(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``benchmark`` column: the dataset without a suffix naming its target (``aime24_qwen3`` on
+    Qwen3-8B is ``aime24``), so that one benchmark has one marker whatever the target."""
+    from lengthlens.report.context import benchmark_of
+
+    if df.empty:
+        return df.assign(benchmark=pd.Series(dtype=object))
+    names = {(d, t): benchmark_of(d, [t]) for d, t in df[["dataset", "target"]].drop_duplicates().itertuples(index=False)}
+    return df.assign(benchmark=[names[(d, t)] for d, t in zip(df["dataset"], df["target"])])
+
+
+def _log_limits(values: list[pd.Series]) -> tuple[float, float]:
+    """Limits of a log axis that hold every finite positive value (and 1), with a margin."""
+    v = pd.concat(values).replace([np.inf, -np.inf], np.nan).dropna()
+    v = v[v > 0]
+    lo, hi = min(float(v.min()) if len(v) else 1.0, 1.0), max(float(v.max()) if len(v) else 1.0, 1.0)
+    return lo / 1.06, hi * 1.06

@@ -38,50 +38,23 @@ __all__ = [
 
 from lengthlens.report.plot_style import (
     _RC,
+    _log_limits,
     _cells,
     _dataset_markers,
     _empty,
     _legends,
     _subplots,
+    few_items,
     method_colors,
     ratio_ticks,
     to_svg,
+    with_benchmark,
 )
 
 
 def _with_ci(df: pd.DataFrame) -> pd.DataFrame:
     """Rows whose interval is drawn: cells with fewer than 10 items (``small_n``) get their point only."""
     return df[~df["small_n"].astype(bool)] if "small_n" in df else df
-
-
-def few_items(df: pd.DataFrame) -> pd.Series:
-    """Cells with few items: the ``small_n`` flag where the table has one, else fewer than half the items of the
-    largest cell of their (target, draft, dataset) group (e.g. the study's 3-item calibration probes among 12-item arms)."""
-    if df.empty:
-        return pd.Series(False, index=df.index)
-    if "small_n" in df.columns:
-        return df["small_n"].fillna(False).astype(bool)
-    biggest = df.groupby(["target", "draft", "dataset"])["n_items"].transform("max")
-    return df["n_items"] < 0.5 * biggest
-
-
-def with_benchmark(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with a ``benchmark`` column: the dataset without a suffix naming its target (``aime24_qwen3`` on
-    Qwen3-8B is ``aime24``), so that one benchmark has one marker whatever the target."""
-    from lengthlens.report.context import benchmark_of
-
-    if df.empty:
-        return df.assign(benchmark=pd.Series(dtype=object))
-    names = {(d, t): benchmark_of(d, [t]) for d, t in df[["dataset", "target"]].drop_duplicates().itertuples(index=False)}
-    return df.assign(benchmark=[names[(d, t)] for d, t in zip(df["dataset"], df["target"])])
-
-
-def _log_limits(values: list[pd.Series]) -> tuple[float, float]:
-    """Limits of a log axis that hold every finite positive value (and 1), with a margin."""
-    v = pd.concat(values).replace([np.inf, -np.inf], np.nan).dropna()
-    v = v[v > 0]
-    lo, hi = min(float(v.min()) if len(v) else 1.0, 1.0), max(float(v.max()) if len(v) else 1.0, 1.0)
-    return lo / 1.06, hi * 1.06
 
 
 def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
