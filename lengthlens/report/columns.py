@@ -232,6 +232,7 @@ CELL_COLS = [
     Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
 ]
 
+
 def _acc_css(row: dict[str, Any]) -> str:
     """Accuracy change: grey italic when the cell is graded on fewer than half its items, red on a 2-point drop."""
     if row.get("graded_partial"):
