@@ -75,3 +75,18 @@ def test_table4_fits_the_pdf_page(example_report):
     for width, body in hits:
         xs = [float(x) for x in re.findall(r'xMax="([\d.]+)"[^>]*>(?:McNemar|capped)<', body)]
         assert xs and max(xs) <= width, f"Table 4 runs off the page: x {max(xs)} > page width {width}"
+
+
+def test_table3_fits_the_pdf_page(example_report):
+    """Table 3 has grown (time/round, two drop rules, Holm, mean Δacc): it prints on a landscape page, whole."""
+    pdftotext = need("pdftotext")
+    out = subprocess.run([pdftotext, "-bbox", str(example_report / "report.pdf"), "-"], capture_output=True, text=True,
+                         check=True).stdout
+    pages = re.findall(r'<page width="([\d.]+)" height="([\d.]+)">(.*?)</page>', out, re.S)
+    hits = [(float(w), float(h), body) for w, h, body in pages if ">Table</word>" in body and ">acceptance</word>" in body
+            and "T/T*≥1" in body]
+    assert hits, "Table 3's last column is missing from the PDF"
+    width, height, body = hits[0]
+    assert width > height  # landscape
+    xs = [float(x) for x in re.findall(r'xMax="([\d.]+)"[^>]*>T/T\*≥1<', body)]
+    assert xs and max(xs) <= width
