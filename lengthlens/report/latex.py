@@ -96,7 +96,7 @@ def attribution_tex(attr: pd.DataFrame) -> str:
     cols = [("dataset", "Dataset", "text"), ("method", "Rule", "text"), ("cells", "Cells", "int"),
             ("extra", "Extra chars/run", "f0"), ("thinking", "in thinking", "f0"), ("share", "Thinking share", "f2")]
     return booktabs(agg, cols, caption="Where the extra characters go: extra characters per run (relaxed minus strict, "
-                    "mean over target--draft pairs) and the part in the thinking channel; share = pooled thinking / "
+                    "mean over target--draft pairs) and the part in the thinking (GPT-OSS's analysis channel, or a \\texttt{think} block); share = pooled thinking / "
                     "pooled extra characters.", label="tab:attribution", group="dataset")
 
 

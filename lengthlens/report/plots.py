@@ -381,7 +381,8 @@ FIGURES: dict[str, tuple[Any, str]] = {
     "rounds_vs_time": (fig_rounds_vs_time, "Measured rounds ratio against wall-time ratio per cell."),
     "survival": (fig_survival, ("Completion-length survival: strict against each rule per dataset; the dashed line is the "
                  "token budget and + marks runs cut there (censored).")),
-    "attribution": (fig_attribution, ("Extra characters per run of relaxed runs over strict, split into the thinking "
-                    "channel (solid) and the answer (hatched); mean over target–draft pairs.")),
+    "attribution": (fig_attribution, ("Extra characters per run of relaxed runs over strict, split into the thinking part "
+                    "(solid; GPT-OSS's analysis channel, or a <think> block) and the answer (hatched); mean over "
+                    "target–draft pairs. Panel titles are datasets; colour is the rule.")),
     "accuracy_vs_gain": (fig_accuracy_vs_gain, "Accuracy change against per-round gain for graded cells; dashed: a 2-point drop."),
 }
