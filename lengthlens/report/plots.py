@@ -183,22 +183,27 @@ def fig_rounds_vs_time(obj: Analysis | pd.DataFrame) -> Figure:
         fig, ax = _subplots(figsize=(7.4, 4.6), layout="constrained")
         if df.empty:
             return _empty(fig, ax, "no cells")
+        df = with_benchmark(df.reset_index(drop=True))
         colors = method_colors(df["method"])
-        markers = _dataset_markers(df["dataset"])
-        for (m, d), g in df.groupby(["method", "dataset"], sort=True):
+        markers = _dataset_markers(df["benchmark"])
+        for (m, d), g in df.groupby(["method", "benchmark"], sort=True):
             ax.scatter(g["rounds_ratio"], g["time_ratio"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
                        edgecolors="white", linewidths=0.4, zorder=3)
-        vals = pd.concat([df["rounds_ratio"], df["time_ratio"]]).dropna()
-        lo, hi = float(min(vals.min(), 1.0)) - 0.05, float(max(vals.max(), 1.0)) + 0.05
+        lo, hi = _log_limits([df["rounds_ratio"], df["time_ratio"]])
+        ax.set_xscale("log")
+        ax.set_yscale("log")
         ax.plot([lo, hi], [lo, hi], color="#98a2b3", lw=0.8, ls=":")
         ax.axhline(1, color="#a8322d", lw=0.9)
         ax.axvline(1, color="#a8322d", lw=0.9)
         ax.fill_between([lo, 1], 1, hi, color="#fbe9e7", lw=0, zorder=0)
-        ax.text(lo + 0.01, hi - 0.01, "fewer rounds,\nmore time", va="top", ha="left", fontsize=7, color="#a8322d")
+        ax.text(0.02, 0.98, "fewer rounds,\nmore time", transform=ax.transAxes, va="top", ha="left", fontsize=7,
+                color="#a8322d")
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        ax.set_xlabel("measured rounds ratio R/R*")
-        ax.set_ylabel("wall-time ratio T/T*")
+        ratio_ticks(ax.xaxis, lo, hi)
+        ratio_ticks(ax.yaxis, lo, hi)
+        ax.set_xlabel("measured rounds ratio R/R* (log scale)")
+        ax.set_ylabel("wall-time ratio T/T* (log scale)")
         ax.set_title("Verifier rounds against wall time per cell (dotted: T/T* = R/R*)")
         _legends(ax, colors, markers, outside=True)
         return fig
