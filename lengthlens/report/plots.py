@@ -169,10 +169,10 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
             ax.set_yticks([])
         ax.grid(axis="y", visible=False)
         name = dataset if dataset is not None else ", ".join(sorted(df["dataset"].unique()))
-        ax.set_title(f"Length ratio λ per cell: {name} ({len(g)} cells; dashed: no change)")
+        ax.set_title(f"λ per cell: {name} ({len(g)} cells; dashed: λ = 1)")
         ax.set_xlabel("λ with its 95% interval (log scale)")
         handles = [Line2D([], [], marker="o", color=c, label=m, ms=4) for m, c in colors.items() if m != "strict"]
-        fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(handles)), frameon=False)
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)), frameon=False)
         return fig
 
 
