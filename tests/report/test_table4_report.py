@@ -90,3 +90,16 @@ def test_table3_fits_the_pdf_page(example_report):
     assert width > height  # landscape
     xs = [float(x) for x in re.findall(r'xMax="([\d.]+)"[^>]*>T/T\*≥1<', body)]
     assert xs and max(xs) <= width
+
+
+def test_methods_definitions_fit_the_pdf_page(example_report):
+    """Every column of the definitions table is on the page (a long formula once pushed 'meaning' off it)."""
+    pdftotext = need("pdftotext")
+    out = subprocess.run([pdftotext, "-bbox", str(example_report / "report.pdf"), "-"], capture_output=True, text=True,
+                         check=True).stdout
+    pages = re.findall(r'<page width="([\d.]+)" height="[\d.]+">(.*?)</page>', out, re.S)
+    hits = [(float(w), body) for w, body in pages if ">Definitions</word>" in body]
+    assert hits
+    width, body = hits[0]
+    xs = [float(x) for x in re.findall(r'xMax="([\d.]+)"[^>]*>meaning<', body)]
+    assert xs and max(xs) <= width
