@@ -150,13 +150,14 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
         y = np.arange(len(g))
         for m, gm in g.groupby("method"):
             yy = y[gm.index]
-            ax.hlines(yy, gm["lambda_lo"], gm["lambda_hi"], color=colors[m], lw=1.1, alpha=0.8)
             small = few.loc[gm.index].to_numpy()
+            # Cells with few items get their point only, as in Figure 1.
+            ax.hlines(yy[~small], gm["lambda_lo"][~small], gm["lambda_hi"][~small], color=colors[m], lw=1.1, alpha=0.8)
             ax.plot(gm["lambda"][~small], yy[~small], "o", color=colors[m], ms=4)
             ax.plot(gm["lambda"][small], yy[small], "o", color=colors[m], ms=4, markerfacecolor="white")
         ax.axvline(1, color="#98a2b3", lw=0.9, ls="--")
         ax.set_xscale("log")
-        lim = _log_limits([g["lambda_lo"], g["lambda_hi"], g["lambda"]])
+        lim = _log_limits([g.loc[~few, "lambda_lo"], g.loc[~few, "lambda_hi"], g["lambda"]])
         ax.set_xlim(*lim)
         ratio_ticks(ax.xaxis, *lim)
         ax.set_ylim(-1, max(len(g), 1))

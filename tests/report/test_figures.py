@@ -118,6 +118,8 @@ def test_gain_vs_lambda_log_axes_pairs_few_items_and_unclipped_intervals(example
     cells = example_analysis.tables["cells"].copy()
     # Plant a 3-item calibration probe in the first group (12 items elsewhere): it must be hollow, without its interval.
     probe = cells.iloc[[0]].assign(params="alpha0.01", n_items=3, lambda_lo=0.01, lambda_hi=50.0)
+    if "small_n" in cells:
+        probe = probe.assign(small_n=True)
     cells = pd.concat([cells, probe], ignore_index=True)
     fig = F.fig_gain_vs_lambda(cells)
     axes = [ax for ax in fig.axes if ax.get_visible() and ax.get_title()]
