@@ -127,7 +127,7 @@ def test_modules_stay_small(path):
 
 #: Functions still over the limit, each being split in work under way; this set only shrinks.
 PENDING_SPLIT: set[str] = {
-    "data/loading.py:load", "data/raw.py:read_run", "report/plots.py:fig_survival",
+    "data/loading.py:load", "data/raw.py:read_run",
 }
 
 

@@ -263,6 +263,36 @@ def _thin(t: np.ndarray, s: np.ndarray, max_points: int = 200) -> tuple[np.ndarr
     return grid, s[idx]
 
 
+def _survival_panel(ax: Any, d: pl.DataFrame, ds: str, colors: dict[str, str]) -> None:
+    """One dataset's Kaplan–Meier curves (strict first), censoring marks, budget lines and labels."""
+    budgets = sorted(int(b) for b in d["max_new_tokens"].drop_nulls().unique().to_list())
+    for m in ["strict", *sorted(x for x in d["method"].unique().to_list() if x != "strict")]:
+        g = d.filter(pl.col("method") == m)
+        L = g["output_tokens"].to_numpy().astype(float)
+        c = g["censored"].to_numpy().astype(bool)
+        if len(L) == 0:
+            continue
+        tt, ss = _km_curve(L, c)
+        tt, ss = _thin(tt, ss)
+        lw, z = (1.8, 5) if m == "strict" else (1.1, 4)
+        ax.step(tt, ss, where="post", color=colors[m], lw=lw, zorder=z)
+        if c.any():  # censored runs: a "+" at each distinct censoring length, at the curve's height there
+            ct = np.unique(L[c])
+            cs = ss[np.clip(np.searchsorted(tt, ct, side="right") - 1, 0, len(ss) - 1)]
+            ax.plot(ct, cs, "+", color=colors[m], ms=7, mew=1.4, zorder=6)
+    for b in budgets:
+        ax.axvline(b, color="#a8322d", lw=0.8, ls="--")
+    if budgets:
+        ax.text(budgets[-1], 0.97, "budget ", ha="right", va="top", fontsize=6.5, color="#a8322d",
+                transform=ax.get_xaxis_transform())
+        ax.set_xlim(0, budgets[-1] * 1.04)
+    ax.set_ylim(0, 1.05)
+    n_c = d.filter(pl.col("censored")).height
+    ax.set_title(f"{ds} ({d.height} runs, {n_c} censored)")
+    ax.set_xlabel("completion length (tokens)")
+    ax.set_ylabel("P(L > x)")
+
+
 def fig_survival(analysis: Analysis, *, runs: pl.DataFrame | None = None, arms: pd.DataFrame | None = None) -> Figure:
     """Completion-length survival P(L > x), strict against each rule, one panel per dataset.
 
@@ -292,33 +322,7 @@ def fig_survival(analysis: Analysis, *, runs: pl.DataFrame | None = None, arms: 
         nrow = -(-len(datasets) // ncol)
         fig, axes = _subplots(nrow, ncol, figsize=(3.3 * ncol, 2.5 * nrow + 0.6), layout="constrained", squeeze=False)
         for ax, ds in zip(axes.flat, datasets):
-            d = data.filter(pl.col("dataset") == ds)
-            budgets = sorted(int(b) for b in d["max_new_tokens"].drop_nulls().unique().to_list())
-            for m in ["strict", *sorted(x for x in d["method"].unique().to_list() if x != "strict")]:
-                g = d.filter(pl.col("method") == m)
-                L = g["output_tokens"].to_numpy().astype(float)
-                c = g["censored"].to_numpy().astype(bool)
-                if len(L) == 0:
-                    continue
-                tt, ss = _km_curve(L, c)
-                tt, ss = _thin(tt, ss)
-                lw, z = (1.8, 5) if m == "strict" else (1.1, 4)
-                ax.step(tt, ss, where="post", color=colors[m], lw=lw, zorder=z)
-                if c.any():  # censored runs: a "+" at each distinct censoring length, at the curve's height there
-                    ct = np.unique(L[c])
-                    cs = ss[np.clip(np.searchsorted(tt, ct, side="right") - 1, 0, len(ss) - 1)]
-                    ax.plot(ct, cs, "+", color=colors[m], ms=7, mew=1.4, zorder=6)
-            for b in budgets:
-                ax.axvline(b, color="#a8322d", lw=0.8, ls="--")
-            if budgets:
-                ax.text(budgets[-1], 0.97, "budget ", ha="right", va="top", fontsize=6.5, color="#a8322d",
-                        transform=ax.get_xaxis_transform())
-                ax.set_xlim(0, budgets[-1] * 1.04)
-            ax.set_ylim(0, 1.05)
-            n_c = d.filter(pl.col("censored")).height
-            ax.set_title(f"{ds} ({d.height} runs, {n_c} censored)")
-            ax.set_xlabel("completion length (tokens)")
-            ax.set_ylabel("P(L > x)")
+            _survival_panel(ax, data.filter(pl.col("dataset") == ds), ds, colors)
         for ax in list(axes.flat)[len(datasets):]:
             ax.set_visible(False)
         handles = [Line2D([], [], color=c, label=m, lw=1.8 if m == "strict" else 1.1) for m, c in colors.items()
