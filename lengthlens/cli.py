@@ -50,9 +50,41 @@ def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace):
     """lengthlens.load with the shared command-line options (also used by snapshot/check)."""
     from lengthlens.data.loading import load
 
+    fmt = getattr(args, "format", None)
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
                 progress=not getattr(args, "quiet", False), run_graders=not args.no_graders, problems=args.problems,
-                grading=getattr(args, "grading", "default"))
+                grading=getattr(args, "grading", "default"), format=fmt,
+                format_options=_format_options(args) if fmt else None)
+
+
+def _format_options(args: argparse.Namespace) -> dict:
+    """Options of the log-format readers given on the command line (only those set)."""
+    out = {}
+    if getattr(args, "questions", None):
+        out["questions"] = args.questions
+    if getattr(args, "max_new_tokens", None):
+        out["max_new_tokens"] = args.max_new_tokens
+    return out
+
+
+def _add_format_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--questions", metavar="FILE", help="Spec-Bench question.jsonl for every answer folder "
+                   "(default: the one beside each model_answer/)")
+    p.add_argument("--max-new-tokens", type=int, metavar="N",
+                   help="token budget the runs were generated with, when the logs do not say (Spec-Bench: 1024)")
+
+
+def _nothing_to_analyse(runs) -> str | None:
+    """Why no cell can be formed (one line), or None."""
+    import polars as pl
+
+    if runs.table.height == 0:
+        return "nothing was loaded: every run was skipped (see the reasons above or use --strict)"
+    if runs.paired.filter(pl.col("method") != "strict").height == 0:
+        top = runs.skipped.group_by("reason").len().sort("len", descending=True).head(1)
+        why = f"; most common reason: {top['reason'][0]} ({top['len'][0]} runs)" if top.height else ""
+        return f"no cell could be formed (no arm has ok runs paired with a baseline){why}"
+    return None
 
 
 def analyse_from_args(runs, args: argparse.Namespace):
@@ -69,6 +101,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     sources: list[Path] = [Path(s) for s in args.runs]
+    if args.example and args.format:
+        print("lengthlens report: --example is in the raw layout; it cannot be read with --format", file=sys.stderr)
+        return 2
     if args.example:
         sources = _example_runs(out) + sources
     if not sources:
@@ -77,6 +112,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     runs = load_from_args(sources, args)
     t_load = time.perf_counter() - t0
+    empty = _nothing_to_analyse(runs)
+    if empty:
+        if not args.quiet:
+            print(runs.summary(), file=sys.stderr)
+        print(f"lengthlens report: {empty}", file=sys.stderr)
+        return 1
     analysis = analyse_from_args(runs, args)
     written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures)
     if not args.quiet:
@@ -96,6 +137,36 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _format_names() -> list[str]:
+    from lengthlens.data.readers import names
+
+    return names()
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from lengthlens.data.loading import read_format
+
+    out = Path(args.out)
+    table, failures, _, warnings = read_format(args.path, args.format, **_format_options(args))
+    suffix = out.suffix.lower()
+    if suffix not in (".parquet", ".jsonl", ".csv"):
+        print(f"lengthlens import: --out must end in .parquet, .jsonl or .csv, not {out.name!r}", file=sys.stderr)
+        return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".parquet":
+        table.write_parquet(out)
+    elif suffix == ".jsonl":
+        table.write_ndjson(out)
+    else:
+        table.write_csv(out)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    for f in failures:
+        print(f"skipped: {f['path']}: {f['reason']}", file=sys.stderr)
+    print(f"{table.height} run records written to {out}; {len(failures)} skipped")
+    return 1 if table.height == 0 else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lengthlens", description="Paired, censoring-aware evaluation of lossy speculative decoding.")
     parser.add_argument("--version", action="version", version=f"lengthlens {__version__}")
@@ -109,8 +180,18 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--latex", action="store_true", help="also write booktabs tables (table3.tex, table4.tex, attribution.tex)")
     rep.add_argument("--no-pdf", action="store_true", help="skip report.pdf (WeasyPrint)")
     rep.add_argument("--no-figures", action="store_true", help="leave the figures out of the report")
+    rep.add_argument("--format", choices=_format_names(), help="read RUNS with this log-format reader "
+                     "(specbench: Spec-Bench answer folders, no converter needed)")
+    _add_format_options(rep)
     _add_analysis_options(rep)
     rep.set_defaults(func=_cmd_report)
+
+    imp = sub.add_parser("import", help="convert logs of another format to normalized run records (.parquet, .jsonl, .csv)")
+    imp.add_argument("format", choices=_format_names(), help="log format")
+    imp.add_argument("path", help="what the reader reads (specbench: a data folder, a task folder or an answer file)")
+    imp.add_argument("--out", "-o", required=True, help="output file: .parquet, .jsonl or .csv")
+    _add_format_options(imp)
+    imp.set_defaults(func=_cmd_import)
 
     try:
         from lengthlens.generate.cli import add_parser as add_generate

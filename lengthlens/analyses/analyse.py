@@ -13,6 +13,7 @@ import polars as pl
 from lengthlens.analyses.attribution import attribution
 from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
 from lengthlens.analyses.intervention import table4
+from lengthlens.analyses.methods import LOSSLESS_METHODS, lossless_check, method_pairs
 from lengthlens.analyses.tables import alpha_selected, table3_cells
 from lengthlens.analyses.tables import arms as compute_arms
 from lengthlens.analyses.tables import table3 as compute_table3
@@ -28,6 +29,43 @@ from lengthlens.stats.resample import (
     DrawCache,
 )
 from lengthlens.stats.results import CellTable, frame_html
+
+
+def _lossless_headline(a: Any) -> str:
+    """The headline for lossless speculative methods against their baseline."""
+    def f(name: str, spec: str = ".2f") -> str:
+        return format(a[name], spec) if np.isfinite(a[name]) else "not computed"
+
+    return (f"Across {int(a['n_cells'])} cells of lossless speculative methods the mean per-round gain was "
+            f"{f('gain_mean')}, verifier rounds changed by {f('rounds_ratio_mean')}x and wall time by "
+            f"{f('time_ratio_mean')}x; the mean length ratio was {f('lambda_mean', '.3f')}, where exactly 1 is what "
+            f"losslessness promises (see 'Lossless methods: a check')")
+
+
+def _headline_sentence(a: Any, which: str) -> str:
+    """The headline from Table 3's "all" row, in words that fit the numbers (metrics not computed are named)."""
+    def ok(name: str) -> bool:
+        return bool(np.isfinite(a.get(name, np.nan)))
+
+    lam, n = a["lambda_mean"], int(a["n_cells"])
+    if n == 0:
+        return f"No cell enters Table 3 ({which})"
+    if ok("gain_mean") and ok("lambda_mean"):
+        head = f"Across {n} cells ({which}) the mean per-round gain was {a['gain_mean']:.2f}, "
+        head += (f"but completions grew by a mean length ratio of {lam:.2f}" if lam > 1
+                 else f"and the mean length ratio was {lam:.2f}")
+    elif ok("lambda_mean"):
+        head = f"Across {n} cells ({which}) the mean length ratio was {lam:.2f} (no draft counters logged: gain not computed)"
+    else:
+        return f"Across {n} cells ({which}) no length ratio could be computed (output_tokens not logged)"
+    if ok("rounds_ratio_mean"):
+        head += (f", so measured verifier rounds R/R* (the primary cost measure) changed by {a['rounds_ratio_mean']:.2f}x "
+                 f"(median {a['rounds_ratio_median']:.2f})")
+    if ok("time_ratio_mean"):
+        per_round = (f"; per round {a['time_per_round_ratio_mean']:.2f}x" if ok("time_per_round_ratio_mean") else "")
+        head += (f"; wall time T/T* by {a['time_ratio_mean']:.2f}x (median {a['time_ratio_median']:.2f}"
+                 f"{per_round})")
+    return head
 
 
 @dataclass(frozen=True)
@@ -53,13 +91,11 @@ class Analysis:
                  if self.settings.get("alphas", "loosest") == "loosest" else "every alpha")
         n_small = int(a.get("n_small_excluded", 0) or 0)
         which += (f"; {n_small} cell{'s' if n_small != 1 else ''} with fewer than 10 items left out" if n_small else "")
-        return (
-            f"Across {int(a['n_cells'])} cells ({which}) the mean per-round gain was {a['gain_mean']:.2f}, but completions "
-            f"grew by a mean length ratio of {a['lambda_mean']:.2f}, so measured verifier rounds R/R* (the primary cost "
-            f"measure) changed by {a['rounds_ratio_mean']:.2f}x (median {a['rounds_ratio_median']:.2f}); wall time T/T* by "
-            f"{a['time_ratio_mean']:.2f}x (median {a['time_ratio_median']:.2f}; per round "
-            f"{a['time_per_round_ratio_mean']:.2f}x){self._accuracy_clause(a)}."
-        )
+        methods = set(t3["method"]) - {"all"}
+        if methods and methods <= LOSSLESS_METHODS:
+            # Lossless methods: a length ratio away from 1 is a failed check, not inflation.
+            return _lossless_headline(a) + self._accuracy_clause(a) + "."
+        return _headline_sentence(a, which) + self._accuracy_clause(a) + "."
 
     @staticmethod
     def _accuracy_clause(a: pd.Series) -> str:
@@ -147,6 +183,8 @@ def _censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: 
     """Censoring rows of one group's cells: one matrix product per item set for all their resampled sums."""
     prepared, keys, by_items = [], [], {}
     for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
+        if any(af[c].null_count() for c in ("output_tokens", "censored", "output_tokens_star", "censored_star")):
+            continue  # lengths or censoring not known on every run: cells.csv's `unavailable` says which
         own = tuple(sorted(set(af.get_column("item_id").to_list())))
         counts = draws.item_counts(group, own, complete=len(own) == n_group)
         arrays = (af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
@@ -205,7 +243,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         "alpha_selected": alpha_selected(cells_df),
         "skipped": runs.skipped.to_pandas(),
     }
-    notes: list[str] = []
+    notes: list[str] = _unavailable_notes(cells_df)
     if not cells_df.empty:
         tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
                                               confidence_level=confidence_level, draws=draws, aft_ci=aft_ci,
@@ -215,6 +253,10 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         notes.extend(attr.disagreement_notes)  # one line per model, with the known cause
+    for name, df in (("lossless", lossless_check(runs, cells_df)),
+                     ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level))):
+        if not df.empty:
+            tables[name] = df
     t4 = table4(runs)
     if not t4.empty:
         tables["table4"] = t4
@@ -226,6 +268,16 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
                 "aft_ci": aft_ci, "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
                 "include_small": include_small}
     return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes))
+
+
+def _unavailable_notes(cells_df: pd.DataFrame) -> list[str]:
+    """One note per distinct reason why metrics were left empty, with how many cells it concerns."""
+    if cells_df.empty or "unavailable" not in cells_df.columns:
+        return []
+    reasons = cells_df["unavailable"].fillna("")
+    reasons = reasons[reasons != ""].str.replace(r" on \d+ of \d+ paired runs", "", regex=True)
+    return [f"not computed in {n} of {len(cells_df)} cells (inputs missing from the logs): {why}"
+            for why, n in reasons.value_counts(sort=False).items()]
 
 
 def extra_tokens_table(runs: RunSet) -> pd.DataFrame | None:

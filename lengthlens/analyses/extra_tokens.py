@@ -35,7 +35,10 @@ from pathlib import Path
 import pandas as pd
 import polars as pl
 
-from lengthlens.data.schema import ARM_KEY, UNIT_KEY
+from lengthlens.data.schema import ARM_KEY
+
+#: Token traces exist for single-turn raw runs only: a run is (arm, item, seed) here.
+UNIT_KEY = ("item_id", "seed")
 
 PROPOSALS_FILE = "proposals.jsonl"
 

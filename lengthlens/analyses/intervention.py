@@ -19,8 +19,8 @@ from lengthlens.analyses.attribution import run_channels
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import pair, with_derived
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
-from lengthlens.stats.estimate import item_sums, unit_quantities
-from lengthlens.stats.metrics import METRICS, SUM_FIELDS, evaluate
+from lengthlens.stats.estimate import item_sums, missing_inputs, unit_quantities
+from lengthlens.stats.metrics import METRICS, SUM_FIELDS, evaluate, unavailable, unavailable_note
 from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
@@ -56,6 +56,7 @@ class Comparison:
     mcnemar_p: float
     #: which paired accuracy test gave mcnemar_p: exact McNemar on runs, or the item-level sign-flip test with several seeds
     accuracy_test: str = "mcnemar_exact"
+    unavailable: str = ""  # metrics left empty and why (inputs not logged)
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -73,25 +74,35 @@ class Comparison:
 
 
 def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resamples: int = DEFAULT_N_RESAMPLES,
-            seed: int = DEFAULT_SEED, confidence_level: float = DEFAULT_CONFIDENCE) -> Comparison:
+            seed: int = DEFAULT_SEED, confidence_level: float = DEFAULT_CONFIDENCE,
+            within_draft: bool | None = None) -> Comparison:
     """Compare arm X with arm Y on shared items (e.g. an intervention against its base arm, or two rules).
 
     ``x`` and ``y`` select runs by column values, e.g. ``{"method": "cactus", "params": "alpha0.35"}``
     (a list value selects any of several). Runs pair within the same target, draft and dataset on
-    (item, seed); the bootstrap resamples items within each of those groups (stratified), so metrics
-    pool over several datasets without mixing their items.
+    (item, seed, turn); the bootstrap resamples items within each of those groups (stratified), so
+    metrics pool over several datasets without mixing their items. Arms with different drafts
+    (EAGLE against SpS against plain autoregressive decoding) pair within target and dataset
+    instead: ``within_draft=None`` does that when the two selections share no draft.
     """
-    t = with_derived(runs.table.filter(pl.col("status") == "ok"))
+    t = runs.table.filter(pl.col("status") == "ok")
+    if "shared_baseline" in t.columns:  # a shared autoregressive baseline as logged, once
+        t = t.filter(~pl.col("shared_baseline"))
+    t = with_derived(t)
     xs, ys = _select(t, x), _select(t, y)
     if xs.height == 0 or ys.height == 0:
         raise ValueError(f"no ok runs match {'x' if xs.height == 0 else 'y'} = {dict(x if xs.height == 0 else y)}")
-    units = pair(xs, ys)
+    if within_draft is None:
+        within_draft = bool(set(xs.get_column("draft")) & set(ys.get_column("draft")))
+    group_key = GROUP_KEY if within_draft else ("target", "dataset")
+    units = pair(xs, ys, on=(*group_key, *UNIT_KEY))
     if units.height == 0:
-        raise ValueError("the two arms share no (target, draft, dataset, item, seed)")
+        raise ValueError(f"the two arms share no ({', '.join(group_key)}, item, seed, turn)")
     q = unit_quantities(units)
+    why = unavailable(missing_inputs(q), q.height)
     X_parts, C_parts = [], []
-    for g in q.partition_by(list(GROUP_KEY), maintain_order=True):
-        group = tuple(g.row(0, named=True)[k] for k in GROUP_KEY)
+    for g in q.partition_by(list(group_key), maintain_order=True):
+        group = tuple(g.row(0, named=True)[k] for k in group_key)
         items = g.get_column("item_id").unique().sort().to_list()
         index = {it: i for i, it in enumerate(items)}
         X_parts.append(item_sums(g, SUM_FIELDS, index))
@@ -101,7 +112,9 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
     point, reps = evaluate(X.sum(axis=0)), evaluate(C @ X)
     ests = {}
     for m in METRICS:
-        if m.interval:
+        if m.name in why:  # inputs not logged on both sides: empty, with the reason in `unavailable`
+            ests[m.name] = Estimate(np.nan, ConfidenceInterval(np.nan, np.nan) if m.interval else None)
+        elif m.interval:
             lo, hi, und = percentile_interval(reps[m.name][:, None], confidence_level)
             ests[m.name] = Estimate(float(point[m.name]), ConfidenceInterval(float(lo[0]), float(hi[0])), int(und[0]))
         else:
@@ -112,7 +125,8 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
     col = {name: X[:, i] for i, name in enumerate(SUM_FIELDS)}
     p, test = paired_accuracy_test(col["n_graded"], col["c"], col["c_star"])
     return Comparison(x=dict(x), y=dict(y), n_items=X.shape[0], n_runs=units.height, estimates=ests,
-                      wrong_to_right=w2r, right_to_wrong=r2w, mcnemar_p=p, accuracy_test=test)
+                      wrong_to_right=w2r, right_to_wrong=r2w, mcnemar_p=p, accuracy_test=test,
+                      unavailable=unavailable_note(why))
 
 
 def base_arm_of(method: str, params: str) -> tuple[str, str, int] | None:
@@ -149,7 +163,7 @@ def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
     base, _ = run_channels(base)
     cols = [c for c in base.columns if c not in (*GROUP_KEY, *UNIT_KEY, "base_method", "base_params")]
     base = base.select(*GROUP_KEY, *UNIT_KEY, "base_method", "base_params", *[pl.col(c).alias(c + "_base") for c in cols])
-    paired = inter.join(base, on=[*GROUP_KEY, *UNIT_KEY, "base_method", "base_params"], how="inner")
+    paired = inter.join(base, on=[*GROUP_KEY, *UNIT_KEY, "base_method", "base_params"], how="inner", nulls_equal=True)
     think_tokens = pl.when(pl.col("thinking_closed_base").fill_null(False).not_()).then(pl.col("output_tokens_base")).otherwise(
         pl.col("output_tokens_base") * pl.col("thinking_chars_base")
         / (pl.col("thinking_chars_base") + pl.col("answer_chars_base")).clip(lower_bound=1))

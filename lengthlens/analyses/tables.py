@@ -20,6 +20,8 @@ def arms(runs: RunSet) -> pd.DataFrame:
     """One row per arm: runs found and ok, means over its ok runs (the study's per-arm aggregates, no pairing),
     and Kaplan–Meier quartiles of completion length with their intervals (NaN where not identified)."""
     t = with_derived(runs.table)
+    if "shared_baseline" in t.columns:  # an autoregressive baseline shared by several drafts is one arm
+        t = t.filter(~pl.col("shared_baseline"))
     ok = pl.col("status") == "ok"
     df = (
         t.group_by(ARM_KEY, maintain_order=True)
@@ -194,8 +196,9 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
         graded &= ~partial  # graded on fewer than half the items: left out of the accuracy counts
         row = {"method": label, "n_cells": len(d)}
         for m in ("gain", "lambda", "rounds_ratio", "time_ratio", "time_per_round_ratio"):
-            row[f"{m}_mean"] = float(d[m].mean()) if len(d) and m in d else np.nan
-            row[f"{m}_median"] = float(d[m].median()) if len(d) and m in d else np.nan
+            known = bool(len(d)) and m in d and bool(d[m].notna().any())  # a metric not computed has no mean
+            row[f"{m}_mean"] = float(d[m].mean()) if known else np.nan
+            row[f"{m}_median"] = float(d[m].median()) if known else np.nan
         row.update({
             "n_lambda_gt_1": int((d["lambda"] > 1).sum()),
             "n_lambda_lo_gt_1": int((d["lambda_lo"] > 1).sum()),

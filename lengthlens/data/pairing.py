@@ -16,11 +16,16 @@ CELL_KEY = (*ARM_KEY, "alpha")
 
 
 def with_derived(table: pl.DataFrame) -> pl.DataFrame:
-    """Add per-run derived columns: ``l_bar`` (accepted / rounds, null without rounds) and ``censored``."""
+    """Add per-run derived columns: ``l_bar`` (accepted / rounds, null without rounds) and ``censored``.
+
+    ``censored`` is null (unknown) when the run has no finish_reason and no budget or length to compare.
+    """
+    says = pl.col("finish_reason").is_in(list(LENGTH_FINISH_REASONS)).fill_null(False)
+    at_budget = pl.col("output_tokens") >= pl.col("max_new_tokens")
+    unknown = pl.col("finish_reason").is_null() & at_budget.is_null()
     return table.with_columns(
         pl.when(pl.col("draft_rounds") > 0).then(pl.col("accepted_tokens") / pl.col("draft_rounds")).otherwise(None).alias("l_bar"),
-        (pl.col("finish_reason").is_in(list(LENGTH_FINISH_REASONS)).fill_null(False)
-         | (pl.col("output_tokens") >= pl.col("max_new_tokens")).fill_null(False)).alias("censored"),
+        pl.when(unknown).then(None).otherwise(says | at_budget.fill_null(False)).alias("censored"),
     )
 
 

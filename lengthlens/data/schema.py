@@ -28,6 +28,11 @@ SCHEMA_VERSION = "1"
 #: The value of ``params`` (and ``method``) that marks the lossless baseline arm.
 STRICT = "strict"
 
+#: Method names of a plain autoregressive baseline (no draft). Records with one of these methods are
+#: normalized to the baseline arm (``method == params == "strict"``) with an empty draft; an empty-draft
+#: baseline serves every draft of its target and dataset (see ``validate.share_draftless_baselines``).
+AUTOREGRESSIVE_METHODS = frozenset({"autoregressive", "vanilla"})
+
 #: finish_reason values meaning the run stopped because it hit the token budget.
 LENGTH_FINISH_REASONS = frozenset({"length", "max_tokens", "max_new_tokens"})
 
@@ -45,14 +50,20 @@ class RunRecord(BaseModel):
     """One generation run of one item under one arm, normalized.
 
     An *arm* is (target, draft, dataset, method, params). ``method == params == "strict"`` is the
-    lossless baseline of the same (target, draft, dataset).
+    lossless baseline of the same (target, draft, dataset); with an empty draft (method
+    ``autoregressive`` or ``vanilla`` on input) it serves every draft of its target and dataset.
+    Only the identity fields and ``status`` are required: each metric is computed where its inputs
+    are logged (``stats.metrics.METRIC_INPUTS``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=False)
 
     # --- identity -------------------------------------------------------------------------
     target: str = Field(min_length=1, description="Target (verifier) model name, e.g. config.json `model`.")
-    draft: str = Field(min_length=1, description="Draft model name, e.g. config.json `draft_model`.")
+    draft: str = Field(
+        description="Draft model name, e.g. config.json `draft_model`; empty only for a baseline without a draft "
+        "(plain autoregressive decoding), which then serves every draft of its target and dataset."
+    )
     dataset: str = Field(min_length=1, description="Dataset name (the folder under the runs root).")
     method: str = Field(
         min_length=1,
@@ -69,6 +80,11 @@ class RunRecord(BaseModel):
     )
     item_id: str = Field(min_length=1, description="Item (prompt) identifier, e.g. `case_001`.")
     seed: int = Field(ge=0, description="Sampling seed of the run.")
+    turn: int | None = Field(
+        default=None, ge=1, description="Turn of a multi-turn conversation (1, 2, ...); null for single-turn items. "
+        "The conversation (item) is the resampling unit; lengths are summed over its turns, budgets and "
+        "censoring apply per turn.",
+    )
 
     # --- outcome --------------------------------------------------------------------------
     status: str = Field(min_length=1, description="`ok` for a finished run; anything else is skipped.")
@@ -117,6 +133,21 @@ class RunRecord(BaseModel):
     def _whole(cls, v: Any, info: Any) -> Any:
         return _integral(v, info.field_name)
 
+    @field_validator("wall_time_s", mode="before")
+    @classmethod
+    def _nan_time(cls, v: Any, info: Any) -> Any:
+        # Failed runs often log NaN time (Spec-Bench's ERROR turns): no time, not a bad one.
+        if isinstance(v, float) and math.isnan(v):
+            if info.data.get("status") != "ok":
+                return None
+            raise ValueError("is NaN (not a number): give the time in seconds, or leave the field out")
+        return v
+
+    @field_validator("turn", mode="before")
+    @classmethod
+    def _whole_turn(cls, v: Any) -> Any:
+        return _integral(v, "turn")
+
     @field_validator("seed", mode="before")
     @classmethod
     def _whole_seed(cls, v: Any) -> Any:
@@ -128,25 +159,30 @@ class RunRecord(BaseModel):
         # Flat files often store numeric ids; ids are labels, not numbers.
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
+    @model_validator(mode="before")
+    @classmethod
+    def _autoregressive_is_baseline(cls, data: Any) -> Any:
+        # `autoregressive` / `vanilla` (no draft) is the baseline arm under its usual name.
+        if isinstance(data, dict) and data.get("method") in AUTOREGRESSIVE_METHODS:
+            data = {**data, "method": STRICT, "params": STRICT, "draft": data.get("draft") or ""}
+        if isinstance(data, dict) and data.get("method") == STRICT and data.get("draft") is None:
+            data = {**data, "draft": ""}  # an empty CSV cell reads as null: a baseline without a draft
+        return data
+
     @model_validator(mode="after")
-    def _ok_runs_have_counters(self) -> "RunRecord":
-        if self.status == "ok":
-            missing = [
-                f for f in ("output_tokens", "max_new_tokens", "draft_rounds", "accepted_tokens",
-                            "draft_tokens", "wall_time_s")
-                if getattr(self, f) is None
-            ]
-            if missing:
-                raise ValueError(f"status is 'ok' but required counters are missing: {', '.join(missing)}")
+    def _identity_rules(self) -> "RunRecord":
         if (self.method == STRICT) != (self.params == STRICT):
             raise ValueError(f"method {self.method!r} with params {self.params!r}: `strict` must be both or neither")
+        if not self.draft and self.method != STRICT:
+            raise ValueError(f"draft is empty but method is {self.method!r}: only a baseline "
+                             "(`strict`, `autoregressive`, `vanilla`) may have no draft")
         return self
 
 
 #: Column order and dtypes of the normalized table, derived from the record (one place).
 _PL_TYPES: dict[str, pl.DataType] = {
     "target": pl.String, "draft": pl.String, "dataset": pl.String, "method": pl.String,
-    "params": pl.String, "alpha": pl.Float64, "item_id": pl.String, "seed": pl.Int64,
+    "params": pl.String, "alpha": pl.Float64, "item_id": pl.String, "seed": pl.Int64, "turn": pl.Int64,
     "status": pl.String, "output_tokens": pl.Int64, "finish_reason": pl.String,
     "max_new_tokens": pl.Int64, "draft_rounds": pl.Int64, "accepted_tokens": pl.Int64,
     "draft_tokens": pl.Int64, "wall_time_s": pl.Float64, "correct": pl.Boolean,
@@ -162,7 +198,8 @@ POLARS_SCHEMA = pl.Schema(_PL_TYPES)
 REQUIRED_FIELDS = tuple(n for n, f in RunRecord.model_fields.items() if f.is_required())
 ARM_KEY = ("target", "draft", "dataset", "method", "params")
 GROUP_KEY = ("target", "draft", "dataset")
-UNIT_KEY = ("item_id", "seed")
+#: A run's place within its arm. ``turn`` is null for single-turn items (joins treat nulls as equal).
+UNIT_KEY = ("item_id", "seed", "turn")
 
 
 class FieldError(BaseModel):
@@ -255,9 +292,9 @@ def screen_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     rules = [pl.col(f).is_null() for f in REQUIRED_FIELDS]
     for f in _PL_TYPES:
         rules += _bounds(f)
-    ok_counters = ["output_tokens", "max_new_tokens", "draft_rounds", "accepted_tokens", "draft_tokens", "wall_time_s"]
-    rules.append((pl.col("status") == "ok") & pl.any_horizontal([pl.col(c).is_null() for c in ok_counters]))
     rules.append((pl.col("method") == STRICT) != (pl.col("params") == STRICT))
+    rules.append(pl.col("method").is_in(list(AUTOREGRESSIVE_METHODS)))  # renamed by the model
+    rules.append((pl.col("draft") == "") & (pl.col("method") != STRICT))
     violated = table.select(pl.any_horizontal([r.fill_null(False) for r in rules]).alias("v")).get_column("v")
     return table, (needs | violated).alias("needs_model")
 

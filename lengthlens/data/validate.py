@@ -37,15 +37,22 @@ def drop_duplicates(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 def drop_over_budget(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A run longer than its own budget is impossible; the record is wrong, so it is skipped."""
-    bad = (pl.col("output_tokens") > pl.col("max_new_tokens")).fill_null(False)
+    """A run longer than its own budget is impossible; the record is wrong, so it is skipped.
+
+    Unless it says it stopped for the budget: methods that emit several tokens per verification
+    step (tree drafts: EAGLE, Medusa, Hydra) check the budget after each step and can pass it by a
+    few tokens. Those runs are kept (and censored).
+    """
+    over = (pl.col("output_tokens") > pl.col("max_new_tokens")).fill_null(False)
+    bad = over & ~pl.col("finish_reason").is_in(list(LENGTH_FINISH_REASONS)).fill_null(False)
     skipped = _skips(table.filter(bad), pl.format("field 'output_tokens': {} exceeds max_new_tokens {}", pl.col("output_tokens"), pl.col("max_new_tokens")), "validate")
     return table.filter(~bad), skipped
 
 
 def finish_reason_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
     """Runs whose finish_reason and length disagree about reaching the budget (kept; both signals mean censored)."""
-    ok = table.filter(pl.col("status") == "ok")
+    # Without a finish_reason (or a budget) there is nothing to disagree with.
+    ok = table.filter((pl.col("status") == "ok") & pl.col("finish_reason").is_not_null() & pl.col("max_new_tokens").is_not_null())
     says_length = pl.col("finish_reason").is_in(list(LENGTH_FINISH_REASONS)).fill_null(False)
     at_budget = (pl.col("output_tokens") >= pl.col("max_new_tokens")).fill_null(False)
     bad = ok.filter(says_length != at_budget)
@@ -91,8 +98,9 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
         .group_by(GROUP_KEY, maintain_order=True).first().drop("len")
         .rename({s: f"_base_{s}" for s in PAIRING_SETTINGS})
     )
+    settings = settings.with_columns(pl.lit(True).alias("_has_base"))
     t = table.with_row_index("_row").join(settings, on=list(GROUP_KEY), how="left", nulls_equal=True)
-    has_base = pl.col("_base_max_new_tokens").is_not_null()
+    has_base = pl.col("_has_base").fill_null(False)
     mismatch_parts = [
         pl.when(~pl.col(s).eq_missing(pl.col(f"_base_{s}"))).then(pl.format(f"{s} {{}} != baseline {{}}", pl.col(s), pl.col(f"_base_{s}"))).otherwise(None)
         for s in PAIRING_SETTINGS
@@ -114,15 +122,49 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
         .otherwise(None)
     )
     t = t.with_columns(reason.alias("_reason")).sort("_row")
-    skipped = _skips(t.filter(pl.col("_reason").is_not_null()), pl.col("_reason"), "pairing")
+    # Copies of a shared autoregressive baseline are not listed: the runs as logged are.
+    logged = ~pl.col("shared_baseline") if "shared_baseline" in t.columns else pl.lit(True)
+    skipped = _skips(t.filter(pl.col("_reason").is_not_null() & logged), pl.col("_reason"), "pairing")
     # Arms whose settings conflict are named once, beyond the per-run lines in skipped.
-    conflicts = t.filter(ok & pl.col("_mismatch").is_not_null()).group_by(ARM_KEY).agg(pl.col("_mismatch").first(), pl.len()).sort(ARM_KEY)
+    conflicts = t.filter(ok & pl.col("_mismatch").is_not_null() & logged).group_by(ARM_KEY).agg(pl.col("_mismatch").first(), pl.len()).sort(ARM_KEY)
     for r in conflicts.iter_rows(named=True):
         warnings.append(
             f"arm {r['target']} / {r['draft']} / {r['dataset']} / {r['method']} / {r['params']}: {r['len']} runs not paired, "
             f"{r['_mismatch']}"
         )
     out = t.with_columns(pl.col("_reason").is_null().alias("paired")).drop(
-        "_row", "_mismatch", "_unit_in_base", "_reason", *[f"_base_{s}" for s in PAIRING_SETTINGS]
+        "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", *[f"_base_{s}" for s in PAIRING_SETTINGS]
     )
     return out, skipped, warnings
+
+
+def share_draftless_baselines(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
+    """A baseline without a draft (plain autoregressive decoding) serves every draft of its target and dataset.
+
+    Its ok runs are copied once per draft of the speculative arms of the same (target, dataset), so
+    that every arm is paired with it; the copies carry ``shared_baseline = True`` and the runs as
+    logged (draft empty) stay, with False, so counts of runs and arms and method-against-method
+    comparisons leave the copies out. Added column: ``shared_baseline``.
+    """
+    t = table.with_columns(pl.lit(False).alias("shared_baseline"))
+    free = (pl.col("method") == STRICT) & (pl.col("draft") == "") & (pl.col("status") == "ok")
+    if not t.select(free.any()).item():
+        return t, []
+    # Drafts with a baseline of their own keep it (pairing needs one baseline run per unit).
+    own = t.filter((pl.col("method") == STRICT) & (pl.col("draft") != "")).select("target", "dataset", "draft").unique()
+    drafts = (t.filter(pl.col("method") != STRICT).select("target", "dataset", "draft").unique()
+              .join(own, on=["target", "dataset", "draft"], how="anti").sort("target", "dataset", "draft"))
+    base = t.filter(free).with_row_index("_brow")
+    served = base.join(drafts.rename({"draft": "_to"}), on=["target", "dataset"], how="inner")
+    if served.height == 0:
+        return t, []
+    served = (served.with_columns(pl.lit(True).alias("shared_baseline"), pl.col("_to").alias("draft"))
+              .sort("_brow", "draft").drop("_brow", "_to"))
+    out = pl.concat([t, served], how="vertical_relaxed")
+    notes = [
+        f"autoregressive baseline of {r['target']} / {r['dataset']} serves {r['n']} draft(s): {', '.join(r['d'])}"
+        for r in drafts.group_by("target", "dataset", maintain_order=True)
+        .agg(pl.col("draft").alias("d"), pl.len().alias("n"))
+        .join(base.select("target", "dataset").unique(), on=["target", "dataset"]).iter_rows(named=True)
+    ]
+    return out, notes

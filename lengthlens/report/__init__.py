@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
@@ -39,6 +40,13 @@ CSV_OUTPUTS = ("cells", "arms", "table3", "skipped")
 
 #: Optional analysis tables: name -> (section title, intro). Rendered when the analysis has them.
 OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
+    "lossless": ("Lossless methods: a check",
+                 ("Speculative methods that are lossless by design (SpS, EAGLE, Medusa, Hydra, ...) should reproduce "
+                  "their baseline's outputs: λ ≈ 1 and Δacc ≈ 0 are a check of losslessness, not a finding. Per cell, "
+                  "how many outputs differ from the baseline's and whether λ's interval excludes 1.")),
+    "methods": ("Method against method",
+                ("Every two speculative methods of one target and dataset, paired on their shared items (item "
+                 "bootstrap as for cells): ratios are x over y, so λ < 1 and R/R*, T/T* < 1 favour x.")),
     "table4": ("Table 4: force-commit interventions",
                ("Runs where the intervention fired and what happened to their correctness: McNemar's exact test on the "
                "discordant pairs (wrong→right against right→wrong; the item-level sign-flip test when items have several "
@@ -77,6 +85,20 @@ def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
     return written
 
 
+#: Cell columns a figure plots; a figure none of whose cells has them all (e.g. gain from logs without
+#: draft counters) is left out rather than drawn empty.
+_FIGURE_NEEDS = {"gain_vs_lambda": ("gain", "lambda"), "lambda_forest": ("lambda",),
+                 "rounds_vs_time": ("rounds_ratio", "time_ratio"), "accuracy_vs_gain": ("gain", "accuracy_delta_pp")}
+
+
+def _plottable(cells: pd.DataFrame, columns: tuple[str, ...]) -> bool:
+    if cells.empty or not columns:
+        return True
+    if any(c not in cells.columns for c in columns):
+        return False
+    return bool(np.isfinite(cells[list(columns)].to_numpy(dtype=float)).all(axis=1).any())
+
+
 def figures(analysis: Analysis) -> dict[str, Any]:
     """The report's figures as matplotlib Figures, keyed as in :data:`lengthlens.report.plots.FIGURES` (absent data: left out).
 
@@ -94,6 +116,8 @@ def figures(analysis: Analysis) -> dict[str, Any]:
         if key == "lambda_forest" and not cells.empty:
             for ds in sorted(cells["dataset"].unique()):
                 out[f"{key}:{ds}"] = fn(cells, dataset=ds)
+            continue
+        if not _plottable(analysis.tables["cells"], _FIGURE_NEEDS.get(key, ())):
             continue
         out[key] = fn(analysis)
     return out
@@ -158,7 +182,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
     sections = [("provenance", "Provenance"), ("table3", "Table 3: acceptance length against what happened")]
-    if figs:
+    if "gain_vs_lambda" in figs:
         sections.append(("illusion", "The length illusion at a glance"))
     sections.append(("cells", "Cells"))
     sections += [(n, OPTIONAL_SECTIONS[n][0]) for n in OPTIONAL_SECTIONS if n in optional]

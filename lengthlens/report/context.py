@@ -13,6 +13,7 @@ import pandas as pd
 import polars as pl
 
 from lengthlens._version import __version__
+from lengthlens.analyses.methods import LOSSLESS_METHODS
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, METRICS
 
 #: Formula of each cell metric as printed in the Methods section (names as in cells.csv).
@@ -69,6 +70,8 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
     """Where the numbers come from: roots, runs found/loaded/skipped, the design, settings, versions."""
     runs = analysis.runs
     t = runs.table
+    if "shared_baseline" in t.columns:  # an autoregressive baseline shared by several drafts, as logged
+        t = t.filter(~pl.col("shared_baseline"))
     skipped = analysis.tables.get("skipped", pd.DataFrame())
     reasons: list[dict[str, Any]] = []
     if not skipped.empty and "reason" in skipped:
@@ -87,9 +90,9 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
     seeds = _uniq(t, "seed")
     return {
         "sources": list(runs.sources),
-        "runs_found": runs.n_found, "runs_loaded": t.height, "runs_paired": runs.paired.height,
+        "runs_found": runs.n_found, "runs_loaded": t.height, "runs_paired": t.filter(pl.col("paired")).height,
         "runs_skipped": runs.skipped.height, "skipped_reasons": reasons,
-        "pairs": [f"{a} ← {b}" for a, b in pairs],
+        "pairs": [f"{a} ← {b or '(no draft: autoregressive)'}" for a, b in pairs],
         "targets": _uniq(t, "target"), "drafts": _uniq(t, "draft"), "datasets": _uniq(t, "dataset"),
         "methods": [{"method": a["method"], "params": ", ".join(a["params"])} for a in arms],
         "budgets": [{"dataset": b["dataset"], "budgets": ", ".join(f"{int(x):,}" for x in b["max_new_tokens"])} for b in budgets],
@@ -194,7 +197,7 @@ def limitations(analysis: Any) -> list[str]:
     runs = analysis.runs
     t = runs.table
     if cells.empty:
-        return ["No cells could be formed: no relaxed arm shares items with a strict baseline."]
+        return ["No cells could be formed: no arm shares items with a baseline."]
     n = cells["n_items"]
     small = int((n < 30).sum())
     out.append(f"Items per cell: median {int(n.median())}, range {int(n.min())}–{int(n.max())}; {small} of {len(cells)} "
@@ -209,9 +212,14 @@ def limitations(analysis: Any) -> list[str]:
             out.append(f"Items were run with up to {seeds} seeds; seeds of one item are resampled together (the item is the unit).")
     cf, cfs = cells["censored_frac"].mean(), cells["censored_frac_star"].mean()
     heavy = int((cells["censored_frac"] > 0.1).sum())
-    out.append(f"Censoring: on average {100 * cf:.1f}% of relaxed runs and {100 * cfs:.1f}% of strict runs stopped at the "
-               f"token budget; {heavy} cells have more than 10% of relaxed runs censored. Their λ counts a cut run at the "
-               f"budget and so understates inflation (see the censoring table for censoring-aware ratios).")
+    # The study's rules are "relaxed"; lossless speculative methods (Spec-Bench) are not.
+    arm, base = ("relaxed", "strict") if not cells["method"].isin(list(LOSSLESS_METHODS)).all() else ("speculative", "baseline")
+    if np.isnan(cf):
+        out.append("Censoring is unknown: the logs have neither a token budget nor a finish reason.")
+    else:
+        out.append(f"Censoring: on average {100 * cf:.1f}% of {arm} runs and {100 * cfs:.1f}% of {base} runs stopped at "
+                   f"the token budget; {heavy} cells have more than 10% of {arm} runs censored. Their λ counts a cut run "
+                   f"at the budget and so understates inflation (see the censoring table for censoring-aware ratios).")
     graded = int((cells["n_graded"] > 0).sum())
     if graded < len(cells):
         out.append(f"{len(cells) - graded} of {len(cells)} cells have no grades (e.g. judge-scored datasets), so accuracy "
@@ -224,8 +232,8 @@ def limitations(analysis: Any) -> list[str]:
                    f"grey italics and they are left out of the accuracy counts.")
     if runs.skipped.height:
         out.append(f"{runs.skipped.height} runs were skipped or left unpaired (reasons under Provenance); cells use "
-                   f"only items where both the relaxed and the strict run finished.")
-    if "wall_time_s" in t.columns:
+                   f"only items where both the {arm} and the {base} run finished.")
+    if "wall_time_s" in t.columns and t.get_column("wall_time_s").null_count() < t.height:
         out.append("Wall time is as logged by the generator; it depends on hardware, batch size and server load, which "
                    "the logs describe only partly. Rounds ratios do not.")
     return out

@@ -20,12 +20,15 @@ from lengthlens.data.schema import GROUP_KEY, UNIT_KEY
 from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, moment_pairs
 from lengthlens.stats.metrics import (
     INTERVAL_METRICS,
+    METRIC_INPUTS,
     METRICS,
     SUM_FIELDS,
     SUM_INDEX,
     drop_2pp,
     drop_2pp_point,
     evaluate,
+    unavailable,
+    unavailable_note,
 )
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
 from lengthlens.stats.paired_test import paired_accuracy_test
@@ -45,31 +48,36 @@ from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estima
 def unit_quantities(units: pl.DataFrame) -> pl.DataFrame:
     """Per paired run, the quantities that metrics sum (columns named as metrics.SUM_FIELDS)."""
     graded = pl.col("correct").is_not_null() & pl.col("correct_star").is_not_null()
+
+    def num(c: str) -> pl.Expr:  # a missing counter adds 0 here; the metrics it feeds are blanked per cell
+        return pl.col(c).cast(pl.Float64).fill_null(0.0)
+
     return units.select(
         *CELL_KEY, *UNIT_KEY,
         pl.lit(1.0).alias("n"),
-        pl.col("output_tokens").cast(pl.Float64).alias("L"),
-        pl.col("output_tokens_star").cast(pl.Float64).alias("L_star"),
-        pl.col("draft_rounds").cast(pl.Float64).alias("R"),
-        pl.col("draft_rounds_star").cast(pl.Float64).alias("R_star"),
-        pl.col("wall_time_s").alias("T"),
-        pl.col("wall_time_s_star").alias("T_star"),
+        num("output_tokens").alias("L"),
+        num("output_tokens_star").alias("L_star"),
+        num("draft_rounds").alias("R"),
+        num("draft_rounds_star").alias("R_star"),
+        num("wall_time_s").alias("T"),
+        num("wall_time_s_star").alias("T_star"),
         pl.col("l_bar").fill_null(0.0).alias("lbar"),
         pl.col("l_bar_star").fill_null(0.0).alias("lbar_star"),
         pl.col("l_bar").is_not_null().cast(pl.Float64).alias("n_lbar"),
         pl.col("l_bar_star").is_not_null().cast(pl.Float64).alias("n_lbar_star"),
-        pl.col("accepted_tokens").cast(pl.Float64).alias("A"),
-        pl.col("accepted_tokens_star").cast(pl.Float64).alias("A_star"),
+        num("accepted_tokens").alias("A"),
+        num("accepted_tokens_star").alias("A_star"),
         graded.cast(pl.Float64).alias("n_graded"),
         (graded & pl.col("correct")).cast(pl.Float64).alias("c"),
         (graded & pl.col("correct_star")).cast(pl.Float64).alias("c_star"),
         (graded & pl.col("correct") & ~pl.col("correct_star")).cast(pl.Float64).alias("w2r"),
         (graded & ~pl.col("correct") & pl.col("correct_star")).cast(pl.Float64).alias("r2w"),
-        pl.col("censored").cast(pl.Float64).alias("cens"),
-        pl.col("censored_star").cast(pl.Float64).alias("cens_star"),
+        num("censored").alias("cens"),
+        num("censored_star").alias("cens_star"),
         (pl.col("draft_rounds") / pl.col("draft_rounds_star")).alias("_rounds_ratio_unit"),
         (pl.col("wall_time_s") / pl.col("wall_time_s_star")).alias("_time_ratio_unit"),
         pl.col("max_new_tokens").alias("_budget"),
+        *[(pl.col(f).is_null() | pl.col(f"{f}_star").is_null()).alias(f"_missing_{f}") for f in _INPUT_FIELDS],
     )
 
 
@@ -85,6 +93,10 @@ def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
     tests, where only runs cut at the budget get a verdict): an accuracy change on a biased few items.
     """
     return 0 < n_graded_items and 2 * n_graded_items < n_items
+
+
+#: Run fields some metric needs (metrics.METRIC_INPUTS); their absence is counted per cell.
+_INPUT_FIELDS = tuple(sorted({f for fs in METRIC_INPUTS.values() for f in fs}))
 
 
 def item_positions(frame: pl.DataFrame, index: dict[str, int]) -> np.ndarray:
@@ -151,14 +163,32 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
                      replicates={"accuracy_delta_pp": np.concatenate(delta_reps, axis=1) if delta_reps else np.empty((0, 0))})
 
 
+def _estimates(point: dict, interval: dict, why: dict[str, str]) -> dict[str, Estimate]:
+    """A cell's estimates from its point values and (lo, hi, undefined) per interval metric; NaN for metrics in ``why``."""
+    nan = float("nan")
+    ests: dict[str, Estimate] = {}
+    for m in METRICS:
+        if m.name in why:
+            ests[m.name] = Estimate(nan, ConfidenceInterval(nan, nan) if m.interval else None)
+        elif m.interval:
+            lo, hi, und = interval[m.name]
+            ests[m.name] = Estimate(float(point[m.name]), ConfidenceInterval(float(lo), float(hi)), int(und))
+        else:
+            ests[m.name] = Estimate(float(point[m.name]))
+    return ests
+
+
 def cell_extras(af: pl.DataFrame, item_x: np.ndarray, ests: dict[str, Estimate], n_graded: int,
-                n_items_baseline: int) -> dict:
+                n_items_baseline: int, why: dict[str, str] | None = None) -> dict:
     """A cell's flags and tests beside its metrics: both drop rules, the paired accuracy test, per-item medians.
 
     ``item_x`` holds the cell's per-item sums (n_items, SUM_FIELDS). The accuracy test is exact
     McNemar on runs when every item has at most one graded pair, else the item-level sign-flip test
-    (:mod:`lengthlens.stats.paired_test`); ``accuracy_test`` says which.
+    (:mod:`lengthlens.stats.paired_test`); ``accuracy_test`` says which. ``why``: metrics left empty
+    (inputs not logged) and the reason, listed in ``unavailable``.
     """
+    why = why or {}
+    budget = af.get_column("_budget").max()
     col = {name: item_x[:, i] for i, name in enumerate(SUM_FIELDS)}
     delta = ests["accuracy_delta_pp"]
     w2r, r2w = int(col["w2r"].sum()), int(col["r2w"].sum())
@@ -171,10 +201,11 @@ def cell_extras(af: pl.DataFrame, item_x: np.ndarray, ests: dict[str, Estimate],
         "right_to_wrong": r2w if n_graded else None,
         "mcnemar_p": p,
         "accuracy_test": test,
-        "rounds_ratio_median_item": median_of_item_means(af, "_rounds_ratio_unit"),
-        "time_ratio_median_item": median_of_item_means(af, "_time_ratio_unit"),
-        "budget": int(af.get_column("_budget").max()),
+        "rounds_ratio_median_item": np.nan if "rounds_ratio" in why else median_of_item_means(af, "_rounds_ratio_unit"),
+        "time_ratio_median_item": np.nan if "time_ratio" in why else median_of_item_means(af, "_time_ratio_unit"),
+        "budget": None if budget is None else int(budget),
         "n_items_baseline": n_items_baseline,
+        "unavailable": unavailable_note(why) or None,  # None (empty in cells.csv) when every metric is computed
     }
 
 
@@ -287,17 +318,12 @@ def studentized_identity(X: np.ndarray, counts: np.ndarray, name: str, level: fl
 def _make_cell(af: pl.DataFrame, point: dict, sums: np.ndarray, j: int, lo: np.ndarray, hi: np.ndarray,
                und: np.ndarray, item_x: np.ndarray, n_items_baseline: int) -> Cell:
     key = af.row(0, named=True)
-    ests: dict[str, Estimate] = {}
-    for m in METRICS:
-        p = float(point[m.name][j])
-        if m.interval:
-            k = INTERVAL_METRICS.index(m.name)
-            ests[m.name] = Estimate(p, ConfidenceInterval(float(lo[k, j]), float(hi[k, j])), int(und[k, j]))
-        else:
-            ests[m.name] = Estimate(p)
+    why = unavailable(missing_inputs(af), af.height)  # metrics whose inputs are not logged: empty, with the reason
+    ests = _estimates({m: point[m][j] for m in point},
+                      {m: (lo[k, j], hi[k, j], und[k, j]) for k, m in enumerate(INTERVAL_METRICS)}, why)
     n_graded = int(sums[SUM_FIELDS.index("n_graded")])
     n_items = int(af.get_column("item_id").n_unique())
-    extras = {**cell_extras(af, item_x, ests, n_graded, n_items_baseline),
+    extras = {**cell_extras(af, item_x, ests, n_graded, n_items_baseline, why),
               "small_n": n_items < SMALL_N_ITEMS, "undefined_resamples": _undefined(ests)}
     n_graded_items = graded_items(af)
     partial = bool(n_graded) and is_partly_graded(n_graded_items, n_items)
@@ -314,6 +340,11 @@ def _undefined(ests: dict[str, Estimate]) -> int:
     undefined in every resample, does not count)."""
     return max((e.undefined_resamples for e in ests.values()
                 if e.confidence_interval is not None and np.isfinite(e.point)), default=0)
+
+
+def missing_inputs(quantities: pl.DataFrame) -> dict[str, int]:
+    """Per metric input field, the paired runs (rows of :func:`unit_quantities`) where it is null on either side."""
+    return {f: int(quantities.get_column(f"_missing_{f}").sum()) for f in _INPUT_FIELDS}
 
 
 def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,

@@ -162,6 +162,56 @@ def evaluate(sums: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str
 INTERVAL_METRICS = tuple(m.name for m in METRICS if m.interval)
 
 
+#: The per-run fields each metric needs, on both sides of the pair. A metric whose fields are not
+#: logged on every paired run of a cell is left empty (NaN) with the reason (``unavailable``); no
+#: field is required by the loader. ``censored`` is known from finish_reason, or from output_tokens
+#: with max_new_tokens. Accuracy needs ``correct`` and is computed on the graded pairs only.
+METRIC_INPUTS: dict[str, tuple[str, ...]] = {
+    "l_bar": ("accepted_tokens", "draft_rounds"),
+    "l_bar_star": ("accepted_tokens", "draft_rounds"),
+    "l_bar_pooled": ("accepted_tokens", "draft_rounds"),
+    "l_bar_pooled_star": ("accepted_tokens", "draft_rounds"),
+    "gain": ("accepted_tokens", "draft_rounds"),
+    "gain_pooled": ("accepted_tokens", "draft_rounds"),
+    "lambda": ("output_tokens",),
+    "rounds_ratio": ("draft_rounds",),
+    "rounds_ratio_predicted": ("output_tokens", "accepted_tokens", "draft_rounds"),
+    "time_ratio": ("wall_time_s",),
+    "time_per_round_ratio": ("wall_time_s", "draft_rounds"),
+    "censored_frac": ("censored",),
+    "censored_frac_star": ("censored",),
+}
+assert set(METRIC_INPUTS) <= set(METRIC_BY_NAME)
+
+#: How a missing input is named in the reasons (``censored`` is derived).
+_INPUT_WORDS = {"censored": "finish_reason or max_new_tokens"}
+
+
+def unavailable(missing: Mapping[str, int], n_runs: int) -> dict[str, str]:
+    """Metric -> why it is empty, given how many of a cell's ``n_runs`` paired runs lack each input field.
+
+    ``missing[f]`` counts the pairs where field ``f`` is null on either side.
+    """
+    out: dict[str, str] = {}
+    for metric, fields in METRIC_INPUTS.items():
+        lacking: dict[int, list[str]] = {}
+        for f in fields:
+            if missing.get(f, 0):
+                lacking.setdefault(missing[f], []).append(_INPUT_WORDS.get(f, f))
+        if lacking:
+            out[metric] = "; ".join(f"{' and '.join(fs)} not logged on {k} of {n_runs} paired runs"
+                                    for k, fs in sorted(lacking.items(), reverse=True))
+    return out
+
+
+def unavailable_note(reasons: Mapping[str, str]) -> str:
+    """One line for cells.csv: the empty metrics grouped by their reason ("" when all are computed)."""
+    by_reason: dict[str, list[str]] = {}
+    for metric, why in reasons.items():
+        by_reason.setdefault(why, []).append(metric)
+    return " | ".join(f"{', '.join(ms)}: {why}" for why, ms in by_reason.items())
+
+
 #: A cell drops accuracy by at least this many points ("drop_2pp" in the study).
 ACCURACY_DROP_PP = 2.0
 

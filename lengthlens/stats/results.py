@@ -110,6 +110,15 @@ class Cell:
         return frame_html(body, title)
 
 
+def _empty_cell_columns() -> list[str]:
+    """The key, count and metric columns of cells.csv, for a table with no cells."""
+    from lengthlens.stats.metrics import METRICS
+
+    nan = float("nan")
+    ests = {m.name: Estimate(nan, ConfidenceInterval(nan, nan) if m.interval else None) for m in METRICS}
+    return list(Cell("", "", "", "", "", None, 0, 0, 0, ests).to_row())
+
+
 @dataclass(frozen=True)
 class CellTable:
     """All cells of a run set with the bootstrap settings that produced their intervals."""
@@ -138,7 +147,7 @@ class CellTable:
     def to_frame(self) -> pd.DataFrame:
         """One row per cell, the columns of cells.csv."""
         if not self.cells:
-            return pd.DataFrame()
+            return pd.DataFrame(columns=_empty_cell_columns())
         return pd.DataFrame([c.to_row() for c in self.cells])
 
     def _repr_html_(self) -> str:

@@ -82,7 +82,11 @@ class _Ctx:
 
 def _grade_gsm8k(c: _Ctx) -> Grade:
     ans, how = extract_gsm8k(c.split.answer)
-    ref = parse_number(c.reference) if c.reference is not None else None
+    reference = c.reference
+    if reference is not None and "####" in reference:
+        # GSM8K's own answer field: the worked solution, then "#### N".
+        reference = extract_gsm8k(reference)[0]
+    ref = parse_number(reference) if reference is not None else None
     if ref is None:
         return Grade("gsm8k", ans, None, f"unusable reference {c.reference!r}")
     if ans is None:

@@ -1,0 +1,63 @@
+"""Readers for log formats other than lengthlens' own (the raw folder layout and flat record files).
+
+A reader turns one path (a file or a folder, as the format has it) into run-record mappings; the
+loader then validates them exactly like flat-file rows, resolves correctness and pairs them. To
+add a format:
+
+1. write a module in ``lengthlens/data/`` with a function ``read(path: Path, **options) -> ReadResult``
+   that yields one mapping per run (per turn for multi-turn logs) with the fields of
+   :class:`lengthlens.data.schema.RunRecord` (leave out what the format does not log: every
+   metric is computed where its inputs exist), one failure per unreadable line naming file and
+   line, and warnings for anything the reader had to assume;
+2. add it to :data:`BUILTIN` (name -> ``"module:function"``), or call :func:`register` at run time;
+3. test it against a plain computation from the files (see ``tests/core/test_specbench.py``).
+
+``lengthlens report --format NAME`` and ``lengthlens import NAME`` then work with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+#: (file, line or None, record fields) of one run, as the readers return them.
+Record = tuple[str, int | None, dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """What a reader found: records to validate, failures (path, reason, stage='read'), warnings, runs found."""
+
+    records: list[Record]
+    failures: list[dict[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    n_found: int = 0
+
+
+ReadFn = Callable[..., ReadResult]
+
+#: Built-in readers, imported when first used.
+BUILTIN: dict[str, str] = {"specbench": "lengthlens.data.specbench:read"}
+_REGISTERED: dict[str, ReadFn] = {}
+
+
+def register(name: str, read: ReadFn) -> None:
+    """Make ``read`` available as format ``name`` (``lengthlens.load(..., format=name)``)."""
+    _REGISTERED[name] = read
+
+
+def names() -> list[str]:
+    """Every known format name."""
+    return sorted({*BUILTIN, *_REGISTERED})
+
+
+def reader(name: str) -> ReadFn:
+    """The read function of a format; ValueError naming the known ones for any other name."""
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name not in BUILTIN:
+        raise ValueError(f"unknown log format {name!r}; known: {', '.join(names())}")
+    module, fn = BUILTIN[name].split(":")
+    return getattr(importlib.import_module(module), fn)
