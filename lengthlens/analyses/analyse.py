@@ -145,6 +145,12 @@ class Analysis:
                              f"because of the relaxation ({withp['n_lossy_only'].sum() / max(1, withp['n_accepted'].sum()):.1%} of accepted); "
                              f"median target p {withp['p_lossy_only_median'].median():.3f} vs {withp['p_strict_accepted_median'].median():.3f} "
                              f"for tokens the lossless test accepts too")
+        lo = self.tables.get("lossless")
+        if lo is not None and not lo.empty:
+            out = int(((lo["lambda_lo"] > 1) | (lo["lambda_hi"] < 1)).sum())
+            lines.append(f"lossless check: outputs differ from the baseline on {int(lo['n_outputs_differ'].sum())} of "
+                         f"{int(lo['n_runs'].sum())} paired runs of lossless methods; λ's interval excludes 1 in {out} of "
+                         f"{len(lo)} cells (lossless.csv)")
         for n in self.notes:
             lines.append(f"note: {n}")
         return lines

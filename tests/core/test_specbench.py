@@ -270,6 +270,10 @@ def test_analysis_words_fit_lossless_methods(specbench):
     a = ll.analyse(runs, n_resamples=50)
     head = a.headline()
     assert "lossless speculative methods" in head and "grew" not in head and "nan" not in head
+    lo = a.tables["lossless"]
+    line = next(x for x in a.summary_lines() if x.startswith("lossless check"))
+    assert f"on {lo['n_outputs_differ'].sum()} of {lo['n_runs'].sum()} paired runs" in line
+    assert lo["n_runs"].sum() == 32  # eagle, hydra, medusa, sps: 4 questions x 2 turns each
     pairs = a.tables["methods"]
     # 4 speculative methods with their own drafts on test_bench (eagle3 only errored): 6 pairs.
     assert len(pairs) == 6 and set(pairs["x_method"]) | set(pairs["y_method"]) == {"eagle", "hydra", "medusa", "sps"}
