@@ -243,6 +243,7 @@ def _group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], draws: 
     shape = (len(INTERVAL_METRICS), len(arm_frames))
     lo, hi, und = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, dtype=np.int64)
     delta = np.full((draws.n_resamples, len(arm_frames)), np.nan)
+    fallback = np.zeros(shape, dtype=bool)
     for cols, cell_cols in item_sets(X[:, :, SUM_INDEX["n"]] > 0):
         own = [items[i] for i in cols]
         counts = draws.item_counts(group, own, complete=len(cols) == len(items))
@@ -250,7 +251,11 @@ def _group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], draws: 
         lo[:, cell_cols], hi[:, cell_cols], und[:, cell_cols] = cell_intervals(X[cols][:, cell_cols], counts, ci, level,
                                                                               replicates=reps)
         delta[:, cell_cols] = reps["accuracy_delta_pp"]
-    cells_ = [_make_cell(af, point, point_sums[j], j, lo, hi, und, X[:, j, :], len(items)) for j, af in enumerate(arm_frames)]
+        if "percentile_fallback" in reps:
+            fallback[:, cell_cols] = reps["percentile_fallback"]
+    cells_ = [_make_cell(af, point, point_sums[j], j, lo, hi, und, X[:, j, :], len(items),
+                         [m for k, m in enumerate(INTERVAL_METRICS) if fallback[k, j]])
+              for j, af in enumerate(arm_frames)]
     return cells_, delta
 
 
@@ -286,18 +291,24 @@ def cell_intervals(X: np.ndarray, counts: np.ndarray, ci: str, level: float, rep
     if rest:
         lo[rest], hi[rest], und[rest] = percentile_interval(stacked, level)
     sums = Xe.sum(axis=0)
+    fallback = np.zeros(shape, dtype=bool)  # degenerate bootstrap-t: percentile used instead (see studentized_interval)
     for m in stud:
         k = INTERVAL_METRICS.index(m)
-        lo[k], hi[k], und[k] = _studentized(m, sums, boot, n_q, pairs, n_items, level)
+        mask: list = []
+        lo[k], hi[k], und[k] = _studentized(m, sums, boot, n_q, pairs, n_items, level, fell_back=mask)
+        fallback[k] = mask[0]
+    if replicates is not None:
+        replicates["percentile_fallback"] = fallback
     return lo, hi, und
 
 
-def _studentized(name: str, sums: np.ndarray, boot: np.ndarray, n_q: int, pairs, n_items: int, level: float):
+def _studentized(name: str, sums: np.ndarray, boot: np.ndarray, n_q: int, pairs, n_items: int, level: float,
+                 fell_back: list | None = None):
     """Bootstrap-t interval of one metric for every cell (log scale for ratios): lo, hi, undefined resamples."""
     log = is_log_scale(name)
     est, se = metric_and_se(name, sums[..., :n_q], sums[..., n_q:], pairs, n_items, log=log)
     est_b, se_b = metric_and_se(name, boot[..., :n_q], boot[..., n_q:], pairs, n_items, log=log)
-    lo, hi, und = studentized_interval(est, se, est_b, se_b, level)
+    lo, hi, und = studentized_interval(est, se, est_b, se_b, level, fell_back=fell_back)
     if not log:
         return lo, hi, und
     with np.errstate(over="ignore"):
@@ -316,7 +327,7 @@ def studentized_identity(X: np.ndarray, counts: np.ndarray, name: str, level: fl
 
 
 def _make_cell(af: pl.DataFrame, point: dict, sums: np.ndarray, j: int, lo: np.ndarray, hi: np.ndarray,
-               und: np.ndarray, item_x: np.ndarray, n_items_baseline: int) -> Cell:
+               und: np.ndarray, item_x: np.ndarray, n_items_baseline: int, fallback: list[str] = ()) -> Cell:
     key = af.row(0, named=True)
     why = unavailable(missing_inputs(af), af.height)  # metrics whose inputs are not logged: empty, with the reason
     ests = _estimates({m: point[m][j] for m in point},
@@ -324,7 +335,9 @@ def _make_cell(af: pl.DataFrame, point: dict, sums: np.ndarray, j: int, lo: np.n
     n_graded = int(sums[SUM_FIELDS.index("n_graded")])
     n_items = int(af.get_column("item_id").n_unique())
     extras = {**cell_extras(af, item_x, ests, n_graded, n_items_baseline, why),
-              "small_n": n_items < SMALL_N_ITEMS, "undefined_resamples": _undefined(ests)}
+              "small_n": n_items < SMALL_N_ITEMS, "undefined_resamples": _undefined(ests),
+              # Metrics whose bootstrap-t degenerated (resamples with no spread): their interval is the percentile one.
+              "percentile_fallback": ",".join(m for m in fallback if m not in why) or None}
     n_graded_items = graded_items(af)
     partial = bool(n_graded) and is_partly_graded(n_graded_items, n_items)
     extras.update(n_graded_items=n_graded_items, graded_partial=partial)

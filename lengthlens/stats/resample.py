@@ -205,8 +205,8 @@ def quantiles_with_inf(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
 
 
 def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarray, se_replicates: np.ndarray,
-                         confidence_level: float = DEFAULT_CONFIDENCE, symmetric: bool = True
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                         confidence_level: float = DEFAULT_CONFIDENCE, symmetric: bool = True,
+                         fell_back: list | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bootstrap-t interval per column, with t_b = (rep_b - point) / se_b.
 
     ``symmetric`` (default): point +/- q se with q the ``confidence_level`` quantile of |t_b|
@@ -216,6 +216,11 @@ def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarr
     value differs from the point (one distinct item) has t = +/-inf: kept as an extreme value, so
     the limit can be unbounded. Resamples with an undefined value or SE are dropped and counted.
     With ``se`` 0 (every item agrees) the interval is the point. "0" means below 1e-12 (1 + |point|).
+
+    Where so many resamples have SE 0 with a changed value that a limit comes out unbounded (nearly
+    every item unchanged, as in a check of a lossless method, where a resample without the few items
+    that differ has no spread), the bootstrap-t says nothing: that column gets the percentile
+    interval of the same replicates instead, and ``fell_back`` (if given) receives the columns' mask.
     """
     # SEs and differences below rounding (a metric constant across items, e.g. time per round when
     # time is logged as rounds x a constant) count as 0: t = 0 for an unchanged resample, else +/-inf.
@@ -237,4 +242,10 @@ def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarr
         lo = np.where(se == 0, point, point - t_hi * se)
         hi = np.where(se == 0, point, point - t_lo * se)
     bad = ~np.isfinite(point) | np.isnan(se)
+    degenerate = ~bad & (np.isinf(lo) | np.isinf(hi))
+    if degenerate.any():
+        p_lo, p_hi, _ = percentile_interval(replicates, confidence_level)
+        lo, hi = np.where(degenerate, p_lo, lo), np.where(degenerate, p_hi, hi)
+    if fell_back is not None:
+        fell_back.append(degenerate)
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi), undefined

@@ -161,9 +161,37 @@ def test_studentized_with_a_metric_constant_across_items_is_the_point():
     point = np.array([0.3, 0.3])
     reps = np.array([[0.3 + 1e-16, 0.3], [0.3, 0.35], [0.3 - 1e-16, 0.2]])
     se_b = np.array([[1e-17, 0.0], [2e-17, 0.0], [0.0, 0.1]])
-    lo, hi, und = studentized_interval(point, np.array([1e-17, 0.05]), reps, se_b)
+    fell_back: list = []
+    lo, hi, und = studentized_interval(point, np.array([1e-17, 0.05]), reps, se_b, fell_back=fell_back)
     assert lo[0] == hi[0] == 0.3 and und[0] == 0
-    assert und[1] == 0 and np.isinf(lo[1]) and np.isinf(hi[1])  # one resample moved with se 0: unbounded
+    # Column 1: one resample moved with SE 0, so |t| = inf in 1 of 3 resamples and the bootstrap-t limits
+    # would be unbounded; the percentile interval of the same replicates is used instead. numpy's linear
+    # interpolation on the sorted [0.2, 0.3, 0.35]: 2.5 % -> 0.2 + 0.05 * 0.1 = 0.205,
+    # 97.5 % -> 0.3 + 0.95 * 0.05 = 0.3475.
+    assert und[1] == 0 and lo[1] == pytest.approx(0.205) and hi[1] == pytest.approx(0.3475)
+    assert fell_back[0].tolist() == [False, True]
+
+
+def test_nearly_lossless_cell_gets_a_bounded_interval_and_says_so(tmp_path):
+    """18 of 20 items identical in both arms (a lossless method that drifted on two): most resamples hold no
+    changed item, so the bootstrap-t is unbounded; the cell gets the percentile interval, flagged."""
+    rng = np.random.default_rng(11)
+    recs = _records(rng, 20, {"eagle": 1.0})
+    strict = {r["item_id"]: r for r in recs if r["method"] == "strict"}
+    for r in recs:
+        if r["method"] == "eagle":
+            s = strict[r["item_id"]]
+            r.update(output_tokens=s["output_tokens"], finish_reason=s["finish_reason"])
+            if r["item_id"] in ("case_003", "case_011"):
+                r["output_tokens"] = s["output_tokens"] + 40
+    runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", recs))
+    cell = ll.cells(runs, n_resamples=2000).get(method="eagle")
+    lam = cell["lambda"]
+    ci = lam.confidence_interval
+    assert np.isfinite(ci.low) and np.isfinite(ci.high) and ci.low <= lam.point <= ci.high
+    assert "lambda" in (cell.extras["percentile_fallback"] or "")
+    # The same cell's gain has spread in every item (l_bar differs), so its bootstrap-t stands.
+    assert "gain" not in (cell.extras["percentile_fallback"] or "")
 
 
 def test_undefined_resamples_ignores_metrics_undefined_at_the_point(tmp_path):
