@@ -9,14 +9,47 @@ The library prints and writes nothing unless asked::
     ll.alpha_selected(cells.to_frame())  # the alpha Table 3 uses per rule and dataset
 """
 
-from lengthlens._version import __version__  # noqa: E402
-from lengthlens.analyses.analyse import Analysis, analyse  # noqa: E402
-from lengthlens.analyses.attribution import attribution  # noqa: E402
-from lengthlens.analyses.intervention import compare, table4  # noqa: E402
-from lengthlens.analyses.tables import alpha_selected, arms, table3  # noqa: E402
-from lengthlens.data.loading import LoadError, RunSet, load  # noqa: E402
-from lengthlens.stats.estimate import cells  # noqa: E402
-from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estimate  # noqa: E402
+from typing import TYPE_CHECKING
+
+from lengthlens._version import __version__
+
+# Names are imported on first use (PEP 562), so that ``import lengthlens`` and ``lengthlens --help``
+# do not pay for numpy, polars, pandas, scipy, pydantic, matplotlib or WeasyPrint before they are needed.
+_LAZY = {
+    "load": "lengthlens.data.loading", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
+    "cells": "lengthlens.stats.estimate",
+    "Cell": "lengthlens.stats.results", "CellTable": "lengthlens.stats.results",
+    "ConfidenceInterval": "lengthlens.stats.results", "Estimate": "lengthlens.stats.results",
+    "arms": "lengthlens.analyses.tables", "table3": "lengthlens.analyses.tables", "alpha_selected": "lengthlens.analyses.tables",
+    "table4": "lengthlens.analyses.intervention", "compare": "lengthlens.analyses.intervention",
+    "attribution": "lengthlens.analyses.attribution",
+    "analyse": "lengthlens.analyses.analyse", "Analysis": "lengthlens.analyses.analyse",
+}
+
+if TYPE_CHECKING:  # what the names are, for type checkers and readers
+    from lengthlens.analyses.analyse import Analysis, analyse
+    from lengthlens.analyses.attribution import attribution
+    from lengthlens.analyses.intervention import compare, table4
+    from lengthlens.analyses.tables import alpha_selected, arms, table3
+    from lengthlens.data.loading import LoadError, RunSet, load
+    from lengthlens.stats.estimate import cells
+    from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estimate
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lengthlens' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = ["load", "cells", "arms", "table3", "alpha_selected", "table4", "compare", "attribution", "analyse", "Analysis", "RunSet",
            "LoadError", "Cell", "CellTable", "ConfidenceInterval", "Estimate", "__version__"]

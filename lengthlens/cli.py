@@ -207,10 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; errors in the input end with one clear line, not a traceback."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # --help and usage errors end here, before the data stack is imported
     from lengthlens.data.loading import LoadError
 
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
     except LoadError as exc:

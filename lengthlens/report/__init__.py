@@ -13,25 +13,18 @@ import re
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
-from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
-from lengthlens.analyses.analyse import Analysis
-from lengthlens.report import context as ctx
-from lengthlens.report.columns import (
-    CELL_COLS,
-    TABLE3_COLS,
-    described_columns,
-    fmt,
-    grouped_html,
-    table4_html,
-    table_html,
-)
-from lengthlens.report.latex import write_latex
+# pandas, jinja2, the column formatters and the analyses are imported where they are used, so that the
+# command line's ``snapshot``/``check`` parsers (in this package) load without them and ``lengthlens --help``
+# is instant.
+if TYPE_CHECKING:
+    import pandas as pd
+    from jinja2 import Environment
+
+    from lengthlens.analyses.analyse import Analysis
 
 __all__ = ["CSV_OUTPUTS", "figures", "render_html", "render_pdf", "write_csvs", "write_latex", "write_report"]
 
@@ -68,6 +61,10 @@ OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
 
 
 def _env() -> Environment:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    from lengthlens.report.columns import fmt
+
     env = Environment(loader=PackageLoader("lengthlens", "templates"), autoescape=select_autoescape(["html", "j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt
@@ -92,6 +89,8 @@ _FIGURE_NEEDS = {"gain_vs_lambda": ("gain", "lambda"), "lambda_forest": ("lambda
 
 
 def _plottable(cells: pd.DataFrame, columns: tuple[str, ...]) -> bool:
+    import numpy as np
+
     if cells.empty or not columns:
         return True
     if any(c not in cells.columns for c in columns):
@@ -136,6 +135,7 @@ def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
 
 
 def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict[str, dict[str, str]]:
+    from lengthlens.report import context as ctx
     from lengthlens.report import plots as F
 
     figs = figures(analysis)
@@ -150,6 +150,8 @@ def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict
 
 
 def _group_tables(analysis: Analysis) -> dict[str, Markup]:
+    from lengthlens.report.columns import described_columns, grouped_html, table4_html, table_html
+
     out = {"table4": table4_html(analysis.tables.get("table4"))}
     for name in OPTIONAL_SECTIONS:
         df = analysis.tables.get(name)
@@ -174,6 +176,11 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
 def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
                 timings: dict[str, float] | None = None) -> str:
     """The report as one self-contained HTML page (inline CSS and SVG, no network)."""
+    import pandas as pd
+
+    from lengthlens.report import context as ctx
+    from lengthlens.report.columns import CELL_COLS, grouped_html, table_html
+
     t0 = time.perf_counter()
     cells = analysis.tables["cells"]
     t3 = analysis.tables["table3"]
@@ -207,7 +214,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
 
 def _table3_cols(t3: pd.DataFrame) -> list:
     """Table 3's columns, with the count of partly graded cells beside 'graded' when there are any."""
-    from lengthlens.report.columns import Col
+    from lengthlens.report.columns import TABLE3_COLS, Col
 
     if "n_graded_partial" not in t3 or not (t3["n_graded_partial"] > 0).any():
         return TABLE3_COLS
@@ -218,6 +225,8 @@ def _table3_cols(t3: pd.DataFrame) -> list:
 
 def _attribution_summaries(analysis: Analysis) -> Markup | None:
     """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells."""
+    from lengthlens.report.columns import described_columns, table_html
+
     summ = analysis.tables.get("attribution_summary")
     if summ is None or summ.empty:
         return None
@@ -268,6 +277,13 @@ def render_pdf(html: str, path: Path) -> Path:
     html = _SVG.sub(_svg_to_img, html)
     HTML(string=html, base_url=str(path.parent)).write_pdf(path)
     return path
+
+
+def write_latex(analysis: Analysis, out: Path) -> list[Path]:
+    """booktabs LaTeX tables (table3.tex, table4.tex, attribution.tex): :func:`lengthlens.report.latex.write_latex`."""
+    from lengthlens.report.latex import write_latex as _write_latex
+
+    return _write_latex(analysis, out)
 
 
 def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex: bool = False, figures: bool = True,

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 from lengthlens._version import __version__
 
@@ -64,9 +64,9 @@ def resample_tolerance(width: float, n_resamples: int, confidence_level: float =
     if width is None or not math.isfinite(width) or n_resamples <= 0:
         return math.inf if width is not None and math.isinf(width) else 0.0
     p = (1.0 - confidence_level) / 2.0
-    z = float(stats.norm.ppf(1.0 - p))
+    z = float(special.ndtri(1.0 - p))  # the normal quantile, as scipy.stats.norm.ppf
     spread = abs(width) / (2.0 * z)
-    se = spread * math.sqrt(p * (1.0 - p) / n_resamples) / float(stats.norm.pdf(z))
+    se = spread * math.sqrt(p * (1.0 - p) / n_resamples) / (math.exp(-z * z / 2.0) / math.sqrt(2.0 * math.pi))  # normal density at z
     return RESAMPLE_Z * se
 
 

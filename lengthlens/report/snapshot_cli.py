@@ -8,8 +8,6 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lengthlens.report.snapshot import check, load_snapshot, save_snapshot
-
 __all__ = ["add_parsers", "main"]
 
 
@@ -20,6 +18,7 @@ def _load_runs(args: argparse.Namespace):
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
+    from lengthlens.report.snapshot import save_snapshot
     from lengthlens.stats.resample import (
         DEFAULT_CONFIDENCE,
         DEFAULT_N_RESAMPLES,
@@ -37,6 +36,8 @@ def _cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    from lengthlens.report.snapshot import check, load_snapshot
+
     try:
         exp = load_snapshot(args.against)
     except (OSError, ValueError) as exc:  # a missing or foreign file is a usage error, not a moved number

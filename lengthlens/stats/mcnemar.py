@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from scipy import stats
+import math
+from fractions import Fraction
 
 
 def mcnemar_exact(wrong_to_right: int, right_to_wrong: int) -> float:
-    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs against 1/2."""
+    """Two-sided exact McNemar p-value: a binomial test of the discordant pairs against 1/2.
+
+    2 * P(Bin(n, 1/2) <= min(b, c)), capped at 1, in exact integer arithmetic (sum of binomial
+    coefficients over 2**n) and rounded once to float; no scipy.stats import on the report's path.
+    """
     n = wrong_to_right + right_to_wrong
     if n == 0:
         return 1.0
-    return float(min(1.0, 2.0 * stats.binom.cdf(min(wrong_to_right, right_to_wrong), n, 0.5)))
+    k = min(wrong_to_right, right_to_wrong)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return float(min(Fraction(1), Fraction(2 * tail, 2**n)))

@@ -13,7 +13,6 @@ import zlib
 from typing import Callable, Sequence
 
 import numpy as np
-from scipy import special
 
 DEFAULT_N_RESAMPLES = 10_000
 DEFAULT_SEED = 20260817  # fixed so that two runs of a report agree bit for bit
@@ -148,6 +147,8 @@ def bca_interval(replicates: np.ndarray, point: np.ndarray, jackknife: np.ndarra
     ``jackknife`` holds the leave-one-item-out estimates (n_items, ...); the acceleration comes
     from their skewness, as in scipy.stats.bootstrap(method='BCa').
     """
+    from scipy import special  # here, not at the top: the studentized and percentile paths need no scipy
+
     reps = np.where(np.isfinite(replicates), replicates, np.nan)
     undefined = np.isnan(reps).sum(axis=0)
     n_def = reps.shape[0] - undefined

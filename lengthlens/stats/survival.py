@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import special
 
 __all__ = ["KaplanMeier", "QuantileEstimate", "kaplan_meier", "restricted_means_many"]
 
@@ -209,7 +209,7 @@ def kaplan_meier(
         terms = d / np.clip(n * (n - d), 1e-12, None)
         terms[n == d] = np.nan  # S hits 0: Greenwood undefined (as statsmodels)
         se = surv * np.sqrt(np.cumsum(terms))
-        z = stats.norm.ppf(0.5 + confidence_level / 2)
+        z = special.ndtri(0.5 + confidence_level / 2)  # the normal quantile, as scipy.stats.norm.ppf
         # Pointwise log-log interval: S^(exp(±z * se / (S log S))).
         half = z * se / (surv * np.abs(np.log(surv)))
         ci_low = surv ** np.exp(half)

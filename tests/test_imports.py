@@ -1,0 +1,57 @@
+"""Start-up cost: ``import lengthlens`` and ``lengthlens --help`` load no heavy library; each path loads only what it needs.
+
+Each check runs in a fresh interpreter (the test process has imported everything already) and
+lists which of the heavy modules ended up in ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("numpy", "polars", "pandas", "pyarrow", "scipy", "scipy.stats", "pydantic", "jinja2", "matplotlib", "weasyprint",
+         "statsmodels")
+
+
+def imported_after(code: str) -> set[str]:
+    """Which of HEAVY a fresh interpreter has imported after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_import_lengthlens_loads_no_heavy_library():
+    # Names resolve on first use (lengthlens.__getattr__); the version needs nothing.
+    assert imported_after("import lengthlens; lengthlens.__version__") == set()
+
+
+def test_public_names_still_resolve():
+    import lengthlens
+
+    for name in lengthlens.__all__:
+        assert getattr(lengthlens, name) is not None, name
+    assert "analyse" in dir(lengthlens)
+    assert imported_after("import lengthlens; lengthlens.load") >= {"polars"}
+
+
+def test_help_loads_no_data_stack():
+    code = ("import contextlib, io\nfrom lengthlens.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        main(['--help'])\n    except SystemExit:\n        pass\n"
+            "    try:\n        main(['report', '--help'])\n    except SystemExit:\n        pass")
+    assert imported_after(code) <= {"numpy"}  # numpy for the resampling defaults shown in the help
+
+
+def test_cells_path_needs_no_plotting_pdf_or_scipy_stats(tmp_path):
+    from lengthlens import synth
+
+    flat = synth.write_flat(synth.example(), tmp_path / "ex.parquet")
+    got = imported_after(f"import lengthlens as ll\nll.cells(ll.load({str(flat)!r}, run_graders=False), n_resamples=50)")
+    assert {"polars", "numpy"} <= got
+    assert not got & {"matplotlib", "weasyprint", "statsmodels", "scipy.stats"}, got
