@@ -12,6 +12,50 @@ from lengthlens._version import __version__
 from lengthlens.stats.resample import DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
 
+_CLEAR_LINE = "\r\033[K"  # back to the line's start and clear it: the running stage's line is rewritten
+
+
+class Progress:
+    """One line on stderr per stage of ``lengthlens report`` (load, analyses, figures, HTML, PDF), with its seconds.
+
+    Called with a stage's name as the stage starts; the line ends when the next stage starts or at
+    :meth:`close`. On a terminal the stage shows while it runs (``lengthlens: load ...``) and is
+    rewritten with its time; elsewhere (``--progress`` into a log) only the finished lines are
+    written. Disabled, it only keeps the times.
+    """
+
+    def __init__(self, enabled: bool, stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = enabled
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.times: dict[str, float] = {}
+        self._stage: str | None = None
+        self._t0 = 0.0
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Progress:
+        """On unless --quiet; by default only when stderr is a terminal, always with --progress."""
+        force = getattr(args, "progress", False)
+        return cls(enabled=not args.quiet and (force or sys.stderr.isatty()))
+
+    def __call__(self, stage: str) -> None:
+        self.close()
+        self._stage, self._t0 = stage, time.perf_counter()
+        if self.enabled and self.tty:
+            self.stream.write(f"lengthlens: {stage} ...")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._stage is None:
+            return
+        dt = time.perf_counter() - self._t0
+        self.times[self._stage] = dt
+        if self.enabled:
+            self.stream.write(f"{_CLEAR_LINE if self.tty else ''}lengthlens: {self._stage} {dt:.1f} s\n")
+            self.stream.flush()
+        self._stage = None
+
+
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-resamples", type=int, default=DEFAULT_N_RESAMPLES, help="bootstrap resamples (default %(default)s)")
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
@@ -46,13 +90,14 @@ def _example_runs(out: Path) -> list[Path]:
     return [root]
 
 
-def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace):
-    """lengthlens.load with the shared command-line options (also used by snapshot/check)."""
+def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace, bar: bool | None = None):
+    """lengthlens.load with the shared command-line options (also used by snapshot/check); ``bar``: the raw reader's bar."""
     from lengthlens.data.loading import load
 
     fmt = getattr(args, "format", None)
+    bar = not getattr(args, "quiet", False) if bar is None else bar
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
-                progress=not getattr(args, "quiet", False), run_graders=not args.no_graders, problems=args.problems,
+                progress=bar, run_graders=not args.no_graders, problems=args.problems,
                 grading=getattr(args, "grading", "default"), format=fmt,
                 format_options=_format_options(args) if fmt else None)
 
@@ -87,13 +132,14 @@ def _nothing_to_analyse(runs) -> str | None:
     return None
 
 
-def analyse_from_args(runs, args: argparse.Namespace):
+def analyse_from_args(runs, args: argparse.Namespace, progress=None):
     """lengthlens.analyses.analyse.analyse with the shared command-line options."""
     from lengthlens.analyses.analyse import analyse
 
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
-                   proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small, **extra)
+                   proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small,
+                   progress=progress, **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -104,13 +150,17 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if args.example and args.format:
         print("lengthlens report: --example is in the raw layout; it cannot be read with --format", file=sys.stderr)
         return 2
+    progress = Progress.from_args(args)
     if args.example:
+        progress("writing the example's runs")
         sources = _example_runs(out) + sources
     if not sources:
         print("lengthlens report: give RUNS (raw-layout folders or flat files) or --example", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    runs = load_from_args(sources, args)
+    progress("load")
+    runs = load_from_args(sources, args, bar=progress.enabled and progress.tty)
+    progress.close()
     t_load = time.perf_counter() - t0
     empty = _nothing_to_analyse(runs)
     if empty:
@@ -118,8 +168,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(runs.summary(), file=sys.stderr)
         print(f"lengthlens report: {empty}", file=sys.stderr)
         return 1
-    analysis = analyse_from_args(runs, args)
-    written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures)
+    analysis = analyse_from_args(runs, args, progress=progress)
+    written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
+                           progress=progress)
+    progress.close()
     if not args.quiet:
         print(runs.summary())
         print()
@@ -177,6 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--out", "-o", required=True, help="output folder")
     rep.add_argument("--example", action="store_true", help="analyse the embedded synthetic example (written to OUT/example-runs)")
     rep.add_argument("--quiet", "-q", action="store_true", help="print nothing")
+    rep.add_argument("--progress", action="store_true",
+                     help="a line on stderr per stage with its seconds even when stderr is not a terminal (default: only on a terminal)")
     rep.add_argument("--latex", action="store_true", help="also write booktabs tables (table3.tex, table4.tex, attribution.tex)")
     rep.add_argument("--no-pdf", action="store_true", help="skip report.pdf (WeasyPrint)")
     rep.add_argument("--no-figures", action="store_true", help="leave the figures out of the report")

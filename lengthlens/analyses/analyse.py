@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import html
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -77,6 +79,8 @@ class Analysis:
     tables: dict[str, pd.DataFrame]
     settings: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    #: Seconds per stage of :func:`analyse` (cells, arms and Table 3, censoring, attribution, Table 4, extra tokens).
+    timings: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.tables[name]
@@ -227,7 +231,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
             ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
             proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
-            include_small: bool = False) -> Analysis:
+            include_small: bool = False, progress: Callable[[str], None] | None = None) -> Analysis:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
@@ -237,10 +241,14 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     n_resamples_aft : resamples for the AFT bootstrap intervals (each one a likelihood fit; only with ``aft_ci="bootstrap"``).
     include_small : keep cells with fewer than 10 items (``small_n``) in Table 3 and the headline.
     proposals : aggregate proposals.jsonl (tokens accepted only because of the relaxation) where present.
+    progress : called with each stage's name as it starts (the command line prints them); ``Analysis.timings`` keeps their seconds.
     """
+    stage = _Stages(progress)
     draws = DrawCache(seed, n_resamples)
+    stage("cells")
     cell_table = compute_cells(runs, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level, draws=draws)
     cells_df = cell_table.to_frame()
+    stage("arms and Table 3")
     tables = {
         "cells": cells_df,
         "arms": compute_arms(runs),
@@ -251,29 +259,55 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     }
     notes: list[str] = _unavailable_notes(cells_df)
     if not cells_df.empty:
+        stage("censoring")
         tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
                                               confidence_level=confidence_level, draws=draws, aft_ci=aft_ci,
                                               cells_df=cells_df)
+        stage("attribution")
         attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level, draws=draws,
                            table3_cells=table3_cells(cells_df, alphas, include_small=include_small))
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         notes.extend(attr.disagreement_notes)  # one line per model, with the known cause
+    stage("lossless check, method pairs")
     for name, df in (("lossless", lossless_check(runs, cells_df)),
                      ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level))):
         if not df.empty:
             tables[name] = df
+    stage("Table 4")
     t4 = table4(runs)
     if not t4.empty:
         tables["table4"] = t4
     if proposals:
+        stage("extra tokens")
         extra = extra_tokens_table(runs)
         if extra is not None:
             tables["extra_tokens"] = extra
     settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
                 "aft_ci": aft_ci, "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
                 "include_small": include_small}
-    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes))
+    stage.stop()
+    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes), timings=stage.times)
+
+
+class _Stages:
+    """Names each stage of :func:`analyse` to ``progress`` as it starts and keeps its seconds."""
+
+    def __init__(self, progress: Callable[[str], None] | None):
+        self.say = progress or (lambda _stage: None)
+        self.times: dict[str, float] = {}
+        self._name: str | None = None
+        self._t0 = 0.0
+
+    def __call__(self, name: str) -> None:
+        self.stop()
+        self.say(name)
+        self._name, self._t0 = name, time.perf_counter()
+
+    def stop(self) -> None:
+        if self._name is not None:
+            self.times[self._name] = time.perf_counter() - self._t0
+            self._name = None
 
 
 def _unavailable_notes(cells_df: pd.DataFrame) -> list[str]:

@@ -174,20 +174,24 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
 
 
 def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
-                timings: dict[str, float] | None = None) -> str:
-    """The report as one self-contained HTML page (inline CSS and SVG, no network)."""
+                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html"."""
     import pandas as pd
 
     from lengthlens.report import context as ctx
     from lengthlens.report.columns import CELL_COLS, grouped_html, table_html
 
+    say = progress or (lambda _stage: None)
     t0 = time.perf_counter()
     cells = analysis.tables["cells"]
     t3 = analysis.tables["table3"]
     optional = _group_tables(analysis)
+    if with_figures:
+        say("figures")
     figs = _figure_blocks(analysis, set(optional)) if with_figures else {}
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
+    say("report.html")
     sections = [("provenance", "Provenance"), ("table3", "Table 3: acceptance length against what happened")]
     if "gain_vs_lambda" in figs:
         sections.append(("illusion", "The length illusion at a glance"))
@@ -288,20 +292,22 @@ def write_latex(analysis: Analysis, out: Path) -> list[Path]:
 
 def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex: bool = False, figures: bool = True,
                  progress: Callable[[str], None] | None = None) -> list[Path]:
-    """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``; return the paths."""
+    """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``; return the paths.
+
+    ``progress`` is called with the name of each stage as it starts (tables, figures, report.html, report.pdf, LaTeX).
+    """
     out = Path(out)
-    say = progress or (lambda _m: None)
+    say = progress or (lambda _stage: None)
+    say("tables (CSV)")
     written = write_csvs(analysis, out)
-    t0 = time.perf_counter()
-    html = render_html(analysis, with_figures=figures)
+    html = render_html(analysis, with_figures=figures, progress=say)
     html_path = out / "report.html"
     html_path.write_text(html, encoding="utf-8")
     written.append(html_path)
-    say(f"report.html in {time.perf_counter() - t0:.1f}s")
     if pdf:
-        t1 = time.perf_counter()
+        say("report.pdf")
         written.append(render_pdf(html, out / "report.pdf"))
-        say(f"report.pdf in {time.perf_counter() - t1:.1f}s")
     if latex:
+        say("LaTeX")
         written += write_latex(analysis, out)
     return written
