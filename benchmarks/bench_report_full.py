@@ -1,0 +1,236 @@
+"""The whole ``lengthlens report`` at paper scale, as a user runs it, against the loops people write by hand.
+
+    python benchmarks/bench_report_full.py [--data DIR] [--n-resamples 10000] [--repeat 1]
+                                           [--study-cells N] [--scipy-cells N] [--skip-loops] [--report-args ARGS]
+
+Builds (once, into DIR) the paper-scale synthetic study as one flat Parquet file: 12 target-draft
+pairs x 6 datasets (1319, 30, 164, 400, 80, 503 items) x strict + 5 rules = 179,712 runs, 360 cells.
+Then prints, in one run:
+
+* start-up: ``import lengthlens`` and ``lengthlens --help`` as fresh processes;
+* ``lengthlens report PAPER.parquet --out OUT --no-pdf`` and the same with the PDF, each as a fresh
+  process: wall time, CPU time (user + system: what the process itself needed, less sensitive to
+  other load than wall time), peak resident memory (the process's own maximum RSS from wait4), and
+  each stage's seconds from the command's ``--progress`` lines;
+* the study-style loop on the same data: per cell, numpy draws of item indices (B x n) and the
+  per-item sums gathered with fancy indexing, the same metric formulas, percentiles; and
+  ``scipy.stats.bootstrap`` once per cell and interval metric (both on a spread sample of cells,
+  scaled to all cells when ``--study-cells``/``--scipy-cells`` is below 360);
+* the ratios against the targets: <= 6 s without the PDF, <= 12 s with it, peak <= 4 GB, and the
+  whole report >= 4x faster than the study-style loop.
+
+Exit status 0 when every target is met, 1 otherwise (the figures are printed either way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TARGET_NO_PDF_S, TARGET_PDF_S, TARGET_PEAK_GB, TARGET_VS_STUDY = 6.0, 12.0, 4.0, 4.0
+_STAGE = re.compile(r"^lengthlens: (.+?) (\d+\.\d) s$")
+_ANALYSES = re.compile(r"^lengthlens:   analyses: (.*)$")
+
+
+def build(data: Path) -> Path:
+    from lengthlens import synth
+
+    flat = data / "runs.parquet"
+    if not flat.exists():
+        t = time.perf_counter()
+        synth.write_flat(synth.paper_scale(), flat, seed=0)
+        print(f"built {flat} in {time.perf_counter() - t:.1f} s")
+    return flat
+
+
+def run_child(cmd: list[str]) -> dict:
+    """Run cmd as a child process; its wall and CPU seconds, peak RSS (GB) and stderr. Raises on failure."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, not the sum over children
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{text[-3000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gb": usage.ru_maxrss / 1e6, "stderr": text}
+
+
+def stages(stderr: str) -> tuple[dict[str, float], str]:
+    """Each stage's seconds from the --progress lines, and the analyses' own breakdown line."""
+    out: dict[str, float] = {}
+    breakdown = ""
+    for line in stderr.splitlines():
+        if m := _ANALYSES.match(line):
+            breakdown = m.group(1)
+        elif m := _STAGE.match(line):
+            out[m.group(1)] = float(m.group(2))
+    return out, breakdown
+
+
+def time_report(flat: Path, out: Path, n_resamples: int, pdf: bool, repeat: int, extra: list[str]) -> dict:
+    """The best of ``repeat`` whole-process runs of ``lengthlens report`` (the least disturbed by other load)."""
+    cmd = [sys.executable, "-m", "lengthlens", "report", str(flat), "--out", str(out), "--progress",
+           "--n-resamples", str(n_resamples), *extra] + ([] if pdf else ["--no-pdf"])
+    runs = [run_child(cmd) for _ in range(repeat)]
+    best = min(runs, key=lambda r: r["wall"])
+    best["stages"], best["breakdown"] = stages(best["stderr"])
+    best["peak_gb"] = max(r["peak_gb"] for r in runs)
+    return best
+
+
+def cell_sample(flat: Path, max_cells: int | None):
+    """Per cell, the per-run quantities metrics sum (one row per paired run); a spread sample of cells."""
+    import lengthlens as ll
+    from lengthlens.data.pairing import CELL_KEY, cell_units
+    from lengthlens.stats.estimate import unit_quantities
+
+    q = unit_quantities(cell_units(ll.load(flat, run_graders=False).paired))
+    cells = q.partition_by(list(CELL_KEY), maintain_order=True)
+    n_all = len(cells)
+    if max_cells is not None and max_cells < n_all:
+        step = max(1, n_all // max_cells)
+        cells = cells[::step][:max_cells]  # spread over datasets, so that sizes are representative
+    return cells, n_all
+
+
+def study_loop(cells, n_resamples: int) -> float:
+    """The study-style bootstrap: per cell, B x n item draws and fancy-indexed sums of each needed per-item column.
+
+    Same resampling unit (the item; seeds of an item summed), same formulas (lengthlens.stats.metrics)
+    and percentile intervals; the work a plain numpy script does cell by cell.
+    """
+    import polars as pl
+
+    from lengthlens.stats.metrics import INTERVAL_METRICS, SUM_FIELDS, evaluate
+
+    t = time.perf_counter()
+    for i, c in enumerate(cells):
+        items = c.group_by("item_id", maintain_order=True).agg([pl.col(f).sum() for f in SUM_FIELDS])
+        X = items.select(SUM_FIELDS).to_numpy().astype(np.float64)  # (n_items, fields)
+        rng = np.random.default_rng(i)
+        idx = rng.integers(0, X.shape[0], size=(n_resamples, X.shape[0]))
+        sums = np.zeros((n_resamples, len(SUM_FIELDS)))
+        for j in range(len(SUM_FIELDS)):
+            if X[:, j].any():
+                sums[:, j] = X[idx, j].sum(axis=1)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reps = evaluate(sums, INTERVAL_METRICS)
+            for m in INTERVAL_METRICS:
+                np.nanpercentile(reps[m], [2.5, 97.5])
+    return time.perf_counter() - t
+
+
+def scipy_loop(cells, n_resamples: int) -> float:
+    """scipy.stats.bootstrap once per (cell, interval metric), as in benchmarks/bench_core.py."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_core import METRIC_FIELDS
+    from scipy import stats
+
+    from lengthlens.stats.metrics import INTERVAL_METRICS, SUM_FIELDS, evaluate
+
+    t = time.perf_counter()
+    calls = 0
+    for c in cells:
+        for name in INTERVAL_METRICS:
+            fields = METRIC_FIELDS[name]
+            data = tuple(c[f].to_numpy() for f in fields)
+
+            def statistic(*cols, axis=-1, fields=fields, name=name):
+                sums = np.zeros(cols[0].sum(axis=axis).shape + (len(SUM_FIELDS),))
+                for f, x in zip(fields, cols):
+                    sums[..., SUM_FIELDS.index(f)] = x.sum(axis=axis)
+                return evaluate(sums, (name,))[name]
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                stats.bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=n_resamples,
+                                method="percentile", random_state=np.random.default_rng(calls))
+            calls += 1
+    return time.perf_counter() - t
+
+
+def print_report(name: str, r: dict, target: float) -> None:
+    ok = "ok" if r["wall"] <= target else "MISSED"
+    print(f"{name:<34} {r['wall']:6.1f} s wall, {r['cpu']:6.1f} s CPU, peak {r['peak_gb']:.2f} GB"
+          f"   target <= {target:.0f} s: {ok}")
+    for stage, secs in r["stages"].items():
+        print(f"    {stage:<38} {secs:6.1f} s")
+    if r["breakdown"]:
+        print(f"    analyses: {r['breakdown']}")
+
+
+def startup() -> None:
+    imp = min(run_child([sys.executable, "-c", "import lengthlens"])["wall"] for _ in range(3))
+    hlp = min(run_child([sys.executable, "-m", "lengthlens", "--help"])["wall"] for _ in range(3))
+    bare = min(run_child([sys.executable, "-c", "pass"])["wall"] for _ in range(3))
+    print(f"python -c 'import lengthlens': {imp:.2f} s, lengthlens --help: {hlp:.2f} s "
+          f"(a bare interpreter: {bare:.2f} s)   target import <= 0.5 s")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "lengthlens-paper-scale")
+    ap.add_argument("--n-resamples", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each report command; the fastest is shown")
+    ap.add_argument("--study-cells", type=int, default=None, help="time the study-style loop on N cells and scale")
+    ap.add_argument("--scipy-cells", type=int, default=24, help="time scipy.stats.bootstrap on N cells and scale (default 24)")
+    ap.add_argument("--skip-loops", action="store_true", help="only the report commands")
+    ap.add_argument("--report-args", default="", help="more options for lengthlens report, e.g. '--aft-resamples 100'")
+    args = ap.parse_args()
+    args.data.mkdir(parents=True, exist_ok=True)
+    flat = build(args.data)
+    print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    startup()
+    out = Path(tempfile.mkdtemp(prefix="lengthlens-bench-full-"))
+    extra = shlex.split(args.report_args)
+    if extra:
+        print(f"lengthlens report options: {' '.join(extra)}")
+    no_pdf = time_report(flat, out / "no-pdf", args.n_resamples, pdf=False, repeat=args.repeat, extra=extra)
+    print_report("lengthlens report --no-pdf", no_pdf, TARGET_NO_PDF_S)
+    with_pdf = time_report(flat, out / "pdf", args.n_resamples, pdf=True, repeat=args.repeat, extra=extra)
+    print_report("lengthlens report (with PDF)", with_pdf, TARGET_PDF_S)
+    peak = max(no_pdf["peak_gb"], with_pdf["peak_gb"])
+    print(f"peak memory {peak:.2f} GB   target <= {TARGET_PEAK_GB:.0f} GB: {'ok' if peak <= TARGET_PEAK_GB else 'MISSED'}")
+    met = no_pdf["wall"] <= TARGET_NO_PDF_S and with_pdf["wall"] <= TARGET_PDF_S and peak <= TARGET_PEAK_GB
+    if not args.skip_loops:
+        met &= loops(flat, args, no_pdf)
+    print(f"outputs in {out}")
+    return 0 if met else 1
+
+
+def loops(flat: Path, args: argparse.Namespace, no_pdf: dict) -> bool:
+    """Time the hand-written loops on the same data; print them and the ratios; True when >= 4x is met."""
+    cells, n_all = cell_sample(flat, args.study_cells)
+    study = study_loop(cells, args.n_resamples) * n_all / len(cells)
+    scaled = "" if len(cells) == n_all else f" (timed on {len(cells)} cells spread over the datasets, scaled to {n_all})"
+    print(f"study-style numpy loop, per cell:  {study:6.1f} s{scaled}")
+    few, _ = cell_sample(flat, args.scipy_cells)
+    sp = scipy_loop(few, args.n_resamples) * n_all / len(few)
+    print(f"scipy.stats.bootstrap per cell and metric: {sp:6.1f} s (timed on {len(few)} cells, scaled to {n_all})")
+    ratio = study / no_pdf["wall"]
+    print(f"ratio: the whole report (--no-pdf, one process, load to report.html) is {ratio:.2f}x faster than the "
+          f"study-style loop (intervals only), {sp / no_pdf['wall']:.2f}x faster than the scipy loop   "
+          f"target >= {TARGET_VS_STUDY:.0f}x: {'ok' if ratio >= TARGET_VS_STUDY else 'MISSED'}")
+    return ratio >= TARGET_VS_STUDY
+
+
+if __name__ == "__main__":
+    sys.exit(main())
