@@ -96,7 +96,12 @@ def time_report(flat: Path, out: Path, n_resamples: int, pdf: bool, repeat: int,
 
 
 def cell_sample(flat: Path, max_cells: int | None):
-    """Per cell, the per-run quantities metrics sum (one row per paired run); a spread sample of cells."""
+    """Per cell, the per-run quantities metrics sum; a sample stratified by dataset, with each cell's weight.
+
+    Datasets differ 44-fold in items, so the sample takes cells of every dataset in proportion
+    (at least one each) and each sampled cell stands for (cells of its dataset) / (sampled of it):
+    the sum of time x weight estimates the loop over all cells.
+    """
     import lengthlens as ll
     from lengthlens.data.pairing import CELL_KEY, cell_units
     from lengthlens.stats.estimate import unit_quantities
@@ -104,13 +109,21 @@ def cell_sample(flat: Path, max_cells: int | None):
     q = unit_quantities(cell_units(ll.load(flat, run_graders=False).paired))
     cells = q.partition_by(list(CELL_KEY), maintain_order=True)
     n_all = len(cells)
-    if max_cells is not None and max_cells < n_all:
-        step = max(1, n_all // max_cells)
-        cells = cells[::step][:max_cells]  # spread over datasets, so that sizes are representative
-    return cells, n_all
+    if max_cells is None or max_cells >= n_all:
+        return cells, [1.0] * n_all, n_all
+    by_ds: dict[str, list] = {}
+    for c in cells:
+        by_ds.setdefault(c["dataset"][0], []).append(c)
+    sample, weights = [], []
+    for group in by_ds.values():
+        k = max(1, round(max_cells * len(group) / n_all))
+        picked = group[:: max(1, len(group) // k)][:k]
+        sample += picked
+        weights += [len(group) / len(picked)] * len(picked)
+    return sample, weights, n_all
 
 
-def study_loop(cells, n_resamples: int) -> float:
+def study_loop(cells, n_resamples: int) -> list[float]:
     """The study-style bootstrap: per cell, B x n item draws and fancy-indexed sums of each needed per-item column.
 
     Same resampling unit (the item; seeds of an item summed), same formulas (lengthlens.stats.metrics)
@@ -120,37 +133,54 @@ def study_loop(cells, n_resamples: int) -> float:
 
     from lengthlens.stats.metrics import INTERVAL_METRICS, SUM_FIELDS, evaluate
 
-    t = time.perf_counter()
+    needed = sorted({SUM_FIELDS.index(f) for m in INTERVAL_METRICS for f in metric_fields(m)})
+    times = []
     for i, c in enumerate(cells):
+        t = time.perf_counter()
         items = c.group_by("item_id", maintain_order=True).agg([pl.col(f).sum() for f in SUM_FIELDS])
         X = items.select(SUM_FIELDS).to_numpy().astype(np.float64)  # (n_items, fields)
         rng = np.random.default_rng(i)
         idx = rng.integers(0, X.shape[0], size=(n_resamples, X.shape[0]))
         sums = np.zeros((n_resamples, len(SUM_FIELDS)))
-        for j in range(len(SUM_FIELDS)):
-            if X[:, j].any():
-                sums[:, j] = X[idx, j].sum(axis=1)
+        for j in needed:  # only the columns the interval metrics read
+            sums[:, j] = X[idx, j].sum(axis=1)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reps = evaluate(sums, INTERVAL_METRICS)
             for m in INTERVAL_METRICS:
                 np.nanpercentile(reps[m], [2.5, 97.5])
-    return time.perf_counter() - t
+        times.append(time.perf_counter() - t)
+    return times
 
 
-def scipy_loop(cells, n_resamples: int) -> float:
+def metric_fields(name: str) -> tuple[str, ...]:
+    """The per-run sums (metrics.SUM_FIELDS) that metric ``name`` reads, found by changing one at a time."""
+    from lengthlens.stats.metrics import SUM_FIELDS, evaluate
+
+    base = np.random.default_rng(0).uniform(1.0, 2.0, len(SUM_FIELDS))
+    ref = evaluate(base, (name,))[name]
+    out = []
+    for i, f in enumerate(SUM_FIELDS):
+        moved = base.copy()
+        moved[i] *= 1.37
+        if not np.allclose(evaluate(moved, (name,))[name], ref, equal_nan=True):
+            out.append(f)
+    return tuple(out)
+
+
+def scipy_loop(cells, n_resamples: int) -> list[float]:
     """scipy.stats.bootstrap once per (cell, interval metric), as in benchmarks/bench_core.py."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from bench_core import METRIC_FIELDS
     from scipy import stats
 
     from lengthlens.stats.metrics import INTERVAL_METRICS, SUM_FIELDS, evaluate
 
-    t = time.perf_counter()
+    reads = {name: metric_fields(name) for name in INTERVAL_METRICS}  # only the columns each metric reads: a fair loop
+    times = []
     calls = 0
     for c in cells:
+        t = time.perf_counter()
         for name in INTERVAL_METRICS:
-            fields = METRIC_FIELDS[name]
+            fields = reads[name]
             data = tuple(c[f].to_numpy() for f in fields)
 
             def statistic(*cols, axis=-1, fields=fields, name=name):
@@ -164,7 +194,8 @@ def scipy_loop(cells, n_resamples: int) -> float:
                 stats.bootstrap(data, statistic, paired=True, vectorized=True, n_resamples=n_resamples,
                                 method="percentile", random_state=np.random.default_rng(calls))
             calls += 1
-    return time.perf_counter() - t
+        times.append(time.perf_counter() - t)
+    return times
 
 
 def print_report(name: str, r: dict, target: float) -> None:
@@ -218,12 +249,12 @@ def main() -> int:
 
 def loops(flat: Path, args: argparse.Namespace, no_pdf: dict) -> bool:
     """Time the hand-written loops on the same data; print them and the ratios; True when >= 4x is met."""
-    cells, n_all = cell_sample(flat, args.study_cells)
-    study = study_loop(cells, args.n_resamples) * n_all / len(cells)
-    scaled = "" if len(cells) == n_all else f" (timed on {len(cells)} cells spread over the datasets, scaled to {n_all})"
-    print(f"study-style numpy loop, per cell:  {study:6.1f} s{scaled}")
-    few, _ = cell_sample(flat, args.scipy_cells)
-    sp = scipy_loop(few, args.n_resamples) * n_all / len(few)
+    cells, weights, n_all = cell_sample(flat, args.study_cells)
+    study = float(np.dot(study_loop(cells, args.n_resamples), weights))
+    scaled = "" if len(cells) == n_all else f" (timed on {len(cells)} cells, every dataset in proportion, scaled to {n_all})"
+    print(f"study-style numpy loop, per cell:          {study:6.1f} s{scaled}")
+    few, few_weights, _ = cell_sample(flat, args.scipy_cells)
+    sp = float(np.dot(scipy_loop(few, args.n_resamples), few_weights))
     print(f"scipy.stats.bootstrap per cell and metric: {sp:6.1f} s (timed on {len(few)} cells, scaled to {n_all})")
     ratio = study / no_pdf["wall"]
     print(f"ratio: the whole report (--no-pdf, one process, load to report.html) is {ratio:.2f}x faster than the "
