@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from lengthlens.analyses.attribution import attribution
+from lengthlens.analyses.attribution import attribution, channel_units
 from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
 from lengthlens.analyses.intervention import table4
 from lengthlens.analyses.methods import LOSSLESS_METHODS, lossless_check, method_pairs
@@ -166,7 +166,7 @@ class Analysis:
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
                     draws: DrawCache | None = None, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
-                    cells_df: pd.DataFrame | None = None) -> pd.DataFrame:
+                    cells_df: pd.DataFrame | None = None, units: pl.DataFrame | None = None) -> pd.DataFrame:
     """OUT/censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
 
     Uses the cell table's draws over each cell's own items (same seed, group and item set);
@@ -182,7 +182,8 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     every_group_items = all_group_items(runs)
     rows: list[dict] = []
     opts = {"n_resamples_aft": min(n_resamples_aft, n_resamples), "aft_ci": aft_ci}
-    for group_df in cell_units(runs.paired).partition_by(list(GROUP_KEY), maintain_order=True):
+    units = cell_units(runs.paired) if units is None else units
+    for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
         group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
         rows.extend(_censoring_group(group_df, group, len(every_group_items[group]), draws, confidence_level, opts))
     return _plain_lambda_from_cells(pd.DataFrame(rows), cells_df)
@@ -246,7 +247,10 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     stage = _Stages(progress)
     draws = DrawCache(seed, n_resamples)
     stage("cells")
-    cell_table = compute_cells(runs, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level, draws=draws)
+    channels = channel_units(runs)  # the runs paired once, for every analysis below
+    units = channels[0]
+    cell_table = compute_cells(runs, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level, draws=draws,
+                               units=units)
     cells_df = cell_table.to_frame()
     stage("arms and Table 3")
     tables = {
@@ -262,10 +266,10 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         stage("censoring")
         tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
                                               confidence_level=confidence_level, draws=draws, aft_ci=aft_ci,
-                                              cells_df=cells_df)
+                                              cells_df=cells_df, units=units)
         stage("attribution")
         attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level, draws=draws,
-                           table3_cells=table3_cells(cells_df, alphas, include_small=include_small))
+                           table3_cells=table3_cells(cells_df, alphas, include_small=include_small), channels=channels)
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         notes.extend(attr.disagreement_notes)  # one line per model, with the known cause
@@ -280,7 +284,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         tables["table4"] = t4
     if proposals:
         stage("extra tokens")
-        extra = extra_tokens_table(runs)
+        extra = extra_tokens_table(runs, units)
         if extra is not None:
             tables["extra_tokens"] = extra
     settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
@@ -320,16 +324,22 @@ def _unavailable_notes(cells_df: pd.DataFrame) -> list[str]:
             for why, n in reasons.value_counts(sort=False).items()]
 
 
-def extra_tokens_table(runs: RunSet) -> pd.DataFrame | None:
-    """OUT/extra_tokens.csv: per cell, tokens accepted only because of the relaxation (None without proposals)."""
+def extra_tokens_table(runs: RunSet, units: pl.DataFrame | None = None) -> pd.DataFrame | None:
+    """OUT/extra_tokens.csv: per cell, tokens accepted only because of the relaxation (None without proposals).
+
+    ``units``: ``cell_units(runs.paired)`` when the caller has it already.
+    """
     from lengthlens.analyses.extra_tokens import extra_token_stats
 
     # Token traces live in raw run folders; flat records ("file:line" sources) have none.
-    paired = runs.paired.filter(~pl.col("source").str.contains(r":\d+$").fill_null(True))
+    def raw(col: str) -> pl.Expr:
+        return ~pl.col(col).str.contains(r":\d+$").fill_null(True)
+
+    paired = runs.paired.filter(raw("source"))
     if paired.is_empty():
         return None
-    units = cell_units(paired).select(*ARM_KEY, *UNIT_KEY)
-    stats = extra_token_stats(paired, units=units)
+    units = cell_units(paired) if units is None else units.filter(raw("source") & raw("source_star"))
+    stats = extra_token_stats(paired, units=units.select(*ARM_KEY, *UNIT_KEY))
     if stats is None or stats.is_empty() or stats["n_runs_with_proposals"].sum() == 0:
         return None
     return stats.to_pandas()

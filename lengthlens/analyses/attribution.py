@@ -122,16 +122,26 @@ class Attribution:
                         "thinking_share_lo", "thinking_share_hi"]], "Per cell")
 
 
+def channel_units(runs: RunSet) -> tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]]:
+    """The cell units (:func:`~lengthlens.data.pairing.cell_units`) with each side's channel counts, and the
+    count audits of :func:`run_channels_audited`. A report pairs the runs once, here, for every analysis
+    (the channel columns are extra columns the others ignore)."""
+    paired, disagreements, causes = run_channels_audited(runs.paired)
+    return cell_units(paired), disagreements, causes
+
+
 def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                 confidence_level: float = DEFAULT_CONFIDENCE, draws: DrawCache | None = None,
-                table3_cells: pd.DataFrame | None = None) -> Attribution:
+                table3_cells: pd.DataFrame | None = None,
+                channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]] | None = None) -> Attribution:
     """Share of each cell's extra characters that is thinking, with intervals from the cell table's draws.
 
     ``table3_cells`` (keys of the cells Table 3 uses) adds summary rows on those cells beside all cells.
+    ``channels``: :func:`channel_units` when the caller has it already.
     """
-    paired, disagreements, causes = run_channels_audited(runs.paired)
+    units, disagreements, causes = channel_units(runs) if channels is None else channels
     notes = disagreement_notes(causes)
-    units = cell_units(paired).filter(pl.col("thinking_chars").is_not_null() & pl.col("thinking_chars_star").is_not_null())
+    units = units.filter(pl.col("thinking_chars").is_not_null() & pl.col("thinking_chars_star").is_not_null())
     units = units.with_columns(
         (pl.col("thinking_chars") + pl.col("answer_chars")).cast(pl.Float64).alias("chars"),
         (pl.col("thinking_chars_star") + pl.col("answer_chars_star")).cast(pl.Float64).alias("chars_star"),
@@ -142,8 +152,9 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
     )
     cols = ["chars", "chars_star", "extra", "extra_thinking", "one"]
     out = []
+    by_cell = units.partition_by(list(CELL_KEY), maintain_order=True, as_dict=True)  # once, not one filter per cell
     for key, point, boot, n_items in cell_bootstrap_sums(runs, units, cols, n_resamples=n_resamples, seed=seed, draws=draws):
-        cell_units_df = units.filter(*[pl.col(k).eq_missing(v) for k, v in key.items()])
+        cell_units_df = by_cell[tuple(key[k] for k in CELL_KEY)]
         item_share = cell_units_df.filter(pl.col("extra") != 0).select((pl.col("extra_thinking") / pl.col("extra")).alias("s"))["s"]
         n = cell_units_df.height
         out.append({

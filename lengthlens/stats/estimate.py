@@ -134,7 +134,7 @@ CI_METHODS = ("studentized", "percentile", "bca")
 
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
           ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
-          draws: DrawCache | None = None) -> CellTable:
+          draws: DrawCache | None = None, units: pl.DataFrame | None = None) -> CellTable:
     """Every cell (relaxed arm x its baseline on shared items) with item-level paired bootstrap intervals.
 
     Parameters
@@ -145,6 +145,7 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
         metrics; percentile for the accuracy change), ``percentile``, or ``bca`` (bias-corrected
         and accelerated, jackknife over items).
     draws : a DrawCache (same seed and n_resamples) to share the draws with other analyses.
+    units : ``cell_units(runs.paired)`` when the caller has it already (a report pairs the runs once).
 
     A cell on every item of its group resamples with the group's draws (arms jointly consistent);
     a cell on a subset of the items draws its own multinomial(n_cell) counts over those items.
@@ -154,7 +155,7 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     draws = draws if draws is not None else DrawCache(seed, n_resamples)
     if (draws.seed, draws.n_resamples) != (seed, n_resamples):
         raise ValueError("draws must have the same seed and n_resamples as the cell table")
-    q = unit_quantities(cell_units(runs.paired))
+    q = unit_quantities(cell_units(runs.paired) if units is None else units)
     all_items = all_group_items(runs)
     out: list[Cell] = []
     delta_reps: list[np.ndarray] = []  # per group (B, n_cells): Table 3's mean accuracy change interval

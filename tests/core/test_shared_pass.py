@@ -1,0 +1,53 @@
+"""analyse() pairs the runs once for every analysis, with the numbers the separate functions give.
+
+The separate entry points (ll.cells, censoring_table, attribution, extra tokens) each pair the
+runs on their own; analyse() pairs them once (with the channel counts attribution needs) and hands
+the units down. The count below fails on a per-analysis pairing (cell_units three or four times).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import lengthlens as ll
+from lengthlens import synth
+from lengthlens.analyses import analyse as analyse_mod
+from lengthlens.analyses import attribution as attribution_mod
+from lengthlens.analyses.analyse import analyse, censoring_table
+from lengthlens.analyses.attribution import attribution
+from lengthlens.analyses.tables import table3_cells
+from lengthlens.data import pairing
+from lengthlens.stats import estimate
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    path = synth.write_flat(synth.example(), tmp_path_factory.mktemp("shared") / "ex.parquet", text=True)
+    return ll.load(path, run_graders=False)
+
+
+def test_runs_are_paired_once(runs, monkeypatch):
+    calls = []
+    real = pairing.cell_units
+
+    def counted(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    for mod in (analyse_mod, attribution_mod, estimate):  # every module that imported cell_units by name
+        monkeypatch.setattr(mod, "cell_units", counted)
+    a = analyse(runs, n_resamples=300, proposals=True)
+    assert len(calls) == 1
+    assert {"cells", "censoring", "attribution"} <= set(a.timings)
+
+
+def test_shared_units_give_the_separate_functions_numbers(runs):
+    a = analyse(runs, n_resamples=300)
+    cells_df = ll.cells(runs, n_resamples=300).to_frame()
+    pd.testing.assert_frame_equal(a.tables["cells"], cells_df, check_exact=True)
+    pd.testing.assert_frame_equal(a.tables["censoring"], censoring_table(runs, n_resamples=300, cells_df=cells_df),
+                                  check_exact=True)
+    alone = attribution(runs, n_resamples=300, table3_cells=table3_cells(cells_df, "loosest"))
+    pd.testing.assert_frame_equal(a.tables["attribution"], alone.cells, check_exact=True)
+    pd.testing.assert_frame_equal(a.tables["attribution_summary"], alone.summary, check_exact=True)
