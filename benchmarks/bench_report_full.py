@@ -1,7 +1,7 @@
 """The whole ``lengthlens report`` at paper scale, as a user runs it, against the loops people write by hand.
 
     python benchmarks/bench_report_full.py [--data DIR] [--n-resamples 10000] [--repeat 1]
-                                           [--study-cells N] [--scipy-cells N] [--skip-loops] [--report-args ARGS]
+                                           [--study-cells N] [--scipy-cells N] [--skip-loops] [--report-args=ARGS]
 
 Builds (once, into DIR) the paper-scale synthetic study as one flat Parquet file: 12 target-draft
 pairs x 6 datasets (1319, 30, 164, 400, 80, 503 items) x strict + 5 rules = 179,712 runs, 360 cells.
@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT))
 
 TARGET_NO_PDF_S, TARGET_PDF_S, TARGET_PEAK_GB, TARGET_VS_STUDY = 6.0, 12.0, 4.0, 4.0
 _STAGE = re.compile(r"^lengthlens: (.+?) (\d+\.\d) s$")
-_ANALYSES = re.compile(r"^lengthlens:   analyses: (.*)$")
 
 
 def build(data: Path) -> Path:
@@ -72,16 +71,9 @@ def run_child(cmd: list[str]) -> dict:
     return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gb": usage.ru_maxrss / 1e6, "stderr": text}
 
 
-def stages(stderr: str) -> tuple[dict[str, float], str]:
-    """Each stage's seconds from the --progress lines, and the analyses' own breakdown line."""
-    out: dict[str, float] = {}
-    breakdown = ""
-    for line in stderr.splitlines():
-        if m := _ANALYSES.match(line):
-            breakdown = m.group(1)
-        elif m := _STAGE.match(line):
-            out[m.group(1)] = float(m.group(2))
-    return out, breakdown
+def stages(stderr: str) -> dict[str, float]:
+    """Each stage's seconds from the --progress lines."""
+    return {m.group(1): float(m.group(2)) for line in stderr.splitlines() if (m := _STAGE.match(line))}
 
 
 def time_report(flat: Path, out: Path, n_resamples: int, pdf: bool, repeat: int, extra: list[str]) -> dict:
@@ -90,7 +82,7 @@ def time_report(flat: Path, out: Path, n_resamples: int, pdf: bool, repeat: int,
            "--n-resamples", str(n_resamples), *extra] + ([] if pdf else ["--no-pdf"])
     runs = [run_child(cmd) for _ in range(repeat)]
     best = min(runs, key=lambda r: r["wall"])
-    best["stages"], best["breakdown"] = stages(best["stderr"])
+    best["stages"] = stages(best["stderr"])
     best["peak_gb"] = max(r["peak_gb"] for r in runs)
     return best
 
@@ -204,8 +196,6 @@ def print_report(name: str, r: dict, target: float) -> None:
           f"   target <= {target:.0f} s: {ok}")
     for stage, secs in r["stages"].items():
         print(f"    {stage:<38} {secs:6.1f} s")
-    if r["breakdown"]:
-        print(f"    analyses: {r['breakdown']}")
 
 
 def startup() -> None:
@@ -224,7 +214,7 @@ def main() -> int:
     ap.add_argument("--study-cells", type=int, default=None, help="time the study-style loop on N cells and scale")
     ap.add_argument("--scipy-cells", type=int, default=24, help="time scipy.stats.bootstrap on N cells and scale (default 24)")
     ap.add_argument("--skip-loops", action="store_true", help="only the report commands")
-    ap.add_argument("--report-args", default="", help="more options for lengthlens report, e.g. '--aft-resamples 100'")
+    ap.add_argument("--report-args", default="", help="more options for lengthlens report, as one string after '=': --report-args='--ci percentile'")
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     flat = build(args.data)
