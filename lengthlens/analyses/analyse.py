@@ -273,6 +273,18 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         notes.extend(attr.disagreement_notes)  # one line per model, with the known cause
+    _further_tables(runs, cells_df, units, tables, stage, proposals=proposals, n_resamples=n_resamples, seed=seed,
+                    confidence_level=confidence_level)
+    settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
+                "aft_ci": aft_ci, "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
+                "include_small": include_small}
+    stage.stop()
+    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes), timings=stage.times)
+
+
+def _further_tables(runs: RunSet, cells_df: pd.DataFrame, units: pl.DataFrame, tables: dict[str, pd.DataFrame],
+                    stage: _Stages, *, proposals: bool, n_resamples: int, seed: int, confidence_level: float) -> None:
+    """The lossless check, method pairs, Table 4 and extra tokens, added to ``tables`` where they have rows."""
     stage("lossless check, method pairs")
     for name, df in (("lossless", lossless_check(runs, cells_df)),
                      ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level))):
@@ -287,11 +299,6 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         extra = extra_tokens_table(runs, units)
         if extra is not None:
             tables["extra_tokens"] = extra
-    settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
-                "aft_ci": aft_ci, "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
-                "include_small": include_small}
-    stage.stop()
-    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes), timings=stage.times)
 
 
 class _Stages:
