@@ -4,27 +4,21 @@ read (raw layout or flat records) -> validate each record -> normalized polars t
 cross-record rules -> pairing checks. Every run found ends up in ``RunSet.table`` or in
 ``RunSet.skipped`` with its reason; nothing is dropped silently.
 """
-# Size: one loader for three kinds of input (raw trees with their cache, flat files, format readers) and
-# RunSet; load() itself is on the pending-split list, and splitting it is what brings this back under 400.
 
 from __future__ import annotations
 
 import hashlib
-import html
 import os
 import pickle
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import pandas as pd
 import polars as pl
 
 from lengthlens._version import __version__
 from lengthlens.data.flat import flat_kind, read_flat, read_flat_frame
 from lengthlens.data.raw import READER_VERSION, discover, note_warnings, read_runs, tree_fingerprint
 from lengthlens.data.schema import (
-    ARM_KEY,
     POLARS_SCHEMA,
     SCHEMA_VERSION,
     FieldError,
@@ -32,6 +26,7 @@ from lengthlens.data.schema import (
     screen_frame,
     validate_record,
 )
+from lengthlens.data.runset import LoadError, RunSet  # noqa: F401  (public here: ll.load returns a RunSet)
 from lengthlens.data.validate import (
     drop_duplicates,
     drop_over_budget,
@@ -43,72 +38,6 @@ from lengthlens.data.validate import (
 
 _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.String})
 _FIELDS = set(RunRecord.model_fields)
-
-
-class LoadError(ValueError):
-    """Input that cannot be analysed at all (wrong root, or invalid records with strict=True)."""
-
-
-@dataclass(frozen=True)
-class RunSet:
-    """Every run found: the validated normalized table and the runs skipped with their reasons.
-
-    ``table`` holds one row per distinct valid run (all statuses) with a boolean ``paired``
-    column: True for ok runs that enter a cell (baselines and relaxed runs whose item/seed the
-    baseline has). ``skipped`` has (path, reason, stage) for every run not loaded or not paired.
-    """
-
-    table: pl.DataFrame
-    skipped: pl.DataFrame
-    sources: tuple[str, ...]
-    n_found: int
-    warnings: tuple[str, ...] = field(default=())
-    #: The grading policy of the graders that read the texts (``default`` or ``study``).
-    grading: str = "default"
-
-    @property
-    def paired(self) -> pl.DataFrame:
-        """Ok runs that enter cells."""
-        return self.table.filter(pl.col("paired"))
-
-    def to_frame(self) -> pd.DataFrame:
-        """The normalized table as pandas (text column left out: it is large and rarely wanted here)."""
-        return self.table.drop("text").to_pandas()
-
-    def summary(self) -> str:
-        """A few lines for a terminal: what was found, loaded, skipped and why."""
-        t = self.table
-        if "shared_baseline" in t.columns:  # a shared autoregressive baseline counts once
-            t = t.filter(~pl.col("shared_baseline"))
-        arms = t.select(ARM_KEY).unique().height
-        lines = [
-            f"{self.n_found} runs found in {len(self.sources)} source(s); {t.height} loaded "
-            f"({t.filter(pl.col('paired')).height} paired into cells), {self.skipped.height} listed as skipped or unpaired",
-            f"{arms} arms, {t.select('target', 'draft').unique().height} target-draft pair(s), "
-            f"{t['dataset'].n_unique()} dataset(s)",
-        ]
-        if self.skipped.height:
-            reasons = (
-                self.skipped.with_columns(pl.col("reason").str.replace(r"duplicate of .*", "duplicate of another run")
-                                          .str.replace(r"^field 'output_tokens'.*", "output_tokens exceeds the budget")
-                                          .str.replace(r"setting differs from the baseline: .*", "setting differs from the baseline"))
-                .group_by("reason").len().sort("len", descending=True)
-            )
-            for r in reasons.head(8).iter_rows(named=True):
-                lines.append(f"  skipped {r['len']:>6}: {r['reason'][:160]}")
-            if reasons.height > 8:
-                lines.append(f"  ... {reasons.height - 8} more reasons (see skipped.csv)")
-        for w in self.warnings[:10]:
-            lines.append(f"  warning: {w}")
-        if len(self.warnings) > 10:
-            lines.append(f"  ... {len(self.warnings) - 10} more warnings")
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        return "<pre>" + html.escape(self.summary()) + "</pre>"
-
-    def __repr__(self) -> str:
-        return f"RunSet({self.summary().splitlines()[0]})"
 
 
 def _cache_dir() -> Path:
@@ -322,6 +251,73 @@ def read_format(path: str | os.PathLike[str], name: str, **options: Any) -> tupl
     return table, result.failures + invalid, result.n_found, result.warnings
 
 
+def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, with_text: bool, workers: int | None,
+                 progress: bool, run_graders: bool, problems: object, grading: str, format: str | None,
+                 format_options: dict[str, Any] | None) -> tuple[pl.DataFrame, list, int, list[str]]:
+    """One source read and validated, with verdicts resolved: (table, failures, runs found, warnings)."""
+    from lengthlens.data.correctness import find_grade_files
+
+    if not p.exists():
+        raise LoadError(f"{p}: no such file or folder")
+    if format is not None:
+        table, fails, found, fwarn = read_format(p, format, **(format_options or {}))
+        table, gwarn = _resolve(table, explicit, run_graders, problems, grading)
+        return table, fails, found, fwarn + gwarn
+    if p.is_dir():
+        gfiles = explicit + (find_grade_files([p]) if find_grades else [])
+        table, fails, found, gwarn = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress,
+                                                    grade_files=gfiles, run_graders=run_graders, problems=problems,
+                                                    grading=grading)
+        if found == 0:
+            raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
+        return table, fails, found, gwarn
+    if flat_kind(p):
+        table, fails, found, unknown = _load_flat(p)
+        warn = [f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}"] if unknown else []
+        table, gwarn = _resolve(table, explicit, run_graders, problems, grading)
+        return table, fails, found, warn + gwarn
+    raise LoadError(f"{p}: neither a folder of raw runs nor a .jsonl/.csv/.parquet file")
+
+
+def _raise_if_strict(strict: bool, failures: list[dict[str, str]]) -> None:
+    invalid = [f for f in failures if f["stage"] == "validate"]
+    if strict and invalid:
+        shown = "\n".join(f"{f['path']}: {f['reason']}" for f in invalid[:50])
+        more = f"\n... and {len(invalid) - 50} more" if len(invalid) > 50 else ""
+        raise LoadError(f"{len(invalid)} invalid record(s) in the input:\n{shown}{more}")
+
+
+def _checked_table(frames: list[pl.DataFrame], failures: list[dict[str, str]], warnings: list[str]
+                   ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """One table from every source after the cross-record rules and pairing checks, and what they skipped.
+
+    ``warnings`` is extended in place with what the checks found.
+    """
+    table = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    # The texts are most of the table's bytes: the joins and sorts below run on the rest, and the
+    # texts are gathered back by row id at the end.
+    table = table.with_row_index("_rid")
+    texts = table.get_column("text")
+    slim = table.drop("text")
+
+    skipped_parts = [pl.DataFrame(failures, schema=_SKIP_SCHEMA) if failures else pl.DataFrame(schema=_SKIP_SCHEMA)]
+    slim, sk = drop_duplicates(slim)
+    skipped_parts.append(sk)
+    slim, sk = drop_over_budget(slim)
+    skipped_parts.append(sk)
+    warnings += finish_reason_warnings(slim) + l_bar_warnings(slim)
+    slim, shared_notes = share_draftless_baselines(slim)
+    warnings += shared_notes
+    slim, sk, pair_warn = pairing_checks(slim)
+    skipped_parts.append(sk)
+    warnings += pair_warn
+    skipped = pl.concat(skipped_parts)
+    extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
+    del table
+    table = slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
+    return table, skipped
+
+
 def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[str]] | None = None,
          find_grades: bool = True, strict: bool = False, cache: bool = False, with_text: bool = True,
          workers: int | None = None, progress: bool = False, run_graders: bool = True,
@@ -354,62 +350,16 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     failures: list[dict[str, str]] = []
     warnings: list[str] = []
     n_found = 0
-    from lengthlens.data.correctness import find_grade_files
-
-    explicit: list = [Path(g) for g in (grades or [])]
+    opts = dict(explicit=[Path(g) for g in (grades or [])], find_grades=find_grades, cache=cache, with_text=with_text,
+                workers=workers, progress=progress, run_graders=run_graders, problems=problems, grading=grading,
+                format=format, format_options=format_options)
     for src in sources:
-        p = Path(src)
-        if not p.exists():
-            raise LoadError(f"{p}: no such file or folder")
-        if format is not None:
-            table, fails, found, fwarn = read_format(p, format, **(format_options or {}))
-            table, gwarn = _resolve(table, explicit, run_graders, problems)
-            warnings.extend(fwarn + gwarn)
-        elif p.is_dir():
-            gfiles = explicit + (find_grade_files([p]) if find_grades else [])
-            table, fails, found, gwarn = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress,
-                                                        grade_files=gfiles, run_graders=run_graders, problems=problems,
-                                                        grading=grading)
-            if found == 0:
-                raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
-            warnings.extend(gwarn)
-        elif flat_kind(p):
-            table, fails, found, unknown = _load_flat(p)
-            if unknown:
-                warnings.append(f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}")
-            table, gwarn = _resolve(table, explicit, run_graders, problems, grading)
-            warnings.extend(gwarn)
-        else:
-            raise LoadError(f"{p}: neither a folder of raw runs nor a .jsonl/.csv/.parquet file")
+        table, fails, found, warn = _read_source(Path(src), **opts)
         frames.append(table)
         failures.extend(fails)
+        warnings.extend(warn)
         n_found += found
-    invalid = [f for f in failures if f["stage"] == "validate"]
-    if strict and invalid:
-        shown = "\n".join(f"{f['path']}: {f['reason']}" for f in invalid[:50])
-        more = f"\n... and {len(invalid) - 50} more" if len(invalid) > 50 else ""
-        raise LoadError(f"{len(invalid)} invalid record(s) in the input:\n{shown}{more}")
-    table = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
-    # The texts are most of the table's bytes: the joins and sorts below run on the rest, and the
-    # texts are gathered back by row id at the end.
-    table = table.with_row_index("_rid")
-    texts = table.get_column("text")
-    slim = table.drop("text")
-
-    skipped_parts = [pl.DataFrame(failures, schema=_SKIP_SCHEMA) if failures else pl.DataFrame(schema=_SKIP_SCHEMA)]
-    slim, sk = drop_duplicates(slim)
-    skipped_parts.append(sk)
-    slim, sk = drop_over_budget(slim)
-    skipped_parts.append(sk)
-    warnings += finish_reason_warnings(slim) + l_bar_warnings(slim)
-    slim, shared_notes = share_draftless_baselines(slim)
-    warnings += shared_notes
-    slim, sk, pair_warn = pairing_checks(slim)
-    skipped_parts.append(sk)
-    warnings += pair_warn
-    skipped = pl.concat(skipped_parts)
-    extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
-    del table
-    table = slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
+    _raise_if_strict(strict, failures)
+    table, skipped = _checked_table(frames, failures, warnings)
     return RunSet(table=table, skipped=skipped, sources=tuple(str(s) for s in sources), n_found=n_found, warnings=tuple(warnings),
                   grading=grading)

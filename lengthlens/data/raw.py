@@ -128,9 +128,8 @@ def _alpha_of(params: str, cfg: dict[str, Any]) -> float | None:
     return parse_alpha(params)
 
 
-def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
-    """Turn one run folder into a normalized record mapping (not yet validated), or a skip reason."""
-    p = run.path
+def _read_jsons(p: str) -> tuple[dict[str, Any], dict[str, Any]] | RawResult:
+    """A run folder's run.json and config.json, or the skip saying which is missing or unreadable."""
     run_json = os.path.join(p, "run.json")
     cfg_json = os.path.join(p, "config.json")
     try:
@@ -147,19 +146,14 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
         return RawResult(p, None, "missing config.json (target, draft and budget are unknown)")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return RawResult(p, None, f"unreadable config.json: {exc}")
+    return rj, cfg
 
-    text, note = _read_text(p) if with_text else (None, None)
-    if run.params != STRICT:
-        # The folder name is the arm's identity: one that does not parse is a damaged layout, even
-        # when config.json logs an alpha, so the run is listed in skipped.csv rather than guessed at.
-        try:
-            parse_alpha(run.params)
-        except ValueError as exc:
-            return RawResult(p, None, f"folder name: {exc}")
-    alpha = _alpha_of(run.params, cfg)
+
+def _record(run: RunDir, rj: dict[str, Any], cfg: dict[str, Any], alpha: float | None, text: str | None) -> dict[str, Any]:
+    """The normalized record's fields from run.json, config.json and the folder names."""
     vllm = cfg.get("vllm")
     engine_version = vllm.get("version") if isinstance(vllm, dict) else cfg.get("engine_version")
-    record: dict[str, Any] = {
+    return {
         "target": cfg.get("model"),
         "draft": cfg.get("draft_model"),
         "dataset": run.dataset,
@@ -190,8 +184,27 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
         "engine_version": None if engine_version is None else str(engine_version),
         "force_commit_fired": rj.get("force_commit_fired"),
         "text": text,
-        "source": p,
+        "source": run.path,
     }
+
+
+def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
+    """Turn one run folder into a normalized record mapping (not yet validated), or a skip reason."""
+    p = run.path
+    loaded = _read_jsons(p)
+    if isinstance(loaded, RawResult):
+        return loaded
+    rj, cfg = loaded
+    text, note = _read_text(p) if with_text else (None, None)
+    if run.params != STRICT:
+        # The folder name is the arm's identity: one that does not parse is a damaged layout, even
+        # when config.json logs an alpha, so the run is listed in skipped.csv rather than guessed at.
+        try:
+            parse_alpha(run.params)
+        except ValueError as exc:
+            return RawResult(p, None, f"folder name: {exc}")
+    alpha = _alpha_of(run.params, cfg)
+    record = _record(run, rj, cfg, alpha, text)
     # The seed in config.json must agree with the folder; a mismatch means files were moved.
     if isinstance(cfg.get("seed"), int) and cfg["seed"] != run.seed:
         return RawResult(p, None, f"config.json: field 'seed' is {cfg['seed']} but the folder says seed_{run.seed}")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 #: (file, line or None, record fields) of one run, as the readers return them.

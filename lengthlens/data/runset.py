@@ -1,0 +1,77 @@
+"""What :func:`lengthlens.load` returns: the validated, paired run table with what was skipped and why."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+import pandas as pd
+import polars as pl
+
+from lengthlens.data.schema import ARM_KEY
+
+
+class LoadError(ValueError):
+    """Input that cannot be analysed at all (wrong root, or invalid records with strict=True)."""
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """Every run found: the validated normalized table and the runs skipped with their reasons.
+
+    ``table`` holds one row per distinct valid run (all statuses) with a boolean ``paired``
+    column: True for ok runs that enter a cell (baselines and relaxed runs whose item/seed the
+    baseline has). ``skipped`` has (path, reason, stage) for every run not loaded or not paired.
+    """
+
+    table: pl.DataFrame
+    skipped: pl.DataFrame
+    sources: tuple[str, ...]
+    n_found: int
+    warnings: tuple[str, ...] = field(default=())
+    #: The grading policy of the graders that read the texts (``default`` or ``study``).
+    grading: str = "default"
+
+    @property
+    def paired(self) -> pl.DataFrame:
+        """Ok runs that enter cells."""
+        return self.table.filter(pl.col("paired"))
+
+    def to_frame(self) -> pd.DataFrame:
+        """The normalized table as pandas (text column left out: it is large and rarely wanted here)."""
+        return self.table.drop("text").to_pandas()
+
+    def summary(self) -> str:
+        """A few lines for a terminal: what was found, loaded, skipped and why."""
+        t = self.table
+        if "shared_baseline" in t.columns:  # a shared autoregressive baseline counts once
+            t = t.filter(~pl.col("shared_baseline"))
+        arms = t.select(ARM_KEY).unique().height
+        lines = [
+            f"{self.n_found} runs found in {len(self.sources)} source(s); {t.height} loaded "
+            f"({t.filter(pl.col('paired')).height} paired into cells), {self.skipped.height} listed as skipped or unpaired",
+            f"{arms} arms, {t.select('target', 'draft').unique().height} target-draft pair(s), "
+            f"{t['dataset'].n_unique()} dataset(s)",
+        ]
+        if self.skipped.height:
+            reasons = (
+                self.skipped.with_columns(pl.col("reason").str.replace(r"duplicate of .*", "duplicate of another run")
+                                          .str.replace(r"^field 'output_tokens'.*", "output_tokens exceeds the budget")
+                                          .str.replace(r"setting differs from the baseline: .*", "setting differs from the baseline"))
+                .group_by("reason").len().sort("len", descending=True)
+            )
+            for r in reasons.head(8).iter_rows(named=True):
+                lines.append(f"  skipped {r['len']:>6}: {r['reason'][:160]}")
+            if reasons.height > 8:
+                lines.append(f"  ... {reasons.height - 8} more reasons (see skipped.csv)")
+        for w in self.warnings[:10]:
+            lines.append(f"  warning: {w}")
+        if len(self.warnings) > 10:
+            lines.append(f"  ... {len(self.warnings) - 10} more warnings")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return "<pre>" + html.escape(self.summary()) + "</pre>"
+
+    def __repr__(self) -> str:
+        return f"RunSet({self.summary().splitlines()[0]})"
