@@ -75,15 +75,11 @@ def build(data: Path) -> tuple[Path, Path]:
 
 
 #: The per-run sums each interval metric reads (metrics.py), so scipy resamples only those columns.
-METRIC_FIELDS = {
-    "l_bar": ("lbar", "n_lbar"),
-    "gain": ("lbar", "n_lbar", "lbar_star", "n_lbar_star"),
-    "lambda": ("L", "L_star"),
-    "rounds_ratio": ("R", "R_star"),
-    "rounds_ratio_predicted": ("L", "L_star", "lbar", "n_lbar", "lbar_star", "n_lbar_star"),
-    "time_ratio": ("T", "T_star"),
-    "accuracy_delta_pp": ("c", "c_star", "n_graded"),
-}
+def metric_sum_fields(name: str) -> tuple[str, ...]:
+    """The per-run columns a metric reads (found by perturbing its sums), so new interval metrics are covered."""
+    from lengthlens.stats.delta import metric_fields
+
+    return tuple(SUM_FIELDS[k] for k in metric_fields(name))
 
 
 def scipy_loop(flat: Path, n_resamples: int, max_cells: int | None) -> tuple[float, int, int]:
@@ -104,7 +100,7 @@ def scipy_loop(flat: Path, n_resamples: int, max_cells: int | None) -> tuple[flo
     t = time.perf_counter()
     for c in cells:
         for name in INTERVAL_METRICS:
-            fields = METRIC_FIELDS[name]  # only the per-run columns this metric reads: a fair loop
+            fields = metric_sum_fields(name)  # only the per-run columns this metric reads: a fair loop
             data = tuple(c[f].to_numpy() for f in fields)
 
             def statistic(*cols, axis=-1, fields=fields, name=name):
