@@ -146,18 +146,11 @@ def study_loop(cells, n_resamples: int) -> list[float]:
 
 
 def metric_fields(name: str) -> tuple[str, ...]:
-    """The per-run sums (metrics.SUM_FIELDS) that metric ``name`` reads, found by changing one at a time."""
-    from lengthlens.stats.metrics import SUM_FIELDS, evaluate
+    """The per-run sums (metrics.SUM_FIELDS) that metric ``name`` reads (lengthlens.stats.delta finds them)."""
+    from lengthlens.stats import delta
+    from lengthlens.stats.metrics import SUM_FIELDS
 
-    base = np.random.default_rng(0).uniform(1.0, 2.0, len(SUM_FIELDS))
-    ref = evaluate(base, (name,))[name]
-    out = []
-    for i, f in enumerate(SUM_FIELDS):
-        moved = base.copy()
-        moved[i] *= 1.37
-        if not np.allclose(evaluate(moved, (name,))[name], ref, equal_nan=True):
-            out.append(f)
-    return tuple(out)
+    return tuple(SUM_FIELDS[k] for k in delta.metric_fields(name))
 
 
 def scipy_loop(cells, n_resamples: int) -> list[float]:

@@ -6,7 +6,6 @@ so 1,000 refits cost a few passes over (B, N). Kept beside the sandwich interval
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +22,7 @@ from lengthlens.stats.aft import (
     _separation,
     fit_aft,
 )
+from lengthlens.stats.resample import quantiles_with_inf
 
 __all__ = ["AFTBootstrap", "fit_aft_bootstrap"]
 
@@ -95,15 +95,6 @@ def _percentile(values: np.ndarray, q: float) -> float:
     """Linear-interpolation percentile (numpy's default) that tolerates +/-inf; NaNs are dropped.
 
     Interpolating towards an infinite replicate gives that infinity (the limit is unbounded).
+    One column of :func:`lengthlens.stats.resample.quantiles_with_inf`, which defines the rule.
     """
-    v = np.sort(values[~np.isnan(values)])
-    if len(v) == 0:
-        return math.nan
-    h = (len(v) - 1) * q
-    lo, hi = int(math.floor(h)), int(math.ceil(h))
-    a, b = float(v[lo]), float(v[hi])
-    if lo == hi or a == b:
-        return a
-    if math.isinf(a) or math.isinf(b):
-        return a if math.isinf(a) else b
-    return a + (h - lo) * (b - a)
+    return float(quantiles_with_inf(np.asarray(values, dtype=float), (q,))[0])
