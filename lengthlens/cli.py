@@ -77,6 +77,9 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="grading policy for runs without a verdict: lengthlens' (answer part only; a run cut inside its "
                         "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="groups analysed at once on threads (default: the cores available, or $LENGTHLENS_WORKERS); "
+                        "the numbers do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
 
@@ -139,7 +142,7 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
                    proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small,
-                   progress=progress, **extra)
+                   progress=progress, workers=args.workers, **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

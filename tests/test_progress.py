@@ -54,7 +54,7 @@ def report(flat: Path, out: Path, *extra: str, tty: bool) -> str:
     return b"".join(chunks).decode()
 
 
-STAGES = ("load", "cells", "arms and Table 3", "censoring", "attribution", "lossless check, method pairs", "Table 4",
+STAGES = ("load", "cells, censoring, attribution", "arms and Table 3", "lossless check, method pairs", "Table 4",
           "extra tokens", "tables (CSV)", "figures", "report.html")
 
 

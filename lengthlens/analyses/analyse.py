@@ -12,24 +12,19 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from lengthlens.analyses.attribution import attribution, channel_units
-from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
+from lengthlens.analyses.attribution import channel_units
+from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES
+from lengthlens.analyses.censoring_table import censoring_table  # noqa: F401 (re-exported: its home before the split)
+from lengthlens.analyses.group_pass import group_pass
 from lengthlens.analyses.intervention import table4
 from lengthlens.analyses.methods import LOSSLESS_METHODS, lossless_check, method_pairs
 from lengthlens.analyses.tables import alpha_selected, table3_cells
 from lengthlens.analyses.tables import arms as compute_arms
 from lengthlens.analyses.tables import table3 as compute_table3
 from lengthlens.data.loading import RunSet
-from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
-from lengthlens.stats.estimate import all_group_items, item_positions
-from lengthlens.stats.estimate import cells as compute_cells
-from lengthlens.stats.resample import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_N_RESAMPLES,
-    DEFAULT_SEED,
-    DrawCache,
-)
+from lengthlens.data.pairing import cell_units
+from lengthlens.data.schema import ARM_KEY, UNIT_KEY
+from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from lengthlens.stats.results import CellTable, frame_html
 
 
@@ -163,76 +158,12 @@ class Analysis:
         return f"<p>{html.escape(self.headline())}</p>" + frame_html(self.tables["table3"], "Table 3")
 
 
-def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-                    n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
-                    draws: DrawCache | None = None, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
-                    cells_df: pd.DataFrame | None = None, units: pl.DataFrame | None = None) -> pd.DataFrame:
-    """OUT/censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
-
-    Uses the cell table's draws over each cell's own items (same seed, group and item set);
-    ``n_items`` is the cell's own. Plain lambda and its interval are the cell table's
-    (``cells_df``, computed with the default interval when not given). AFT intervals:
-    cluster-robust sandwich from one fit (default), or ``aft_ci="bootstrap"``: refits on the
-    first ``n_resamples_aft`` draws.
-    """
-    draws = draws if draws is not None else DrawCache(seed, n_resamples)
-    if cells_df is None:
-        cells_df = compute_cells(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level,
-                                 draws=draws).to_frame()
-    every_group_items = all_group_items(runs)
-    rows: list[dict] = []
-    opts = {"n_resamples_aft": min(n_resamples_aft, n_resamples), "aft_ci": aft_ci}
-    units = cell_units(runs.paired) if units is None else units
-    for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
-        group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        rows.extend(_censoring_group(group_df, group, len(every_group_items[group]), draws, confidence_level, opts))
-    return _plain_lambda_from_cells(pd.DataFrame(rows), cells_df)
-
-
-def _censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float,
-                     opts: dict) -> list[dict]:
-    """Censoring rows of one group's cells: one matrix product per item set for all their resampled sums."""
-    prepared, keys, by_items = [], [], {}
-    for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
-        if any(af[c].null_count() for c in ("output_tokens", "censored", "output_tokens_star", "censored_star")):
-            continue  # lengths or censoring not known on every run: cells.csv's `unavailable` says which
-        own = tuple(sorted(set(af.get_column("item_id").to_list())))
-        counts = draws.item_counts(group, own, complete=len(own) == n_group)
-        arrays = (af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
-                                              "censored_star", "max_new_tokens_star"))
-        prepared.append(prepare_cell(*arrays, counts, item_index=item_positions(af, {it: i for i, it in enumerate(own)}),
-                                     confidence_level=level))
-        keys.append({k: af.row(0, named=True)[k] for k in CELL_KEY})
-        by_items.setdefault(own, []).append(len(prepared) - 1)
-    rows: list[dict] = [{}] * len(prepared)
-    for members in by_items.values():
-        X = np.concatenate([prepared[j].X for j in members], axis=1)
-        S = prepared[members[0]].d.counts @ X  # one pass over the counts for every cell on these items
-        w = prepared[members[0]].X.shape[1]
-        for pos, j in enumerate(members):
-            with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
-                cell = prepared[j].finish(S[:, pos * w:(pos + 1) * w], **opts)
-            rows[j] = {**keys[j], **cell.to_row()}
-    return rows
-
-
-def _plain_lambda_from_cells(cz: pd.DataFrame, cells_df: pd.DataFrame) -> pd.DataFrame:
-    """Plain lambda's interval taken from the cell table (same draws and definition, the cell table's method)."""
-    if cz.empty or cells_df.empty:
-        return cz
-    keys = list(CELL_KEY)
-    src = cells_df[keys + ["lambda_lo", "lambda_hi"]].rename(columns={"lambda_lo": "_lo", "lambda_hi": "_hi"})
-    merged = cz.merge(src, on=keys, how="left", validate="one_to_one")
-    cz["lambda_plain_lo"] = merged["_lo"].to_numpy()
-    cz["lambda_plain_hi"] = merged["_hi"].to_numpy()
-    return cz
-
-
 def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
             ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
             proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
-            include_small: bool = False, progress: Callable[[str], None] | None = None) -> Analysis:
+            include_small: bool = False, progress: Callable[[str], None] | None = None,
+            workers: int | None = None) -> Analysis:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
@@ -243,14 +174,16 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     include_small : keep cells with fewer than 10 items (``small_n``) in Table 3 and the headline.
     proposals : aggregate proposals.jsonl (tokens accepted only because of the relaxation) where present.
     progress : called with each stage's name as it starts (the command line prints them); ``Analysis.timings`` keeps their seconds.
+    workers : groups computed at once on threads (default: the cores available; ``LENGTHLENS_WORKERS`` sets it).
+        The numbers do not depend on it.
     """
     stage = _Stages(progress)
-    draws = DrawCache(seed, n_resamples)
-    stage("cells")
+    stage("cells, censoring, attribution")
     channels = channel_units(runs)  # the runs paired once, for every analysis below
     units = channels[0]
-    cell_table = compute_cells(runs, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level, draws=draws,
-                               units=units)
+    done = group_pass(runs, channels, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
+                      n_resamples_aft=n_resamples_aft, aft_ci=aft_ci, workers=workers)
+    cell_table = done.cells
     cells_df = cell_table.to_frame()
     stage("arms and Table 3")
     tables = {
@@ -263,13 +196,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     }
     notes: list[str] = _unavailable_notes(cells_df)
     if not cells_df.empty:
-        stage("censoring")
-        tables["censoring"] = censoring_table(runs, n_resamples=n_resamples, seed=seed, n_resamples_aft=n_resamples_aft,
-                                              confidence_level=confidence_level, draws=draws, aft_ci=aft_ci,
-                                              cells_df=cells_df, units=units)
-        stage("attribution")
-        attr = attribution(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level, draws=draws,
-                           table3_cells=table3_cells(cells_df, alphas, include_small=include_small), channels=channels)
+        tables["censoring"] = done.censoring(cells_df)
+        attr = done.attribution(table3_cells(cells_df, alphas, include_small=include_small))
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         notes.extend(attr.disagreement_notes)  # one line per model, with the known cause

@@ -18,7 +18,8 @@ import polars as pl
 from lengthlens.data.channels import check_logged_counts, split_channels
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.stats.estimate import cell_bootstrap_sums
+from lengthlens.stats.item_sums import all_group_items, group_bootstrap_sums, group_frames
+from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
     DEFAULT_N_RESAMPLES,
@@ -133,16 +134,27 @@ def channel_units(runs: RunSet) -> tuple[pl.DataFrame, list[str], list[tuple[str
 def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                 confidence_level: float = DEFAULT_CONFIDENCE, draws: DrawCache | None = None,
                 table3_cells: pd.DataFrame | None = None,
-                channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]] | None = None) -> Attribution:
+                channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]] | None = None,
+                workers: int | None = None) -> Attribution:
     """Share of each cell's extra characters that is thinking, with intervals from the cell table's draws.
 
     ``table3_cells`` (keys of the cells Table 3 uses) adds summary rows on those cells beside all cells.
-    ``channels``: :func:`channel_units` when the caller has it already.
+    ``channels``: :func:`channel_units` when the caller has it already. ``workers``: groups computed at
+    once (:mod:`lengthlens.stats.parallel`; the numbers do not depend on it).
     """
-    units, disagreements, causes = channel_units(runs) if channels is None else channels
-    notes = disagreement_notes(causes)
+    channels = channel_units(runs) if channels is None else channels
+    draws = draws if draws is not None else DrawCache(seed, n_resamples, keep=False)
+    all_items = all_group_items(runs)
+    groups = group_frames(attribution_units(channels[0]))
+    rows = map_ordered(lambda g: attribution_group(g[1], g[0], len(all_items[g[0]]), draws, confidence_level),
+                       groups, workers, cost=lambda g: g[1].height)
+    return attribution_result([r for part in rows for r in part], channels, table3_cells)
+
+
+def attribution_units(units: pl.DataFrame) -> pl.DataFrame:
+    """The cell units whose channels are known on both sides, with the character sums attribution resamples."""
     units = units.filter(pl.col("thinking_chars").is_not_null() & pl.col("thinking_chars_star").is_not_null())
-    units = units.with_columns(
+    return units.with_columns(
         (pl.col("thinking_chars") + pl.col("answer_chars")).cast(pl.Float64).alias("chars"),
         (pl.col("thinking_chars_star") + pl.col("answer_chars_star")).cast(pl.Float64).alias("chars_star"),
         pl.lit(1.0).alias("one"),
@@ -150,10 +162,20 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
         (pl.col("chars") - pl.col("chars_star")).alias("extra"),
         (pl.col("thinking_chars") - pl.col("thinking_chars_star")).cast(pl.Float64).alias("extra_thinking"),
     )
-    cols = ["chars", "chars_star", "extra", "extra_thinking", "one"]
+
+
+_SUMMED = ["chars", "chars_star", "extra", "extra_thinking", "one"]
+_COLUMNS = [*CELL_KEY, "n_items", "n_runs", "chars_mean", "chars_mean_star", "extra_chars", "extra_chars_thinking",
+            "extra_chars_answer", "extra_chars_mean", "extra_chars_mean_lo", "extra_chars_mean_hi", "thinking_share",
+            "thinking_share_lo", "thinking_share_hi", "thinking_share_reason", "item_share_median", "item_share_q25",
+            "item_share_q75", "n_runs_share_defined"]
+
+
+def attribution_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float) -> list[dict]:
+    """The attribution rows of one group's cells (``group_df``: that group's :func:`attribution_units`)."""
+    by_cell = group_df.partition_by(list(CELL_KEY), maintain_order=True, as_dict=True)
     out = []
-    by_cell = units.partition_by(list(CELL_KEY), maintain_order=True, as_dict=True)  # once, not one filter per cell
-    for key, point, boot, n_items in cell_bootstrap_sums(runs, units, cols, n_resamples=n_resamples, seed=seed, draws=draws):
+    for key, point, boot, n_items in group_bootstrap_sums(group_df, group, n_group, _SUMMED, draws):
         cell_units_df = by_cell[tuple(key[k] for k in CELL_KEY)]
         item_share = cell_units_df.filter(pl.col("extra") != 0).select((pl.col("extra_thinking") / pl.col("extra")).alias("s"))["s"]
         n = cell_units_df.height
@@ -161,19 +183,22 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
             **key, "n_items": n_items, "n_runs": n,
             "chars_mean": point[0] / n, "chars_mean_star": point[1] / n,
             "extra_chars": point[2], "extra_chars_thinking": point[3], "extra_chars_answer": point[2] - point[3],
-            **share_with_interval(point, boot, confidence_level),
+            **share_with_interval(point, boot, level),
             "item_share_median": float(item_share.median()) if item_share.len() else np.nan,
             "item_share_q25": float(item_share.quantile(0.25, "linear")) if item_share.len() else np.nan,
             "item_share_q75": float(item_share.quantile(0.75, "linear")) if item_share.len() else np.nan,
             "n_runs_share_defined": item_share.len(),
         })
-    cells_df = pd.DataFrame(out, columns=[*CELL_KEY, "n_items", "n_runs", "chars_mean", "chars_mean_star", "extra_chars",
-                                          "extra_chars_thinking", "extra_chars_answer", "extra_chars_mean", "extra_chars_mean_lo",
-                                          "extra_chars_mean_hi", "thinking_share", "thinking_share_lo", "thinking_share_hi",
-                                          "thinking_share_reason", "item_share_median", "item_share_q25", "item_share_q75",
-                                          "n_runs_share_defined"])
+    return out
+
+
+def attribution_result(rows: list[dict], channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]],
+                       table3_cells: pd.DataFrame | None = None) -> Attribution:
+    """The Attribution of every group's :func:`attribution_group` rows (in group order) and the channel audits."""
+    _units, disagreements, causes = channels
+    cells_df = pd.DataFrame(rows, columns=_COLUMNS)
     return Attribution(cells=cells_df, summary=summarize(cells_df, table3_cells), logged_disagreements=tuple(disagreements),
-                       disagreement_notes=tuple(notes))
+                       disagreement_notes=tuple(disagreement_notes(causes)))
 
 
 def share_with_interval(point: np.ndarray, boot: np.ndarray, confidence_level: float) -> dict:

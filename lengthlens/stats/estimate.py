@@ -16,7 +16,7 @@ import polars as pl
 
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.data.schema import GROUP_KEY, UNIT_KEY
+from lengthlens.data.schema import UNIT_KEY
 from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, moment_pairs
 from lengthlens.stats.metrics import (
     INTERVAL_METRICS,
@@ -30,7 +30,9 @@ from lengthlens.stats.metrics import (
     unavailable,
     unavailable_note,
 )
+from lengthlens.stats.item_sums import all_group_items, group_frames, item_positions, item_sums  # noqa: F401 (re-exported)
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
+from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
@@ -99,32 +101,6 @@ def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
 _INPUT_FIELDS = tuple(sorted({f for fs in METRIC_INPUTS.values() for f in fs}))
 
 
-def item_positions(frame: pl.DataFrame, index: dict[str, int]) -> np.ndarray:
-    """Each run's item as a column of its group's count matrix."""
-    ids = frame.get_column("item_id")
-    try:  # vectorised look-up (a Python loop over every run was a visible share of the report's time)
-        return ids.replace_strict(list(index), list(index.values()), return_dtype=pl.Int64).to_numpy()
-    except pl.exceptions.InvalidOperationError:
-        missing = next(i for i in ids if i not in index)
-        raise KeyError(missing) from None
-
-
-def item_sums(frame: pl.DataFrame, columns: list[str] | tuple[str, ...], index: dict[str, int]) -> np.ndarray:
-    """(n_items, len(columns)) sums of per-run columns by item: the seeds of an item add up, since the item is resampled."""
-    X = np.zeros((len(index), len(columns)))
-    np.add.at(X, item_positions(frame, index), frame.select(columns).to_numpy().astype(np.float64))
-    return X
-
-
-def all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
-    """Every group's resampling units (its baseline's items, sorted), computed once."""
-    base = runs.paired.filter(pl.col("method") == "strict").select(*GROUP_KEY, "item_id").unique()
-    out: dict[tuple, list[str]] = {}
-    for g in base.partition_by(list(GROUP_KEY), maintain_order=False):
-        out[tuple(g.row(0)[:len(GROUP_KEY)])] = g.get_column("item_id").sort().to_list()
-    return out
-
-
 #: Cells with fewer items than this are flagged ``small_n``: their intervals are unreliable (left
 #: out of Table 3, the headline and the figures' interval bars unless asked for).
 SMALL_N_ITEMS = 10
@@ -134,7 +110,7 @@ CI_METHODS = ("studentized", "percentile", "bca")
 
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
           ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
-          draws: DrawCache | None = None, units: pl.DataFrame | None = None) -> CellTable:
+          draws: DrawCache | None = None, units: pl.DataFrame | None = None, workers: int | None = None) -> CellTable:
     """Every cell (relaxed arm x its baseline on shared items) with item-level paired bootstrap intervals.
 
     Parameters
@@ -146,27 +122,36 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
         and accelerated, jackknife over items).
     draws : a DrawCache (same seed and n_resamples) to share the draws with other analyses.
     units : ``cell_units(runs.paired)`` when the caller has it already (a report pairs the runs once).
+    workers : groups computed at once on threads (default: the cores available, see
+        :mod:`lengthlens.stats.parallel`); any number gives the same numbers.
 
     A cell on every item of its group resamples with the group's draws (arms jointly consistent);
     a cell on a subset of the items draws its own multinomial(n_cell) counts over those items.
     """
-    if ci not in CI_METHODS:
-        raise ValueError(f"ci must be one of {CI_METHODS}, not {ci!r}")
-    draws = draws if draws is not None else DrawCache(seed, n_resamples)
+    check_ci(ci)
+    draws = draws if draws is not None else DrawCache(seed, n_resamples, keep=False)
     if (draws.seed, draws.n_resamples) != (seed, n_resamples):
         raise ValueError("draws must have the same seed and n_resamples as the cell table")
-    q = unit_quantities(cell_units(runs.paired) if units is None else units)
     all_items = all_group_items(runs)
-    out: list[Cell] = []
-    delta_reps: list[np.ndarray] = []  # per group (B, n_cells): Table 3's mean accuracy change interval
-    for group_df in q.partition_by(list(GROUP_KEY), maintain_order=True):
-        group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        group_cells, delta = _group_cells(group_df, group, all_items[group], draws, ci, confidence_level)
-        out.extend(group_cells)
-        delta_reps.append(delta)
+    groups = group_frames(unit_quantities(cell_units(runs.paired) if units is None else units))
+    parts = map_ordered(lambda g: group_cells(g[1], g[0], all_items[g[0]], draws, ci, confidence_level), groups,
+                        workers, cost=lambda g: g[1].height)
+    return cell_table(parts, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
+
+
+def check_ci(ci: str) -> None:
+    if ci not in CI_METHODS:
+        raise ValueError(f"ci must be one of {CI_METHODS}, not {ci!r}")
+
+
+def cell_table(parts: list[tuple[list[Cell], np.ndarray]], *, n_resamples: int, seed: int, ci: str,
+               confidence_level: float) -> CellTable:
+    """The cell table from each group's (cells, accuracy-change replicates) of :func:`group_cells`, in group order."""
+    out = [c for group_cells_, _ in parts for c in group_cells_]
+    reps = [delta for _, delta in parts]
     return CellTable(cells=adjust_across_cells(out), n_resamples=n_resamples, seed=seed, ci_method=ci,
                      confidence_level=confidence_level,
-                     replicates={"accuracy_delta_pp": np.concatenate(delta_reps, axis=1) if delta_reps else np.empty((0, 0))})
+                     replicates={"accuracy_delta_pp": np.concatenate(reps, axis=1) if reps else np.empty((0, 0))})
 
 
 def _estimates(point: dict, interval: dict, why: dict[str, str]) -> dict[str, Estimate]:
@@ -237,8 +222,8 @@ def item_sets(present: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(np.flatnonzero(p), np.flatnonzero(inverse.ravel() == k)) for k, p in enumerate(patterns)]
 
 
-def _group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], draws: DrawCache, ci: str,
-                 level: float) -> tuple[list[Cell], np.ndarray]:
+def group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], draws: DrawCache, ci: str,
+                level: float) -> tuple[list[Cell], np.ndarray]:
     """The cells of one group (sums by item, then intervals per item set with shared draws within a
     set) and their accuracy-change replicates (B, n_cells) for Table 3's mean."""
     item_index = {it: i for i, it in enumerate(items)}
@@ -364,23 +349,3 @@ def _undefined(ests: dict[str, Estimate]) -> int:
 def missing_inputs(quantities: pl.DataFrame) -> dict[str, int]:
     """Per metric input field, the paired runs (rows of :func:`unit_quantities`) where it is null on either side."""
     return {f: int(quantities.get_column(f"_missing_{f}").sum()) for f in _INPUT_FIELDS}
-
-
-def cell_bootstrap_sums(runs: RunSet, units: pl.DataFrame, columns: list[str], *,
-                        n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED, draws: DrawCache | None = None):
-    """For each cell in ``units``, sums of ``columns`` over its units: point (Q,) and per resample (B, Q).
-
-    Uses the very draws of :func:`cells` (same seed, group and item set), so a secondary analysis'
-    intervals are consistent with the cell table's. Yields (cell key dict, point, boot, n_items).
-    """
-    draws = draws if draws is not None else DrawCache(seed, n_resamples)
-    all_items = all_group_items(runs)
-    for group_df in units.partition_by(list(GROUP_KEY), maintain_order=True):
-        group = tuple(group_df.row(0, named=True)[k] for k in GROUP_KEY)
-        items = all_items[group]
-        for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
-            own = sorted(set(af.get_column("item_id").to_list()))
-            X = item_sums(af, columns, {it: i for i, it in enumerate(own)})
-            key = {k: af.row(0, named=True)[k] for k in CELL_KEY}
-            counts = draws.item_counts(group, own, complete=len(own) == len(items))
-            yield key, X.sum(axis=0), counts @ X, len(own)

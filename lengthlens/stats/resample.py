@@ -8,6 +8,7 @@ counts (how often each item is drawn), so any sum over resampled items is ``coun
 
 from __future__ import annotations
 
+import threading
 import warnings
 import zlib
 from typing import Callable, Sequence
@@ -79,18 +80,24 @@ def counts_for_items(seed: int, group: Sequence[str], items: Sequence[str], comp
 
 
 class DrawCache:
-    """Each group's count matrix drawn once and kept compact (uint8), shared by every analysis of a report.
+    """Each group's count matrices, drawn once and shared by every analysis of a report; safe across threads.
 
-    The draws are those of :func:`counts_for_group` (same seed, group, items), so sharing changes
-    no number; it saves drawing them again for the censoring and attribution intervals.
+    The draws are those of :func:`counts_for_items` (same seed, group, items), so sharing changes
+    no number. Every use is a matrix product, so counts are handed out as float64; each thread
+    keeps those of the group it is working on (cells sharing an item set share one copy, and the
+    analyses of a group done one after another by one thread draw once). With ``keep`` (the
+    default) the draws of every group are also kept compact (uint8) for the cache's lifetime, for
+    analyses run one after another over all groups; without it each group's draws live only
+    while a thread works on that group (a report's single pass over the groups).
     """
 
-    def __init__(self, seed: int = DEFAULT_SEED, n_resamples: int = DEFAULT_N_RESAMPLES):
+    def __init__(self, seed: int = DEFAULT_SEED, n_resamples: int = DEFAULT_N_RESAMPLES, keep: bool = True):
         self.seed = seed
         self.n_resamples = n_resamples
+        self.keep = keep
         self._store: dict[tuple, np.ndarray] = {}
-        self._float_key: tuple | None = None
-        self._float = np.empty((0, 0))
+        self._lock = threading.Lock()
+        self._local = threading.local()
 
     def counts(self, group: Sequence[str], n_items: int, n_resamples: int | None = None) -> np.ndarray:
         """(n_resamples, n_items) float64 counts of the group (the first n_resamples rows of its draws)."""
@@ -102,28 +109,49 @@ class DrawCache:
         return self._get((tuple(group), n_items), lambda dt: counts_for_group(self.seed, group, n_items, self.n_resamples, dt))
 
     def item_counts(self, group: Sequence[str], items: Sequence[str], complete: bool) -> np.ndarray:
-        """Float64 counts over a cell's own items (:func:`counts_for_items`).
+        """Float64 (n_resamples, len(items)) counts over a cell's own items (:func:`counts_for_items`); read-only."""
+        group, items = tuple(group), tuple(items)
+        local = self._local
+        if getattr(local, "group", None) != group:  # a new group: drop the last one's matrices
+            local.group, local.floats = group, {}
+        key = (items, bool(complete))
+        c = local.floats.get(key)
+        if c is None:
+            c = self._float_counts(group, items, bool(complete))
+            c.flags.writeable = False  # shared by every analysis of the group
+            local.floats[key] = c
+        return c
 
-        Float64 because every use is a matrix product. The latest conversion is kept (analyses
-        walk a group's cells together), so cells sharing an item set share one copy; the compact
-        draws are kept for the whole report.
-        """
-        key = (tuple(group), tuple(items), bool(complete))
-        if self._float_key != key:
-            base = (self.compact(group, len(items)) if complete else
-                    self._get(key, lambda dt: counts_for_items(self.seed, group, items, False, self.n_resamples, dt)))
-            self._float_key, self._float = key, base.astype(np.float64)
-        return self._float
+    def release(self) -> None:
+        """Drop the calling thread's matrices (a worker calls it when done with a group)."""
+        self._local.__dict__.clear()
+
+    def _float_counts(self, group: tuple, items: tuple, complete: bool) -> np.ndarray:
+        # Drawn compact, then converted: counting into uint8 and one conversion pass is about twice as
+        # fast as counting straight into float64 (an eighth of the memory traffic while counting).
+        def draw(dt: type) -> np.ndarray:
+            return counts_for_items(self.seed, group, items, complete, self.n_resamples, dt)
+
+        if not self.keep:
+            return _compact(draw).astype(np.float64)
+        return self._get((group, len(items)) if complete else (group, items, False), draw).astype(np.float64)
 
     def _get(self, key: tuple, draw: Callable[[type], np.ndarray]) -> np.ndarray:
-        c = self._store.get(key)
+        with self._lock:
+            c = self._store.get(key)
         if c is None:
-            try:
-                c = draw(np.uint8)
-            except OverflowError:  # an item drawn > 255 times: only with tiny groups; redraw wider
-                c = draw(np.int64)
-            self._store[key] = c
+            c = _compact(draw)
+            with self._lock:  # two threads may draw the same key at once: identical draws, keep the first
+                c = self._store.setdefault(key, c)
         return c
+
+
+def _compact(draw: Callable[[type], np.ndarray]) -> np.ndarray:
+    """Counts as uint8, or int64 when an item was drawn more than 255 times (only with tiny groups)."""
+    try:
+        return draw(np.uint8)
+    except OverflowError:
+        return draw(np.int64)
 
 
 def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

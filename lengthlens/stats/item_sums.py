@@ -1,0 +1,68 @@
+"""Per-item sums of a cell's runs and the split of runs into groups: the inputs of every resampled sum.
+
+The item is the resampling unit: an item's seeds add up into one row, and a resample is a vector
+of counts over a group's items, so any resampled sum is ``counts @ item_sums``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from lengthlens.data.loading import RunSet
+from lengthlens.data.pairing import CELL_KEY
+from lengthlens.data.schema import GROUP_KEY
+from lengthlens.stats.resample import DrawCache
+
+
+def item_positions(frame: pl.DataFrame, index: dict[str, int]) -> np.ndarray:
+    """Each run's item as a column of its group's count matrix."""
+    ids = frame.get_column("item_id")
+    try:  # vectorised look-up (a Python loop over every run was a visible share of the report's time)
+        return ids.replace_strict(list(index), list(index.values()), return_dtype=pl.Int64).to_numpy()
+    except pl.exceptions.InvalidOperationError:
+        missing = next(i for i in ids if i not in index)
+        raise KeyError(missing) from None
+
+
+def item_sums(frame: pl.DataFrame, columns: list[str] | tuple[str, ...], index: dict[str, int]) -> np.ndarray:
+    """(n_items, len(columns)) sums of per-run columns by item: the seeds of an item add up, since the item is resampled."""
+    X = np.zeros((len(index), len(columns)))
+    np.add.at(X, item_positions(frame, index), frame.select(columns).to_numpy().astype(np.float64))
+    return X
+
+
+def all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
+    """Every group's resampling units (its baseline's items, sorted), computed once."""
+    base = runs.paired.filter(pl.col("method") == "strict").select(*GROUP_KEY, "item_id").unique()
+    out: dict[tuple, list[str]] = {}
+    for g in base.partition_by(list(GROUP_KEY), maintain_order=False):
+        out[tuple(g.row(0)[:len(GROUP_KEY)])] = g.get_column("item_id").sort().to_list()
+    return out
+
+
+def group_frames(frame: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
+    """``frame`` split by group, each as (group names, rows), in the order groups first appear."""
+    return [(tuple(k), g) for k, g in frame.partition_by(list(GROUP_KEY), maintain_order=True, as_dict=True).items()]
+
+
+def group_bootstrap_sums(group_df: pl.DataFrame, group: tuple, n_group: int, columns: list[str],
+                         draws: DrawCache) -> list[tuple[dict, np.ndarray, np.ndarray, int]]:
+    """For each cell of one group, sums of ``columns`` over its units: (cell key, point (Q,), per resample (B, Q), n_items).
+
+    Uses the very draws of :func:`lengthlens.stats.estimate.cells` (same seed, group and item set), so a secondary analysis'
+    intervals are consistent with the cell table's; cells on the same items share one matrix product.
+    ``n_group``: the group's item count (a cell on all of them uses the group's draws).
+    """
+    parts, by_items = [], {}
+    for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
+        own = tuple(sorted(set(af.get_column("item_id").to_list())))
+        parts.append(({k: af.row(0, named=True)[k] for k in CELL_KEY}, item_sums(af, columns, {it: i for i, it in enumerate(own)})))
+        by_items.setdefault(own, []).append(len(parts) - 1)
+    out: list = [None] * len(parts)
+    w = len(columns)
+    for own, members in by_items.items():
+        boot = draws.item_counts(group, own, complete=len(own) == n_group) @ np.concatenate([parts[j][1] for j in members], axis=1)
+        for pos, j in enumerate(members):
+            out[j] = (parts[j][0], parts[j][1].sum(axis=0), boot[:, pos * w:(pos + 1) * w], len(own))
+    return out

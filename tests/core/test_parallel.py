@@ -1,0 +1,103 @@
+"""The thread pool over groups and the thread-safe draw cache: order, errors, worker counts, identical draws."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from lengthlens.stats import parallel
+from lengthlens.stats.parallel import default_workers, map_ordered, resolve_workers
+from lengthlens.stats.resample import DrawCache, counts_for_items
+
+
+def test_results_keep_the_order_of_the_items_whatever_starts_first():
+    started = []
+
+    def slow_square(x):
+        started.append(x)
+        time.sleep(0.002 * (x % 3))
+        return x * x
+
+    items = list(range(20))
+    out = map_ordered(slow_square, items, workers=4, cost=lambda x: x)
+    assert out == [x * x for x in items]
+    assert started[:4] == [19, 18, 17, 16]  # the largest items start first
+
+
+def test_really_uses_several_threads():
+    names = set()
+    barrier = threading.Barrier(2, timeout=10)
+
+    def f(x):
+        names.add(threading.current_thread().name)
+        barrier.wait()  # deadlocks (times out) unless two items run at once
+        return x
+
+    assert map_ordered(f, [1, 2], workers=2) == [1, 2]
+    assert len(names) == 2
+
+
+def test_an_error_in_one_item_is_raised():
+    def f(x):
+        if x == 3:
+            raise KeyError("item 3")
+        return x
+
+    with pytest.raises(KeyError, match="item 3"):
+        map_ordered(f, range(8), workers=2)
+    with pytest.raises(KeyError, match="item 3"):
+        map_ordered(f, range(8), workers=1)
+
+
+def test_blas_is_held_to_one_thread_inside_and_restored_after():
+    from threadpoolctl import threadpool_info
+
+    def blas_threads(_):
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads(None)
+    for workers in (1, 2):
+        inside = map_ordered(blas_threads, [0, 1], workers=workers)
+        assert all(n == [1] * len(before) for n in inside)
+    assert blas_threads(None) == before
+
+
+def test_worker_counts(monkeypatch):
+    monkeypatch.setenv(parallel.WORKERS_ENV, "3")
+    assert default_workers() == 3 and resolve_workers(None) == 3 and resolve_workers(1) == 1
+    monkeypatch.setenv(parallel.WORKERS_ENV, "two")
+    with pytest.raises(ValueError, match="LENGTHLENS_WORKERS must be a whole number"):
+        default_workers()
+    monkeypatch.setenv(parallel.WORKERS_ENV, "0")
+    with pytest.raises(ValueError, match="at least 1"):
+        default_workers()
+    monkeypatch.delenv(parallel.WORKERS_ENV)
+    assert 1 <= default_workers() <= 8
+    with pytest.raises(ValueError, match="at least 1"):
+        resolve_workers(0)
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_draw_cache_hands_out_the_seeded_draws_from_any_thread(keep):
+    group = ("T", "D", "ds")
+    items = tuple(f"i{k}" for k in range(40))
+    subset = items[:25]
+    cache = DrawCache(7, 300, keep=keep)
+    want = {(items, True): counts_for_items(7, group, items, True, 300),
+            (subset, False): counts_for_items(7, group, subset, False, 300)}
+
+    def get(k):
+        its, complete = list(want)[k % 2]
+        c = cache.item_counts(group, its, complete)
+        same_again = cache.item_counts(group, its, complete) is c  # one copy per thread and item set
+        cache.release()
+        return c, same_again
+
+    for c, same_again in map_ordered(get, range(12), workers=4):
+        key = (items, True) if c.shape[1] == 40 else (subset, False)
+        assert c.dtype == np.float64 and np.array_equal(c, want[key]) and same_again
+        assert not c.flags.writeable  # shared by a group's analyses: nobody may change it
+    assert (len(cache._store) == 2) is keep  # compact copies only when asked to keep them
