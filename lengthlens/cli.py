@@ -135,6 +135,14 @@ def _nothing_to_analyse(runs) -> str | None:
     return None
 
 
+def _start_workers(args: argparse.Namespace) -> None:
+    """Start the analysis' worker processes now, so that their start-up overlaps the loading of the runs."""
+    from lengthlens.analyses.group_pass import WORKER_MODULES
+    from lengthlens.stats.parallel import start_processes
+
+    start_processes(args.workers, WORKER_MODULES)
+
+
 def analyse_from_args(runs, args: argparse.Namespace, progress=None):
     """lengthlens.analyses.analyse.analyse with the shared command-line options."""
     from lengthlens.analyses.analyse import analyse
@@ -142,7 +150,7 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
                    proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small,
-                   progress=progress, workers=args.workers, **extra)
+                   progress=progress, workers=args.workers, processes=True, **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -161,6 +169,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print("lengthlens report: give RUNS (raw-layout folders or flat files) or --example", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
+    _start_workers(args)
     progress("load")
     runs = load_from_args(sources, args, bar=progress.enabled and progress.tty)
     progress.close()

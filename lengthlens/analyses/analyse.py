@@ -163,7 +163,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
             proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
             include_small: bool = False, progress: Callable[[str], None] | None = None,
-            workers: int | None = None) -> Analysis:
+            workers: int | None = None, processes: bool = False) -> Analysis:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
@@ -174,15 +174,16 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     include_small : keep cells with fewer than 10 items (``small_n``) in Table 3 and the headline.
     proposals : aggregate proposals.jsonl (tokens accepted only because of the relaxation) where present.
     progress : called with each stage's name as it starts (the command line prints them); ``Analysis.timings`` keeps their seconds.
-    workers : groups computed at once on threads (default: the cores available; ``LENGTHLENS_WORKERS`` sets it).
-        The numbers do not depend on it.
+    workers : groups computed at once (default: the cores available; ``LENGTHLENS_WORKERS`` sets it), on threads,
+        or in worker processes with ``processes`` (faster on several cores; what the command line uses; a script
+        calling it must be importable without side effects, as for any multiprocessing). The numbers do not depend on either.
     """
     stage = _Stages(progress)
     stage("cells, censoring, attribution")
     channels = channel_units(runs)  # the runs paired once, for every analysis below
     units = channels[0]
     done = group_pass(runs, channels, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
-                      n_resamples_aft=n_resamples_aft, aft_ci=aft_ci, workers=workers)
+                      n_resamples_aft=n_resamples_aft, aft_ci=aft_ci, workers=workers, processes=processes)
     cell_table = done.cells
     cells_df = cell_table.to_frame()
     stage("arms and Table 3")

@@ -17,6 +17,10 @@ from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache
 
 
+#: The paired-run columns :func:`censoring_group` reads.
+CENSORING_INPUTS = ("output_tokens", "censored", "max_new_tokens", "output_tokens_star", "censored_star", "max_new_tokens_star")
+
+
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
                     draws: DrawCache | None = None, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
@@ -56,8 +60,7 @@ def censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: D
             continue  # lengths or censoring not known on every run: cells.csv's `unavailable` says which
         own = tuple(sorted(set(af.get_column("item_id").to_list())))
         counts = draws.item_counts(group, own, complete=len(own) == n_group)
-        arrays = (af[c].to_numpy() for c in ("output_tokens", "censored", "max_new_tokens", "output_tokens_star",
-                                              "censored_star", "max_new_tokens_star"))
+        arrays = (af[c].to_numpy() for c in CENSORING_INPUTS)
         prepared.append(prepare_cell(*arrays, counts, item_index=item_positions(af, {it: i for i, it in enumerate(own)}),
                                      confidence_level=level))
         keys.append({k: af.row(0, named=True)[k] for k in CELL_KEY})

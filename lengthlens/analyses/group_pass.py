@@ -1,9 +1,10 @@
 """One pass over the groups for every resampled analysis of a report: cells, censoring and attribution.
 
-Each (target, draft, dataset) group's draws are made once, as float64, used by the three
-analyses while one worker holds the group, and dropped: no count matrix is kept for the whole
-report and none is converted twice. Groups run on several threads (:mod:`lengthlens.stats.parallel`).
-The numbers are those of :func:`lengthlens.cells`, :func:`censoring_table` and :func:`attribution`
+Each (target, draft, dataset) group is one job: its draws are made once, as float64, used by the
+three analyses and dropped, so no count matrix is kept for the whole report and none is drawn or
+converted twice. A job needs only its group's paired runs (the columns below) and the group's
+items, so jobs run on threads or in worker processes (:mod:`lengthlens.stats.parallel`). The
+numbers are those of :func:`lengthlens.cells`, :func:`censoring_table` and :func:`attribution`
 called one after another: each group's results depend only on its runs and the seed.
 """
 
@@ -15,13 +16,24 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.attribution import Attribution, attribution_group, attribution_result, attribution_units
-from lengthlens.analyses.censoring_table import censoring_frame, censoring_group, censoring_options
+from lengthlens.analyses.censoring_table import CENSORING_INPUTS, censoring_frame, censoring_group, censoring_options
 from lengthlens.data.loading import RunSet
-from lengthlens.stats.estimate import cell_table, check_ci, group_cells, unit_quantities
+from lengthlens.data.pairing import CELL_KEY
+from lengthlens.data.schema import UNIT_KEY
+from lengthlens.stats.estimate import QUANTITY_INPUTS, cell_table, check_ci, group_cells, unit_quantities
 from lengthlens.stats.item_sums import all_group_items, group_frames
 from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.resample import DrawCache
 from lengthlens.stats.results import CellTable
+
+#: The paired-run columns a group's job reads (what is sent to a worker process).
+_CHANNEL_INPUTS = ("thinking_chars", "answer_chars", "thinking_chars_star", "answer_chars_star")
+PASS_COLUMNS = tuple(dict.fromkeys((*CELL_KEY, *UNIT_KEY, *QUANTITY_INPUTS, *CENSORING_INPUTS, *_CHANNEL_INPUTS)))
+#: What a worker process imports when it starts (the jobs' modules).
+WORKER_MODULES = ("lengthlens.analyses.group_pass",)
+#: Fewer paired runs than this are computed on threads even when processes are asked for: sending the
+#: jobs would cost more than the GIL does.
+PROCESS_MIN_RUNS = 20_000
 
 
 @dataclass(frozen=True)
@@ -46,33 +58,38 @@ class GroupPass:
 
 def group_pass(runs: RunSet, channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]], *, n_resamples: int,
                seed: int, ci: str, confidence_level: float, n_resamples_aft: int, aft_ci: str,
-               workers: int | None = None) -> GroupPass:
+               workers: int | None = None, processes: bool = False) -> GroupPass:
     """Cells, censoring rows and attribution rows of every group, each group's draws made once.
 
     ``channels``: :func:`lengthlens.analyses.attribution.channel_units` (the runs paired once).
+    ``workers``/``processes``: see :func:`lengthlens.stats.parallel.map_ordered` (processes only from
+    :data:`PROCESS_MIN_RUNS` paired runs on).
     """
     check_ci(ci)
     units = channels[0]
-    draws = DrawCache(seed, n_resamples, keep=False)
     all_items = all_group_items(runs)
-    quantities = group_frames(unit_quantities(units))
-    by_group = dict(group_frames(units))
-    by_group_attr = dict(group_frames(attribution_units(units)))
-    opts = censoring_options(n_resamples, n_resamples_aft, aft_ci)
-
-    def one(item: tuple[tuple, pl.DataFrame]) -> tuple:
-        group, q = item
-        items = all_items[group]
-        try:
-            cells_part = group_cells(q, group, items, draws, ci, confidence_level)
-            cens = censoring_group(by_group[group], group, len(items), draws, confidence_level, opts)
-            attr = (attribution_group(by_group_attr[group], group, len(items), draws, confidence_level)
-                    if group in by_group_attr else [])
-        finally:
-            draws.release()  # this group's matrices: the worker's next group draws its own
-        return cells_part, cens, attr
-
-    parts = map_ordered(one, quantities, workers, cost=lambda g: g[1].height)
+    settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "level": confidence_level,
+                "censoring": censoring_options(n_resamples, n_resamples_aft, aft_ci)}
+    jobs = [(group, frame, all_items[group], settings)
+            for group, frame in group_frames(units.select([c for c in PASS_COLUMNS if c in units.columns]))]
+    parts = map_ordered(group_job, jobs, workers, cost=lambda job: job[1].height,
+                        processes=processes and units.height >= PROCESS_MIN_RUNS)
     table = cell_table([p[0] for p in parts], n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
     return GroupPass(cells=table, censoring_rows=[r for p in parts for r in p[1]],
                      attribution_rows=[r for p in parts for r in p[2]], channels=channels)
+
+
+def group_job(job: tuple[tuple, pl.DataFrame, list[str], dict]) -> tuple:
+    """One group's cells (with accuracy-change replicates), censoring rows and attribution rows.
+
+    ``job``: (group names, the group's paired runs, the group's items, settings).
+    """
+    group, units, items, s = job
+    draws = DrawCache(s["seed"], s["n_resamples"], keep=False)
+    cells_part = group_cells(unit_quantities(units), group, items, draws, s["ci"], s["level"])
+    cens = censoring_group(units, group, len(items), draws, s["level"], s["censoring"])
+    attr_units = attribution_units(units) if "thinking_chars" in units.columns else None
+    attr = (attribution_group(attr_units, group, len(items), draws, s["level"])
+            if attr_units is not None and attr_units.height else [])
+    draws.release()
+    return cells_part, cens, attr

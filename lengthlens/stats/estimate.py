@@ -99,6 +99,10 @@ def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
 
 #: Run fields some metric needs (metrics.METRIC_INPUTS); their absence is counted per cell.
 _INPUT_FIELDS = tuple(sorted({f for fs in METRIC_INPUTS.values() for f in fs}))
+#: The paired-run columns :func:`unit_quantities` reads.
+QUANTITY_INPUTS = (*dict.fromkeys(f"{c}{side}" for c in ("output_tokens", "draft_rounds", "wall_time_s", "l_bar", "accepted_tokens",
+                                                       "correct", "censored", *_INPUT_FIELDS) for side in ("", "_star")),
+                   "max_new_tokens")
 
 
 #: Cells with fewer items than this are flagged ``small_n``: their intervals are unreliable (left

@@ -2,16 +2,25 @@
 
 Each (target, draft, dataset) group's intervals depend only on its own runs and on draws fixed by
 the seed and the group's names, so groups can be computed in any order: results come back in the
-order given, bit for bit those of a plain loop. Threads suffice because the work is numpy (ufunc
-loops, sorting, matrix products) and polars, which release the GIL; BLAS is held to one thread,
-since a second level of threads on the same cores only adds contention (and changes last bits).
+order given, bit for bit those of a plain loop. Two ways:
+
+- threads (the library's default): no start-up cost, but only the numpy/polars parts (ufunc loops
+  on large arrays, sorting, matrix products) run at once; Python code and small-array numpy hold
+  the GIL, so a group's censoring and attribution (many small fits) hardly overlap;
+- processes (what ``lengthlens report`` uses): worker processes started with ``spawn`` (not fork:
+  polars' thread pool does not survive a fork) that scale with the cores; each costs an
+  interpreter and its imports once (:func:`start_processes` starts them early, while the runs load).
+
+BLAS runs on one thread everywhere here: OpenBLAS's products differ in the last bit with its
+thread count, and the numbers must not depend on the cores of the machine or on ``workers``; a
+second level of threads on the same cores would only add contention anyway.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -19,6 +28,10 @@ R = TypeVar("R")
 
 #: Environment variable that sets the default number of workers (e.g. 1 to run serially).
 WORKERS_ENV = "LENGTHLENS_WORKERS"
+#: Thread counts a worker process starts with (set before it imports numpy or polars).
+_ONE_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")
+
+_processes: tuple[int, Executor] | None = None
 
 
 def default_workers() -> int:
@@ -49,22 +62,65 @@ def resolve_workers(workers: int | None) -> int:
 
 
 def _one_blas_thread():
-    """BLAS held to one thread for the pool's lifetime (restored after)."""
+    """BLAS held to one thread while the context lasts (restored after)."""
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def _worker_start(modules: tuple[str, ...]) -> None:
+    """A worker process's set-up: one thread for BLAS and polars, then the modules its jobs need, imported now."""
+    import importlib
+
+    for name in _ONE_THREAD_ENV:  # read when numpy/polars are first imported, which in a spawned worker is below
+        os.environ[name] = "1"
+    for m in modules:
+        importlib.import_module(m)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")  # in case the caller's main module imported numpy already
+
+
+def start_processes(workers: int | None = None, modules: tuple[str, ...] = ()) -> int:
+    """Start the worker processes now (they import ``modules`` while the caller goes on); return how many.
+
+    With one worker none is started. Calling it again with the same number reuses the running ones.
+    """
+    global _processes
+    n = resolve_workers(workers)
+    if n <= 1:
+        return 1
+    if _processes is not None and _processes[0] == n:
+        return n
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    stop_processes()
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_worker_start, initargs=(tuple(modules),))
+    for _ in range(n):  # one no-op each, so that every worker starts (and imports) now rather than at the first job
+        pool.submit(int)
+    _processes = (n, pool)
+    return n
+
+
+def stop_processes() -> None:
+    """Stop the worker processes, if any."""
+    global _processes
+    if _processes is not None:
+        _processes[1].shutdown(wait=True, cancel_futures=True)
+        _processes = None
+
+
 def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int | None = None,
-                cost: Callable[[T], float] | None = None) -> list[R]:
-    """``[fn(x) for x in items]``, computed on ``workers`` threads (default :func:`default_workers`).
+                cost: Callable[[T], float] | None = None, processes: bool = False) -> list[R]:
+    """``[fn(x) for x in items]``, computed by ``workers`` threads or processes (default :func:`default_workers`).
 
     ``cost`` (a rough size of each item's work) starts the largest items first, so that no big one
     is left running alone at the end; results keep the order of ``items`` either way. With one
-    worker (or one item) it is that plain loop. BLAS runs on one thread either way: OpenBLAS's
-    products differ in the last bit with its thread count, and the numbers must not depend on the
-    cores of the machine or on ``workers``. The first exception raised by ``fn`` (in start order)
-    is raised here, after the pool has stopped.
+    worker (or one item) it is that plain loop. ``processes``: in worker processes (``fn`` and the
+    items must pickle; ``fn`` a module-level function). The first exception raised by ``fn`` (in
+    start order) is raised here, after what had started has finished.
     """
     items = list(items)
     n = min(resolve_workers(workers), len(items))
@@ -72,12 +128,27 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int | None = 
         with _one_blas_thread():
             return [fn(x) for x in items]
     order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost is not None else range(len(items))
-    with _one_blas_thread(), ThreadPoolExecutor(max_workers=n, thread_name_prefix="lengthlens") as pool:
-        futures = {i: pool.submit(fn, items[i]) for i in order}
+    if processes:
+        from concurrent.futures.process import BrokenProcessPool
+
+        start_processes(resolve_workers(workers))
         try:
-            done = {i: futures[i].result() for i in order}
-        except BaseException:
-            for f in futures.values():  # stop what has not started; the pool waits for what has
-                f.cancel()
-            raise
+            return _collect(_processes[1], fn, items, order)
+        except BrokenProcessPool as e:  # a worker died (killed, or the caller's script cannot be re-imported)
+            import warnings
+
+            stop_processes()
+            warnings.warn(f"worker processes failed ({e}); computing on threads instead", RuntimeWarning, stacklevel=2)
+    with _one_blas_thread(), ThreadPoolExecutor(max_workers=n, thread_name_prefix="lengthlens") as pool:
+        return _collect(pool, fn, items, order)
+
+
+def _collect(pool: Executor, fn: Callable[[T], R], items: list[T], order) -> list[R]:
+    futures = {i: pool.submit(fn, items[i]) for i in order}
+    try:
+        done = {i: futures[i].result() for i in order}
+    except BaseException:
+        for f in futures.values():  # stop what has not started
+            f.cancel()
+        raise
     return [done[i] for i in range(len(items))]

@@ -101,3 +101,42 @@ def test_draw_cache_hands_out_the_seeded_draws_from_any_thread(keep):
         assert c.dtype == np.float64 and np.array_equal(c, want[key]) and same_again
         assert not c.flags.writeable  # shared by a group's analyses: nobody may change it
     assert (len(cache._store) == 2) is keep  # compact copies only when asked to keep them
+
+
+def _square_unless_worker(x):
+    """Squares x; in a worker process, item 5 kills the process (a worker lost to the OOM killer, say)."""
+    import multiprocessing
+    import os
+
+    if x == 5 and multiprocessing.parent_process() is not None:
+        os._exit(3)
+    return x * x
+
+
+def _blas_threads_here(_):
+    import os
+
+    from threadpoolctl import threadpool_info
+
+    return os.getpid(), [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
+def test_worker_processes_keep_the_order_and_one_blas_thread():
+    try:
+        out = map_ordered(_blas_threads_here, range(6), workers=2, cost=lambda x: x, processes=True)
+        pids = {pid for pid, _ in out}
+        assert len(pids) >= 1 and not pids & {__import__("os").getpid()}  # computed elsewhere
+        assert all(n == [1] * len(n) for _, n in out)
+        assert map_ordered(abs, [-3, 1, -2], workers=2, processes=True) == [3, 1, 2]
+    finally:
+        parallel.stop_processes()
+
+
+def test_a_dead_worker_process_falls_back_to_threads_with_a_warning():
+    try:
+        with pytest.warns(RuntimeWarning, match="computing on threads instead"):
+            out = map_ordered(_square_unless_worker, range(8), workers=2, processes=True)
+        assert out == [x * x for x in range(8)]
+        assert parallel._processes is None  # the broken pool is gone; the next call starts fresh workers
+    finally:
+        parallel.stop_processes()

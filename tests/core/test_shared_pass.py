@@ -56,10 +56,21 @@ def test_shared_units_give_the_separate_functions_numbers(runs):
     pd.testing.assert_frame_equal(a.tables["attribution_summary"], alone.summary, check_exact=True)
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-def test_any_number_of_workers_gives_the_same_tables(runs, workers):
-    # The separate functions run serially (workers=1) as the oracle; analyse() with 1 or 3 threads must match bit for bit.
-    a = analyse(runs, n_resamples=300, workers=workers)
+@pytest.mark.parametrize("workers,processes", [(1, False), (3, False), (2, True)])
+def test_any_number_of_workers_gives_the_same_tables(runs, workers, processes):
+    # The separate functions run serially (workers=1) as the oracle; analyse() with 1 or 3 threads, or 2 worker
+    # processes, must match bit for bit.
+    from lengthlens.analyses import group_pass
+    from lengthlens.stats import parallel
+
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(group_pass, "PROCESS_MIN_RUNS", 0)  # the example is small: send it to processes anyway
+            a = analyse(runs, n_resamples=300, workers=workers, processes=processes)
+        if processes:
+            assert parallel._processes is not None  # the worker processes did run
+    finally:
+        parallel.stop_processes()
     cells_df = ll.cells(runs, n_resamples=300, workers=1).to_frame()
     pd.testing.assert_frame_equal(a.tables["cells"], cells_df, check_exact=True)
     pd.testing.assert_frame_equal(a.tables["censoring"], censoring_table(runs, n_resamples=300, cells_df=cells_df, workers=1),
