@@ -135,12 +135,19 @@ def _nothing_to_analyse(runs) -> str | None:
     return None
 
 
-def _start_workers(args: argparse.Namespace) -> None:
-    """Start the analysis' worker processes now, so that their start-up overlaps the loading of the runs."""
+#: Flat files at least this large (bytes, in all) start the worker processes before loading: their runs are
+#: likely to be many enough for the analysis to use them (see group_pass.PROCESS_MIN_RUNS).
+_PRESTART_BYTES = 1 << 20
+
+
+def _start_workers(args: argparse.Namespace, sources: list[Path]) -> None:
+    """Start the analysis' worker processes now when the input looks large, so that their start-up overlaps the
+    loading of the runs (else they start when the analysis needs them, if it does)."""
     from lengthlens.analyses.group_pass import WORKER_MODULES
     from lengthlens.stats.parallel import start_processes
 
-    start_processes(args.workers, WORKER_MODULES)
+    if sum(p.stat().st_size for p in sources if p.is_file()) >= _PRESTART_BYTES:
+        start_processes(args.workers, WORKER_MODULES)
 
 
 def analyse_from_args(runs, args: argparse.Namespace, progress=None):
@@ -169,7 +176,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print("lengthlens report: give RUNS (raw-layout folders or flat files) or --example", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    _start_workers(args)
+    _start_workers(args, sources)
     progress("load")
     runs = load_from_args(sources, args, bar=progress.enabled and progress.tty)
     progress.close()

@@ -140,3 +140,20 @@ def test_a_dead_worker_process_falls_back_to_threads_with_a_warning():
         assert parallel._processes is None  # the broken pool is gone; the next call starts fresh workers
     finally:
         parallel.stop_processes()
+
+
+def test_the_command_line_starts_workers_early_only_for_large_flat_files(tmp_path, monkeypatch):
+    import argparse
+
+    from lengthlens import cli
+
+    started = []
+    monkeypatch.setattr(parallel, "start_processes", lambda workers, modules: started.append((workers, modules)))
+    small, big = tmp_path / "small.parquet", tmp_path / "big.parquet"
+    small.write_bytes(b"x" * 1000)
+    big.write_bytes(b"x" * (cli._PRESTART_BYTES + 1))
+    args = argparse.Namespace(workers=2)
+    cli._start_workers(args, [small, tmp_path])  # a small file and a folder (a raw tree: size unknown until read)
+    assert started == []
+    cli._start_workers(args, [big])
+    assert started and started[0][0] == 2 and "lengthlens.analyses.group_pass" in started[0][1]
