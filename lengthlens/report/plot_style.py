@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
@@ -113,13 +114,11 @@ def to_svg(fig: Figure, *, close: bool = True) -> str:
     """The figure as an SVG element for inlining in HTML (no XML prolog, no per-element ids, responsive width).
 
     Matplotlib names elements ``figure_1``, ``axes_1``...; several figures on one page would repeat
-    those ids, so they are dropped (nothing refers to them). Referenced ids are content hashes.
+    those ids, so they are dropped (nothing refers to them). Referenced ids are content hashes, so the
+    same figure gives the same bytes in any process.
     """
     buf = io.StringIO()
-    with matplotlib.rc_context(_RC):
-        # Settle constrained layout first: on a figure's first draw, legends beside the axes can be
-        # measured after the layout has already been fixed, which clips them in the saved SVG.
-        fig.draw_without_rendering()
+    with matplotlib.rc_context(_RC), _svg_layout_once(fig):
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches=None)
     if close:
         plt.close(fig)
@@ -130,6 +129,31 @@ def to_svg(fig: Figure, *, close: bool = True) -> str:
     svg = re.sub(r'<svg([^>]*?)\swidth="([\d.]+)pt"\sheight="([\d.]+)pt"',
                  lambda m: f'<svg{m.group(1)} data-w="{m.group(2)}" data-h="{m.group(3)}"', svg, count=1)
     return svg
+
+
+@contextmanager
+def _svg_layout_once(fig: Figure) -> Iterator[None]:
+    """Lay the figure out once, measuring text as the SVG writer does, and save it with that layout frozen.
+
+    ``savefig`` with a layout engine draws the figure once without output to run the layout, then again
+    to write it; the layout itself measures every axes twice. Running the constrained layout here, on an
+    SVG canvas (whose text metrics are those of the SVG writer, not Agg's), then saving with no engine,
+    gives the same positions for one layout and one draw. The figure gets its engine and canvas back.
+    """
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+
+    engine, canvas = fig.get_layout_engine(), fig.canvas
+    if engine is None:
+        yield
+        return
+    FigureCanvasSVG(fig)
+    try:
+        engine.execute(fig)
+        fig.set_layout_engine("none")
+        yield
+    finally:
+        fig.set_layout_engine(engine)
+        fig.set_canvas(canvas)
 
 
 #: Tick values of a ratio's log axis, coarse to fine: the finest tier that fits is used.
