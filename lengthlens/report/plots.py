@@ -22,19 +22,8 @@ from matplotlib.ticker import FuncFormatter
 if TYPE_CHECKING:  # pragma: no cover
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = [
-    "FIGURES",
-    "fig_accuracy_vs_gain",
-    "fig_attribution",
-    "fig_gain_vs_lambda",
-    "fig_lambda_forest",
-    "fig_rounds_vs_time",
-    "fig_survival",
-    "few_items",
-    "method_colors",
-    "with_benchmark",
-    "to_svg",
-]
+__all__ = ["FIGURES", "fig_accuracy_vs_gain", "fig_attribution", "fig_gain_vs_lambda", "fig_lambda_forest",
+           "fig_rounds_vs_time", "fig_survival", "few_items", "method_colors", "with_benchmark", "to_svg"]
 
 from lengthlens.report.plot_style import (
     _RC,
@@ -43,6 +32,7 @@ from lengthlens.report.plot_style import (
     _dataset_markers,
     _empty,
     _legends,
+    Marks,
     _subplots,
     few_items,
     method_colors,
@@ -102,16 +92,18 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
 def _gain_lambda_panel(ax: Any, df: pd.DataFrame, few: pd.Series, colors: dict, markers: dict, show_ci: bool,
                        xlim: tuple[float, float], ylim: tuple[float, float]) -> None:
     """One pair's cells on log-log axes with the break-even diagonal and the shaded region above it."""
+    marks = Marks()
     for (m, d), g in df.groupby(["method", "benchmark"], sort=True):
         small = few.loc[g.index]
         full = g[~small]
         if show_ci and "lambda_lo" in g and len(full):
-            ax.vlines(full["gain"], full["lambda_lo"], full["lambda_hi"], color=colors[m], alpha=0.35, lw=0.8, zorder=2)
-        ax.scatter(full["gain"], full["lambda"], color=colors[m], marker=markers[d], s=26, alpha=0.9,
-                   edgecolors="white", linewidths=0.4, zorder=3)
+            marks.vbars(full["gain"], full["lambda_lo"], full["lambda_hi"], color=colors[m], alpha=0.35, linewidth=0.8)
+        marks.points(full["gain"], full["lambda"], color=colors[m], marker=markers[d], size=26, alpha=0.9,
+                     edgecolor="white", linewidth=0.4)
         if small.any():
-            ax.scatter(g[small]["gain"], g[small]["lambda"], facecolors="none", edgecolors=colors[m], marker=markers[d],
-                       s=22, linewidths=0.8, alpha=0.8, zorder=3)
+            marks.points(g[small]["gain"], g[small]["lambda"], color="none", edgecolor=colors[m], marker=markers[d],
+                         size=22, linewidth=0.8, alpha=0.8)
+    marks.draw(ax, zorder=3, bar_zorder=2)
     ax.set_xscale("log")
     ax.set_yscale("log")
     xs = np.geomspace(min(xlim[0], ylim[0]), max(xlim[1], ylim[1]), 50)
@@ -187,9 +179,11 @@ def fig_rounds_vs_time(obj: Analysis | pd.DataFrame) -> Figure:
         df = with_benchmark(df.reset_index(drop=True))
         colors = method_colors(df["method"])
         markers = _dataset_markers(df["benchmark"])
+        marks = Marks()
         for (m, d), g in df.groupby(["method", "benchmark"], sort=True):
-            ax.scatter(g["rounds_ratio"], g["time_ratio"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
-                       edgecolors="white", linewidths=0.4, zorder=3)
+            marks.points(g["rounds_ratio"], g["time_ratio"], color=colors[m], marker=markers[d], size=22, alpha=0.85,
+                         edgecolor="white", linewidth=0.4)
+        marks.draw(ax, zorder=3)
         lo, hi = _log_limits([df["rounds_ratio"], df["time_ratio"]])
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -225,12 +219,15 @@ def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> 
         colors = method_colors(df["method"])
         markers = _dataset_markers(g_all["dataset"])
         show_ci = len(g_all) <= 60
+        marks = Marks()
         for (m, d), g in g_all.groupby(["method", "dataset"], sort=True):
             if show_ci and "accuracy_delta_lo" in g:
                 gc = _with_ci(g)
-                ax.vlines(gc["gain"], gc["accuracy_delta_lo"], gc["accuracy_delta_hi"], color=colors[m], alpha=0.3, lw=0.8)
-            ax.scatter(g["gain"], g["accuracy_delta_pp"], color=colors[m], marker=markers[d], s=22, alpha=0.85,
-                       edgecolors="white", linewidths=0.4, zorder=3)
+                marks.vbars(gc["gain"], gc["accuracy_delta_lo"], gc["accuracy_delta_hi"], color=colors[m], alpha=0.3,
+                            linewidth=0.8)
+            marks.points(g["gain"], g["accuracy_delta_pp"], color=colors[m], marker=markers[d], size=22, alpha=0.85,
+                         edgecolor="white", linewidth=0.4)
+        marks.draw(ax, zorder=3, bar_zorder=2)
         ax.axhline(0, color="#98a2b3", lw=0.8)
         ax.axhline(-drop_pp, color="#a8322d", lw=0.9, ls="--")
         ax.text(ax.get_xlim()[1], -drop_pp, f" −{drop_pp:g} pp", va="center", ha="left", fontsize=7, color="#a8322d",

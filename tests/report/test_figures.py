@@ -134,9 +134,11 @@ def test_gain_vs_lambda_log_axes_pairs_few_items_and_unclipped_intervals(example
                 assert lo <= seg[:, 1].min() and seg[:, 1].max() <= hi  # no interval clipped
     from matplotlib.collections import PathCollection
 
-    hollow = [c for ax in axes for c in ax.collections
-              if isinstance(c, PathCollection) and len(c.get_offsets()) and len(c.get_facecolors()) == 0]
-    assert sum(len(c.get_offsets()) for c in hollow) == 1
+    def hollow(c: PathCollection) -> int:  # points drawn without a fill (none, or fully transparent)
+        fc = c.get_facecolors()
+        return len(c.get_offsets()) if len(fc) == 0 else sum(fc[i % len(fc)][3] == 0 for i in range(len(c.get_offsets())))
+
+    assert sum(hollow(c) for ax in axes for c in ax.collections if isinstance(c, PathCollection)) == 1
     # Its interval (0.01 to 50) is not drawn; the axes would have to reach 50 otherwise.
     assert max(ax.get_ylim()[1] for ax in axes) < 50
     assert F.few_items(cells).sum() == 1
@@ -188,3 +190,73 @@ def test_one_benchmark_on_two_targets_has_one_marker(example_analysis):
     legend_labels = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
     assert "aime24" in legend_labels and "aime24_qwen3" not in legend_labels
     assert set(F.with_benchmark(renamed)["benchmark"]) == set(cells["dataset"])
+
+
+def test_marks_draw_what_one_scatter_and_vlines_per_group_draw():
+    """Marks (one PathCollection, one LineCollection) against ax.scatter/ax.vlines per group: every point's
+    position, marker shape, size, colours and width, and every bar, in the same order."""
+    from matplotlib.collections import LineCollection
+
+    from lengthlens.report.plot_style import LensFigure, Marks
+
+    groups = [([1.0, 2.0], [3.0, 4.0], "o", 26, "#0072B2", "white", 0.4, 0.9),
+              ([1.5], [2.5], "^", 22, "none", "#D55E00", 0.8, 0.8),
+              ([2.5, np.nan], [1.0, 2.0], "s", 26, "#009E73", "white", 0.4, 0.9)]
+    old = LensFigure().subplots()
+    marks, new = Marks(), LensFigure().subplots()
+    for x, y, mk, s, c, e, lw, al in groups:
+        old.vlines(x, np.array(y) - 1, np.array(y) + 1, color=e if c == "none" else c, alpha=0.35, lw=0.8)
+        if c == "none":
+            old.scatter(x, y, facecolors="none", edgecolors=e, marker=mk, s=s, linewidths=lw, alpha=al, zorder=3)
+        else:
+            old.scatter(x, y, color=c, marker=mk, s=s, edgecolors=e, linewidths=lw, alpha=al, zorder=3)
+        marks.vbars(x, np.array(y) - 1, np.array(y) + 1, color=e if c == "none" else c, alpha=0.35, linewidth=0.8)
+        marks.points(x, y, color=c, edgecolor=e, marker=mk, size=s, linewidth=lw, alpha=al)
+    marks.draw(new, zorder=3, bar_zorder=2)
+
+    def expand(ax):  # one row per drawn point: x, y, size, face RGBA, edge RGBA, width, marker vertices
+        rows = []
+        for c in ax.collections:
+            if isinstance(c, LineCollection):
+                continue
+            off = np.ma.filled(np.ma.asarray(c.get_offsets()), np.nan)
+            fc, ec, lw, sz, paths = (c.get_facecolors(), c.get_edgecolors(), c.get_linewidths(), c.get_sizes(),
+                                     c.get_paths())
+            for i, (x, y) in enumerate(off):
+                if np.isfinite([x, y]).all():
+                    face = fc[i % len(fc)] if len(fc) else np.zeros(4)
+                    rows.append((x, y, sz[i % len(sz)], *face, *ec[i % len(ec)], lw[i % len(lw)],
+                                 paths[i % len(paths)].vertices.round(12).tobytes()))
+        return rows
+
+    def bars(ax):
+        return [(tuple(np.ravel(s)), tuple(c.get_colors()[i % len(c.get_colors())]), c.get_linewidths()[0])
+                for c in ax.collections if isinstance(c, LineCollection) for i, s in enumerate(c.get_segments())
+                if len(s) and np.isfinite(s).all()]
+
+    assert expand(new) == expand(old) and len(expand(new)) == 4
+    assert bars(new) == bars(old) and len(bars(new)) == 4
+    assert [c.get_zorder() for c in new.collections] == [2, 3]
+
+
+def test_to_svg_lays_out_once_and_draws_once(example_analysis, monkeypatch):
+    """The frozen single layout: one draw of the figure, and every axes where savefig's own constrained layout puts it."""
+    import io
+
+    import matplotlib
+
+    from lengthlens.report.plot_style import _RC, LensFigure
+
+    ref = F.fig_gain_vs_lambda(example_analysis)
+    with matplotlib.rc_context(_RC):
+        ref.savefig(io.StringIO(), format="svg")
+    fig = F.fig_gain_vs_lambda(example_analysis)
+    draws = []
+    orig = LensFigure.draw
+    monkeypatch.setattr(LensFigure, "draw", lambda self, r: (draws.append(1), orig(self, r))[1])
+    F.to_svg(fig, close=False)
+    assert len(draws) == 1
+    got = np.array([ax.get_position().bounds for ax in fig.axes])
+    want = np.array([ax.get_position().bounds for ax in ref.axes])
+    np.testing.assert_allclose(got, want, atol=1e-6)  # in figure fractions: < 0.001 pt on a 9-inch figure
+    assert fig.get_layout_engine() is not None  # the caller's figure keeps its engine
