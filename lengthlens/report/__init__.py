@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["CSV_OUTPUTS", "figures", "render_html", "render_pdf", "write_csvs", "write_latex", "write_report"]
+__all__ = ["CSV_OUTPUTS", "figure_svgs", "figures", "render_html", "render_pdf", "write_csvs", "write_latex", "write_report"]
 
 #: Output files and the tables they hold, in the order the README documents them.
 CSV_OUTPUTS = ("cells", "arms", "table3", "skipped")
@@ -103,10 +103,28 @@ def figures(analysis: Analysis) -> dict[str, Any]:
 
     The forest plot comes as one figure per dataset, keyed ``lambda_forest:<dataset>``.
     """
+    return {key: make() for key, make, _weight, _pinned in _figure_jobs(analysis)}
+
+
+#: Rough cost of each figure (CPU centiseconds at paper scale, 360 cells, measured), to balance the workers.
+_FIGURE_WEIGHT = {"gain_vs_lambda": 50.0, "survival": 30.0, "attribution": 15.0, "rounds_vs_time": 9.0,
+                  "accuracy_vs_gain": 8.0, "lambda_forest": 4.5}
+#: Figures rendered in the report's own process, never in a forked child: survival runs polars (its thread
+#: pool is not safe to use after a fork).
+_FIGURE_PINNED = {"survival"}
+
+
+def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any], float, bool]]:
+    """What :func:`figures` draws, as ``(key, make, weight, pinned)`` jobs: ``make()`` draws the figure."""
     from lengthlens.report import plots as F
 
-    out = {}
+    jobs = []
     cells = analysis.tables["cells"]
+
+    def job(key: str, make: Callable[[], Any]) -> None:
+        base = key.partition(":")[0]
+        jobs.append((key, make, _FIGURE_WEIGHT.get(base, 10.0), base in _FIGURE_PINNED))
+
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
@@ -114,12 +132,24 @@ def figures(analysis: Analysis) -> dict[str, Any]:
             continue
         if key == "lambda_forest" and not cells.empty:
             for ds in sorted(cells["dataset"].unique()):
-                out[f"{key}:{ds}"] = fn(cells, dataset=ds)
+                job(f"{key}:{ds}", lambda fn=fn, ds=ds: fn(cells, dataset=ds))
             continue
-        if not _plottable(analysis.tables["cells"], _FIGURE_NEEDS.get(key, ())):
+        if not _plottable(cells, _FIGURE_NEEDS.get(key, ())):
             continue
-        out[key] = fn(analysis)
-    return out
+        job(key, lambda fn=fn: fn(analysis))
+    return jobs
+
+
+def figure_svgs(analysis: Analysis, *, workers: int | None = None) -> dict[str, str]:
+    """The report's figures as SVG strings (:func:`~lengthlens.report.plot_style.to_svg`), keyed as by :func:`figures`.
+
+    Rendered by up to ``workers`` processes (default: the cores this process may use; 1 renders here, one
+    after the other): forked children render balanced parts (see :mod:`lengthlens.report.parallel`); the
+    strings are the same, byte for byte, whatever ``workers``.
+    """
+    from lengthlens.report.parallel import render_svgs
+
+    return render_svgs(_figure_jobs(analysis), workers)
 
 
 def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
@@ -134,16 +164,17 @@ def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
     return head + [k for k in keys if k not in head]
 
 
-def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict[str, dict[str, str]]:
+def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset(), *,
+                   workers: int | None = None) -> dict[str, dict[str, str]]:
     from lengthlens.report import context as ctx
     from lengthlens.report import plots as F
 
-    figs = figures(analysis)
+    svgs = figure_svgs(analysis, workers=workers)
     blocks = {}
-    for i, key in enumerate(_figure_order(list(figs), sections), start=1):
+    for i, key in enumerate(_figure_order(list(svgs), sections), start=1):
         base, _, ds = key.partition(":")
         caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "")
-        blocks[key] = {"svg": Markup(F.to_svg(figs[key])), "caption": caption, "id": f"fig-{ctx.slug(key)}",
+        blocks[key] = {"svg": Markup(svgs[key]), "caption": caption, "id": f"fig-{ctx.slug(key)}",
                        "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
                        or (base == "survival" and "censoring" in sections), "wide": base == "survival"}
     return blocks

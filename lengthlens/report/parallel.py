@@ -1,0 +1,88 @@
+"""Render the report's figures to SVG over several cores: forked worker processes, with a serial fallback.
+
+Each job is ``(key, make, weight, pinned)``: ``make()`` returns a matplotlib Figure, ``weight`` its rough cost,
+``pinned`` keeps it in this process (e.g. a figure that runs polars, whose thread pool a forked child must not
+use). The jobs are split into balanced parts; this process renders the first part while forked children
+render the others, and the SVG strings come back through the pool. The SVG of a figure does not depend on
+the process that writes it (ids are content hashes, see :func:`~lengthlens.report.plot_style.to_svg`), so the
+result is the same, byte for byte, whatever the worker count. Where ``fork`` is not available, with one
+worker, or on any failure of the pool (a child that dies, raises or does not answer within ``timeout``),
+the parts not received are rendered here, one after the other.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from collections.abc import Callable
+from typing import Any
+
+Job = tuple[str, Callable[[], Any], float, bool]
+
+#: The jobs of the render in progress: set before the pool forks, so that children inherit them (closures
+#: over the analysis need no pickling) and receive only a part's index.
+_JOBS: list[list[Job]] = []
+
+
+def default_workers() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``), else ``os.cpu_count()``; at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def balanced_parts(jobs: list[Job], n: int) -> list[list[Job]]:
+    """``n`` parts of about equal weight (heaviest job first onto the lightest part); pinned jobs go to part 0.
+    Within a part, jobs keep their given order. Empty parts are dropped (part 0 is kept)."""
+    n = max(1, min(n, len(jobs)))
+    parts: list[list[int]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for i, job in enumerate(jobs):
+        if job[3]:
+            parts[0].append(i)
+            load[0] += job[2]
+    for i in sorted((i for i, j in enumerate(jobs) if not j[3]), key=lambda i: (-jobs[i][2], i)):
+        k = min(range(n), key=lambda k: (load[k], k))
+        parts[k].append(i)
+        load[k] += jobs[i][2]
+    return [[jobs[i] for i in sorted(p)] for k, p in enumerate(parts) if p or k == 0]
+
+
+def _render(part: list[Job]) -> list[tuple[str, str]]:
+    from lengthlens.report.plot_style import to_svg
+
+    return [(key, to_svg(make())) for key, make, _w, _p in part]
+
+
+def _render_child(k: int) -> list[tuple[str, str]]:
+    gc.disable()  # a short-lived child: collecting the figures' reference cycles is wasted time
+    return _render(_JOBS[k])
+
+
+def render_svgs(jobs: list[Job], workers: int | None = None, *, timeout: float = 120.0) -> dict[str, str]:
+    """``{key: svg}`` in the jobs' order, rendered by up to ``workers`` processes (default :func:`default_workers`)."""
+    global _JOBS
+    parts = balanced_parts(jobs, default_workers() if workers is None else workers)
+    done: dict[str, str] = {}
+    if len(parts) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        _JOBS = parts
+        pool = None
+        try:
+            pool = multiprocessing.get_context("fork").Pool(len(parts) - 1)
+            pending = pool.map_async(_render_child, range(1, len(parts)))
+            done.update(_render(parts[0]))
+            for got in pending.get(timeout):
+                done.update(got)
+        except Exception:  # noqa: BLE001 - any failure of the pool: what is missing is rendered below
+            pass
+        finally:
+            _JOBS = []
+            if pool is not None:
+                pool.terminate()
+                pool.join()
+    for part in parts:
+        if any(key not in done for key, *_ in part):
+            done.update(_render([j for j in part if j[0] not in done]))
+    return {key: done[key] for key, *_ in jobs}
