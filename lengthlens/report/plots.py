@@ -73,10 +73,18 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
         ci = [df.loc[~few, "lambda_lo"], df.loc[~few, "lambda_hi"]] if show_ci and "lambda_lo" in df else []
         xlim = _log_limits([df["gain"]])
         ylim = _log_limits([df["lambda"], *ci, pd.Series(list(xlim))])
+        rows = df.groupby(["target", "draft"], sort=False).indices
         for ax, (tgt, drf) in zip(axes.flat, pairs):
-            sel = (df["target"] == tgt) & (df["draft"] == drf)
-            _gain_lambda_panel(ax, df[sel], few[sel], colors, markers, show_ci, xlim, ylim)
+            sel = rows[(tgt, drf)]
+            _gain_lambda_panel(ax, df.iloc[sel], few.iloc[sel], colors, markers, show_ci, xlim, ylim)
             ax.set_title(f"{tgt} ← {drf}" if len(pairs) > 1 else f"Gain against length ratio, {len(df)} cells")
+        ax = axes.flat[0]  # the axes share x and y: their scale, limits and tickers are set once for all
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(*xlim)
+        ax.set_ylim(*ylim)
+        ratio_ticks(ax.xaxis, *xlim)
+        ratio_ticks(ax.yaxis, *ylim)
         for ax in list(axes.flat)[len(pairs):]:
             ax.set_visible(False)
         fig.supxlabel("per-round gain (ℓ+1)/(ℓ*+1): what acceptance length promises (log scale)", fontsize=8.5, x=0.42)
@@ -91,21 +99,21 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
 
 def _gain_lambda_panel(ax: Any, df: pd.DataFrame, few: pd.Series, colors: dict, markers: dict, show_ci: bool,
                        xlim: tuple[float, float], ylim: tuple[float, float]) -> None:
-    """One pair's cells on log-log axes with the break-even diagonal and the shaded region above it."""
+    """One pair's cells with the break-even diagonal and the shaded region above it (log axes, set by the caller)."""
     marks = Marks()
-    for (m, d), g in df.groupby(["method", "benchmark"], sort=True):
-        small = few.loc[g.index]
-        full = g[~small]
-        if show_ci and "lambda_lo" in g and len(full):
-            marks.vbars(full["gain"], full["lambda_lo"], full["lambda_hi"], color=colors[m], alpha=0.35, linewidth=0.8)
-        marks.points(full["gain"], full["lambda"], color=colors[m], marker=markers[d], size=26, alpha=0.9,
+    gain, lam, small = df["gain"].to_numpy(float), df["lambda"].to_numpy(float), few.to_numpy(bool)
+    ci = show_ci and "lambda_lo" in df
+    lo, hi = (df["lambda_lo"].to_numpy(float), df["lambda_hi"].to_numpy(float)) if ci else (gain, gain)
+    for (m, d), at in sorted(df.groupby(["method", "benchmark"]).indices.items()):
+        full, hollow = at[~small[at]], at[small[at]]
+        if ci and len(full):
+            marks.vbars(gain[full], lo[full], hi[full], color=colors[m], alpha=0.35, linewidth=0.8)
+        marks.points(gain[full], lam[full], color=colors[m], marker=markers[d], size=26, alpha=0.9,
                      edgecolor="white", linewidth=0.4)
-        if small.any():
-            marks.points(g[small]["gain"], g[small]["lambda"], color="none", edgecolor=colors[m], marker=markers[d],
+        if len(hollow):
+            marks.points(gain[hollow], lam[hollow], color="none", edgecolor=colors[m], marker=markers[d],
                          size=22, linewidth=0.8, alpha=0.8)
     marks.draw(ax, zorder=3, bar_zorder=2)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
     xs = np.geomspace(min(xlim[0], ylim[0]), max(xlim[1], ylim[1]), 50)
     ax.fill_between(xs, xs, ylim[1] * 10, color="#fbe9e7", zorder=0, lw=0)
     ax.plot(xs, xs, color="#a8322d", lw=1.1, zorder=1)
@@ -113,10 +121,6 @@ def _gain_lambda_panel(ax: Any, df: pd.DataFrame, few: pd.Series, colors: dict, 
     ax.axvline(1, color="#98a2b3", lw=0.8, ls=":")
     ax.text(0.02, 0.98, "above the line: more verifier rounds than strict\n(R/R* = λ / gain > 1)",
             transform=ax.transAxes, ha="left", va="top", color="#a8322d", fontsize=7.5)
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ratio_ticks(ax.xaxis, *xlim)
-    ratio_ticks(ax.yaxis, *ylim)
 
 
 def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, max_labels: int = 44) -> Figure:
