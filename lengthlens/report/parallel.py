@@ -51,38 +51,55 @@ def balanced_parts(jobs: list[Job], n: int) -> list[list[Job]]:
 
 
 def _render(part: list[Job]) -> list[tuple[str, str]]:
+    """The part's SVGs, with the cyclic garbage collector paused: each figure is a web of reference cycles
+    that it would otherwise walk, with everything else the process holds, again and again (10-20 % of the time)."""
     from lengthlens.report.plot_style import to_svg
 
-    return [(key, to_svg(make())) for key, make, _w, _p in part]
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return [(key, to_svg(make())) for key, make, _w, _p in part]
+    finally:
+        if paused:
+            gc.enable()
 
 
 def _render_child(k: int) -> list[tuple[str, str]]:
-    gc.disable()  # a short-lived child: collecting the figures' reference cycles is wasted time
     return _render(_JOBS[k])
 
 
 def render_svgs(jobs: list[Job], workers: int | None = None, *, timeout: float = 120.0) -> dict[str, str]:
     """``{key: svg}`` in the jobs' order, rendered by up to ``workers`` processes (default :func:`default_workers`)."""
-    global _JOBS
     parts = balanced_parts(jobs, default_workers() if workers is None else workers)
     done: dict[str, str] = {}
     if len(parts) > 1 and "fork" in multiprocessing.get_all_start_methods():
-        _JOBS = parts
-        pool = None
-        try:
-            pool = multiprocessing.get_context("fork").Pool(len(parts) - 1)
-            pending = pool.map_async(_render_child, range(1, len(parts)))
-            done.update(_render(parts[0]))
-            for got in pending.get(timeout):
-                done.update(got)
-        except Exception:  # noqa: BLE001 - any failure of the pool: what is missing is rendered below
-            pass
-        finally:
-            _JOBS = []
-            if pool is not None:
-                pool.terminate()
-                pool.join()
-    for part in parts:
+        done.update(_render_forked(parts, timeout))
+    for part in parts:  # this process's part, or everything a child did not deliver
         if any(key not in done for key, *_ in part):
             done.update(_render([j for j in part if j[0] not in done]))
     return {key: done[key] for key, *_ in jobs}
+
+
+def _render_forked(parts: list[list[Job]], timeout: float) -> dict[str, str]:
+    """Render ``parts[1:]`` in forked children while this process renders ``parts[0]``; what arrived, on any failure."""
+    global _JOBS
+    from concurrent.futures import ProcessPoolExecutor
+
+    done: dict[str, str] = {}
+    _JOBS = parts
+    pool = None
+    try:
+        pool = ProcessPoolExecutor(len(parts) - 1, mp_context=multiprocessing.get_context("fork"))
+        futures = [pool.submit(_render_child, k) for k in range(1, len(parts))]
+        done.update(_render(parts[0]))
+        for f in futures:
+            done.update(f.result(timeout))
+    except Exception:  # noqa: BLE001 - a child that died, raised or hangs: the caller renders what is missing
+        if pool is not None:
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+    finally:
+        _JOBS = []
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return done
