@@ -107,11 +107,11 @@ def figures(analysis: Analysis) -> dict[str, Any]:
 
 
 #: Rough cost of each figure (CPU centiseconds at paper scale, 360 cells, measured), to balance the workers.
-_FIGURE_WEIGHT = {"gain_vs_lambda": 40.0, "survival": 30.0, "attribution": 16.0, "rounds_vs_time": 8.5,
+_FIGURE_WEIGHT = {"gain_vs_lambda": 40.0, "survival": 38.0, "attribution": 16.0, "rounds_vs_time": 8.5,
                   "accuracy_vs_gain": 8.5, "lambda_forest": 4.3}
-#: Figures rendered in the report's own process, never in a forked child (none: survival's polars work, whose
-#: thread pool is not safe to use after a fork, is done before, in :func:`_figure_jobs`).
-_FIGURE_PINNED: set[str] = set()
+#: Figures rendered in the report's own process, never in a forked child: survival runs polars, whose thread
+#: pool is not safe to use after a fork (its polars part runs here while the children draw).
+_FIGURE_PINNED = {"survival"}
 
 
 def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any], float, bool]]:
@@ -135,10 +135,6 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any], float
                 job(f"{key}:{ds}", lambda fn=fn, ds=ds: fn(cells, dataset=ds))
             continue
         if not _plottable(cells, _FIGURE_NEEDS.get(key, ())):
-            continue
-        if key == "survival":  # its data from polars here, so that the figure needs numpy and matplotlib only
-            data = F._survival_data(analysis)
-            job(key, lambda fn=fn, data=data: fn(analysis, data=data))
             continue
         job(key, lambda fn=fn: fn(analysis))
     return jobs

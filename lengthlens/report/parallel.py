@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -90,7 +91,12 @@ def _render_forked(parts: list[list[Job]], timeout: float) -> dict[str, str]:
     pool = None
     try:
         pool = ProcessPoolExecutor(len(parts) - 1, mp_context=multiprocessing.get_context("fork"))
-        futures = [pool.submit(_render_child, k) for k in range(1, len(parts))]
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns on any fork of a process with threads (polars', BLAS'): the children here
+            # use neither polars nor locks those threads hold, and a child that hangs is given up after ``timeout``.
+            warnings.filterwarnings("ignore", message=r".*multi-threaded, use of fork\(\) may lead to deadlocks",
+                                    category=DeprecationWarning)
+            futures = [pool.submit(_render_child, k) for k in range(1, len(parts))]
         done.update(_render(parts[0]))
         for f in futures:
             done.update(f.result(timeout))
