@@ -28,6 +28,7 @@ _RC = {
     "font.family": "DejaVu Sans",
     "font.size": 8.5,
     "axes.titlesize": 9.5,
+    "axes.titley": 1.0,  # titles at the top (none of our axes has tick labels above): no per-draw title placement
     "axes.labelsize": 8.5,
     "legend.fontsize": 7.5,
     "xtick.labelsize": 7.5,
