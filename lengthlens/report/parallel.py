@@ -8,13 +8,16 @@ the process that writes it (ids are content hashes, see :func:`~lengthlens.repor
 result is the same, byte for byte, whatever the worker count. Where ``fork`` is not available, with one
 worker, or on any failure of the pool (a child that dies, raises or does not answer within ``timeout``),
 the parts not received are rendered here, one after the other.
+
+Fork, unlike the analysis' spawned workers (:mod:`lengthlens.stats.parallel`): a forked child starts at once
+with matplotlib imported and the analysis in memory (nothing to pickle), and its jobs use no polars, whose
+thread pool is what makes fork unsafe there. The worker count defaults to the analysis' (``$LENGTHLENS_WORKERS``).
 """
 
 from __future__ import annotations
 
 import gc
 import multiprocessing
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -27,11 +30,11 @@ _JOBS: list[list[Job]] = []
 
 
 def default_workers() -> int:
-    """The cores this process may run on (``os.sched_getaffinity``), else ``os.cpu_count()``; at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - macOS, Windows
-        return max(1, os.cpu_count() or 1)
+    """The analysis' default (:func:`lengthlens.stats.parallel.default_workers`): ``$LENGTHLENS_WORKERS``, else the
+    cores this process may use (at most 8)."""
+    from lengthlens.stats.parallel import default_workers as analysis_default
+
+    return analysis_default()
 
 
 def balanced_parts(jobs: list[Job], n: int) -> list[list[Job]]:

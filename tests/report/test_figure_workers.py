@@ -77,9 +77,13 @@ def test_an_error_in_a_figure_is_raised_not_swallowed():
         P.render_svgs([_job("ok", 1, make=lambda: _fig("ok")), _job("broken", 1, make=broken)], workers=2)
 
 
-def test_default_workers_is_the_usable_core_count():
-    want = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    assert P.default_workers() == max(1, want)
+def test_default_workers_follow_the_analysis_default(monkeypatch):
+    monkeypatch.delenv("LENGTHLENS_WORKERS", raising=False)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    assert P.default_workers() == max(1, min(cores, 8))
+    monkeypatch.setenv("LENGTHLENS_WORKERS", "1")
+    assert P.default_workers() == 1
+    assert len(P.balanced_parts([_job("a", 1), _job("b", 1)], P.default_workers())) == 1  # one part: no fork
 
 
 def test_only_pinned_figure_jobs_run_polars(example_analysis, monkeypatch):
