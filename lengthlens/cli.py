@@ -78,8 +78,8 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                         "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="groups analysed at once on threads (default: the cores available, or $LENGTHLENS_WORKERS); "
-                        "the numbers do not depend on it")
+                   help="worker processes for the analysis and the figures (default: the cores available, or "
+                        "$LENGTHLENS_WORKERS); the numbers do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
 
@@ -189,7 +189,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 1
     analysis = analyse_from_args(runs, args, progress=progress)
     written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
-                           progress=progress)
+                           progress=progress, workers=args.workers)
     progress.close()
     if not args.quiet:
         print(runs.summary())

@@ -205,8 +205,12 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
 
 
 def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
-                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None) -> str:
-    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html"."""
+                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None,
+                workers: int | None = None) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html".
+
+    ``workers``: processes rendering the figures (:func:`figure_svgs`).
+    """
     import pandas as pd
 
     from lengthlens.report import context as ctx
@@ -219,7 +223,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     optional = _group_tables(analysis)
     if with_figures:
         say("figures")
-    figs = _figure_blocks(analysis, set(optional)) if with_figures else {}
+    figs = _figure_blocks(analysis, set(optional), workers=workers) if with_figures else {}
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
     say("report.html")
@@ -322,16 +326,17 @@ def write_latex(analysis: Analysis, out: Path) -> list[Path]:
 
 
 def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex: bool = False, figures: bool = True,
-                 progress: Callable[[str], None] | None = None) -> list[Path]:
+                 progress: Callable[[str], None] | None = None, workers: int | None = None) -> list[Path]:
     """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``; return the paths.
 
     ``progress`` is called with the name of each stage as it starts (tables, figures, report.html, report.pdf, LaTeX).
+    ``workers``: processes rendering the figures (default: the cores available).
     """
     out = Path(out)
     say = progress or (lambda _stage: None)
     say("tables (CSV)")
     written = write_csvs(analysis, out)
-    html = render_html(analysis, with_figures=figures, progress=say)
+    html = render_html(analysis, with_figures=figures, progress=say, workers=workers)
     html_path = out / "report.html"
     html_path.write_text(html, encoding="utf-8")
     written.append(html_path)
