@@ -16,6 +16,7 @@ so no metric is defined twice.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -56,14 +57,18 @@ def item_products(X: np.ndarray, pairs: tuple[tuple[int, int], ...]) -> np.ndarr
 
 
 def _transform(values: np.ndarray, log: bool) -> np.ndarray:
+    """log of a metric's values (NaN where not positive); the values themselves on the identity scale.
+
+    The caller silences the floating-point warnings of log (one ``np.errstate`` around many calls).
+    """
     if not log:
         return values
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.log(values)
-    out = np.asarray(out)
+    out = np.asarray(np.log(values))
     if out.ndim == 0:
         return out if values > 0 else np.asarray(np.nan)
-    out[~(values > 0)] = np.nan  # 0 and negatives (and NaN) have no log here
+    positive = values > 0
+    if not positive.all():
+        out[~positive] = np.nan  # 0 and negatives (and NaN) have no log here
     return out
 
 
@@ -75,27 +80,74 @@ def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple
     items in each sum (a resample of n items has n). Values where the metric is undefined (or not
     positive on the log scale) are NaN.
     """
+    s = {f: sums[..., i] for f, i in SUM_INDEX.items()}
+    m = {p: moments[..., j] for j, p in enumerate(pairs)}
+    return metrics_and_ses((name,), s, m, n_items, log)[name]
+
+
+def metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: Mapping[tuple[int, int], np.ndarray],
+                    n_items: np.ndarray | float, log: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """:func:`metric_and_se` of several metrics on the same sums: {name: (value, se)}.
+
+    ``s`` maps a field name (SUM_FIELDS) to its sums, ``moments`` a pair (k, l) to sum_i x_k x_l;
+    arrays of any shapes that broadcast (a field equal in every cell may be one row). What the
+    metrics have in common is computed once: a field's step and perturbed sums, and a pair's
+    centred moment M_kl - S_k S_l / n. Each is the very expression :func:`metric_and_se` evaluated,
+    in the same order, so the values are the same to the bit.
+    """
+    steps = {k: _Step(s[SUM_FIELDS[k]]) for k in sorted({k for n in names for k in metric_fields(n)})}
+    centred: dict[tuple[int, int], np.ndarray] = {}
+
+    def centred_moment(k: int, l: int) -> np.ndarray:
+        if (k, l) not in centred:
+            centred[(k, l)] = moments[(k, l)] - s[SUM_FIELDS[k]] * s[SUM_FIELDS[l]] / n_items
+        return centred[(k, l)]
+
+    with np.errstate(all="ignore"):  # undefined values are NaN, and counted as such by the intervals
+        return {n: _value_and_se(n, s, steps, centred_moment, log) for n in names}
+
+
+class _Step:
+    """A field's central-difference step h and its sums moved by +h and -h."""
+
+    def __init__(self, x: np.ndarray):
+        self.h = _STEP * np.maximum(np.abs(x), 1.0)
+        self.up, self.down, self.twice = x + self.h, x - self.h, 2 * self.h
+
+
+def _value_and_se(name: str, s: Mapping[str, np.ndarray], steps: dict[int, _Step],
+                  centred_moment: Callable[[int, int], np.ndarray], log: bool) -> tuple[np.ndarray, np.ndarray]:
     fields = metric_fields(name)
     fn = METRIC_BY_NAME[name].fn
-    s = {f: sums[..., i] for f, i in SUM_INDEX.items()}  # views: a perturbation replaces one entry
     value = _transform(fn(s), log)
     grads = []
     for k in fields:
-        field = SUM_FIELDS[k]
-        h = _STEP * np.maximum(np.abs(s[field]), 1.0)
-        f_up = _transform(fn({**s, field: s[field] + h}), log)
-        f_down = _transform(fn({**s, field: s[field] - h}), log)
-        grads.append((f_up - f_down) / (2 * h))
-    pos = {p: j for j, p in enumerate(pairs)}
-    var = np.zeros(np.shape(value))
-    for a, k in enumerate(fields):
-        for b in range(a, len(fields)):
-            l = fields[b]
-            term = grads[a] * grads[b] * (moments[..., pos[(k, l)]] - sums[..., k] * sums[..., l] / n_items)
-            var += term if a == b else 2.0 * term
-    with np.errstate(invalid="ignore"):
-        se = np.sqrt(np.maximum(var, 0.0))
+        field, step = SUM_FIELDS[k], steps[k]
+        f_up = _transform(fn({**s, field: step.up}), log)
+        f_down = _transform(fn({**s, field: step.down}), log)
+        # (f_up - f_down) / (2 h), in place on the fresh arrays of the log (identity scale: the metric's own arrays)
+        diff = np.subtract(f_up, f_down, out=f_up if log else None)
+        grads.append(np.divide(diff, step.twice, out=diff if log else None))
+    var = _quadratic_form(grads, fields, centred_moment, np.shape(value))
+    se = np.sqrt(np.maximum(var, 0.0))
     return value, np.where(np.isfinite(value), se, np.nan)
+
+
+def _quadratic_form(grads: list[np.ndarray], fields: tuple[int, ...], centred_moment: Callable[[int, int], np.ndarray],
+                    shape: tuple[int, ...]) -> np.ndarray:
+    """g' (M - S S' / n) g, term by term in the order (a, b >= a), off-diagonal terms doubled, added to zeros."""
+    pairs = [(a, b) for a in range(len(fields)) for b in range(a, len(fields))]
+    shape = np.broadcast_shapes(shape, *(g.shape for g in grads),
+                                *(np.shape(centred_moment(fields[a], fields[b])) for a, b in pairs))
+    var = np.zeros(shape)
+    term = np.empty(shape)
+    for a, b in pairs:
+        np.multiply(grads[a], grads[b], out=term)
+        np.multiply(term, centred_moment(fields[a], fields[b]), out=term)
+        if a != b:
+            np.multiply(term, 2.0, out=term)
+        np.add(var, term, out=var)
+    return var
 
 
 def is_log_scale(name: str) -> bool:

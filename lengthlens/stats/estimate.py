@@ -17,9 +17,11 @@ import polars as pl
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.schema import UNIT_KEY
-from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, moment_pairs
+from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, metrics_and_ses, moment_pairs
+from lengthlens.stats.distinct_product import resampled_sums
 from lengthlens.stats.metrics import (
     INTERVAL_METRICS,
+    METRIC_BY_NAME,
     METRIC_INPUTS,
     METRICS,
     SUM_FIELDS,
@@ -263,18 +265,20 @@ def cell_intervals(X: np.ndarray, counts: np.ndarray, ci: str, level: float, rep
     """
     n_items, n_cells, n_q = X.shape
     B = counts.shape[0]
-    stud = [m for m in INTERVAL_METRICS if ci == "studentized" and is_log_scale(m)]
-    pairs = moment_pairs(tuple(stud))
+    stud = tuple(m for m in INTERVAL_METRICS if ci == "studentized" and is_log_scale(m))
+    pairs = moment_pairs(stud)
     Xe = np.concatenate([X, item_products(X, pairs)], axis=2)  # sums, then item products for the SEs
-    X2 = Xe.reshape(n_items, -1)
-    # Columns repeat across cells (the baseline's sums on the same units, counts): multiply the distinct ones only.
-    uniq, inverse = np.unique(X2, axis=1, return_inverse=True)
-    boot = (counts @ uniq)[:, inverse.ravel()].reshape(B, n_cells, Xe.shape[2])
     rest = [k for k, m in enumerate(INTERVAL_METRICS) if m not in stud]  # percentile or BCa for these
-    reps = evaluate(boot[..., :n_q], tuple(INTERVAL_METRICS[k] for k in rest) + ("accuracy_delta_pp",))
+    rest_names = tuple(dict.fromkeys([INTERVAL_METRICS[k] for k in rest] + ["accuracy_delta_pp"]))
+    boot, boot_moments = resampled_sums(Xe, counts, n_q, pairs, rest_names + stud)
+
+    def full(a: np.ndarray) -> np.ndarray:  # (n_cells, B) or one row -> (B, n_cells), as the interval functions read them
+        return np.broadcast_to(a, (n_cells, B)).T
+
+    reps = {m: METRIC_BY_NAME[m].fn(boot) for m in rest_names}
     if replicates is not None:
-        replicates["accuracy_delta_pp"] = reps["accuracy_delta_pp"]
-    stacked = np.stack([reps[INTERVAL_METRICS[k]] for k in rest] or [np.zeros((B, n_cells))], axis=1)  # (B, n_rest, n_cells)
+        replicates["accuracy_delta_pp"] = full(reps["accuracy_delta_pp"])
+    stacked = np.stack([full(reps[INTERVAL_METRICS[k]]) for k in rest] or [np.zeros((B, n_cells))], axis=1)  # (B, n_rest, n_cells)
     if ci == "bca":
         jack = evaluate(jackknife_sums(X.reshape(n_items, -1)).reshape(n_items, n_cells, n_q), INTERVAL_METRICS)
         jack_stacked = np.stack([jack[m] for m in INTERVAL_METRICS], axis=1)
@@ -286,23 +290,25 @@ def cell_intervals(X: np.ndarray, counts: np.ndarray, ci: str, level: float, rep
     if rest:
         lo[rest], hi[rest], und[rest] = percentile_interval(stacked, level)
     sums = Xe.sum(axis=0)
+    point_se = metrics_and_ses(stud, {f: sums[..., i] for f, i in SUM_INDEX.items()},
+                               {p: sums[..., n_q + j] for j, p in enumerate(pairs)}, n_items, log=True)
+    boot_se = metrics_and_ses(stud, boot, boot_moments, n_items, log=True)
     fallback = np.zeros(shape, dtype=bool)  # degenerate bootstrap-t: percentile used instead (see studentized_interval)
     for m in stud:
         k = INTERVAL_METRICS.index(m)
         mask: list = []
-        lo[k], hi[k], und[k] = _studentized(m, sums, boot, n_q, pairs, n_items, level, fell_back=mask)
+        (est, se), (est_b, se_b) = point_se[m], boot_se[m]
+        lo[k], hi[k], und[k] = _studentized(est, se, full(est_b), full(se_b), level, log=True, fell_back=mask)
         fallback[k] = mask[0]
     if replicates is not None:
         replicates["percentile_fallback"] = fallback
     return lo, hi, und
 
 
-def _studentized(name: str, sums: np.ndarray, boot: np.ndarray, n_q: int, pairs, n_items: int, level: float,
+def _studentized(est: np.ndarray, se: np.ndarray, est_b: np.ndarray, se_b: np.ndarray, level: float, log: bool,
                  fell_back: list | None = None):
-    """Bootstrap-t interval of one metric for every cell (log scale for ratios): lo, hi, undefined resamples."""
-    log = is_log_scale(name)
-    est, se = metric_and_se(name, sums[..., :n_q], sums[..., n_q:], pairs, n_items, log=log)
-    est_b, se_b = metric_and_se(name, boot[..., :n_q], boot[..., n_q:], pairs, n_items, log=log)
+    """Bootstrap-t interval of one metric for every cell from its values and SEs (on the log scale for ratios,
+    then exponentiated): lo, hi, undefined resamples."""
     lo, hi, und = studentized_interval(est, se, est_b, se_b, level, fell_back=fell_back)
     if not log:
         return lo, hi, und
