@@ -66,9 +66,8 @@ def _transform(values: np.ndarray, log: bool) -> np.ndarray:
     out = np.asarray(np.log(values))
     if out.ndim == 0:
         return out if values > 0 else np.asarray(np.nan)
-    positive = values > 0
-    if not positive.all():
-        out[~positive] = np.nan  # 0 and negatives (and NaN) have no log here
+    if not values.min(initial=np.inf) > 0:  # one pass in the usual case where every value is positive
+        out[~(values > 0)] = np.nan  # 0 and negatives (and NaN) have no log here
     return out
 
 

@@ -3,13 +3,16 @@
 The cells of a group share columns: the baseline's sums (and their products) are the same for
 every arm on the same runs, and counters like ``n`` or ``n_lbar`` are often equal to each other.
 The count-matrix product C @ X is the bulk of the interval kernel, so each distinct column is
-multiplied once, and each cell's sums are read as views of the product (no gathered copy).
+multiplied once and each cell's sums are read back from the product.
 
-Exactness: a column's resampled sums are C @ x for any column x equal to it (as floats), and the
-product of one column does not depend on where the column sits in the matrix or how many
-columns there are (BLAS accumulates each output over the items in the same order; checked in
-tests/core/test_distinct_product.py against the previous ``np.unique(axis=1)`` formulation). Columns
-that differ only in the sign of a zero give the same sums too: a zero term never changes a sum.
+Exactness: the product is the very call the kernel always made, ``counts @ uniq`` with ``uniq``
+the columns of ``np.unique(X, axis=1)`` in its order and memory layout (F-ordered), so its numbers
+are the same to the bit. (Which columns a BLAS kernel handles as a remainder, and so its rounding,
+depends on the matrix's width and the column's place in it: the matrix itself must not change.)
+What is faster is finding those columns: when every entry is a non-negative number (no NaN, no
+-0.0: the sums of counts and times always are), the big-endian bytes of a column compare like its
+values, so a sort of the columns as byte strings gives numpy's lexicographic order; otherwise
+numpy's own structured sort is used.
 """
 
 from __future__ import annotations
@@ -22,51 +25,41 @@ from lengthlens.stats.delta import metric_fields
 from lengthlens.stats.metrics import SUM_FIELDS
 
 
-def first_equal_rows(rows: np.ndarray) -> np.ndarray:
-    """For each row of ``rows`` (m, n), the index of a row equal to it: the first one with the same
-    fingerprint when equal to it, else itself (a NaN row stands alone; a duplicate may be missed,
-    which costs a multiplication, never a wrong number)."""
-    m, n = rows.shape
-    if m == 0:
-        return np.zeros(0, dtype=np.int64)
-    weights = np.random.default_rng(0x5EED).uniform(0.5, 1.5, size=n)  # fixed: a fingerprint, not a statistic
-    with np.errstate(all="ignore"):
-        fingerprint = rows @ weights
-    _, first, inverse = np.unique(fingerprint, return_index=True, return_inverse=True)
-    rep = first[inverse.ravel()]
-    same = (rows == rows[rep]).all(axis=1)
-    return np.where(same, rep, np.arange(m))
+def unique_columns(X2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(X2, axis=1, return_inverse=True)`` for a 2-D float array: the distinct columns (an F-ordered
+    (n_rows, n_distinct) array, as numpy returns it) and each column's index among them."""
+    n, m = X2.shape
+    rows = np.ascontiguousarray(X2.T)  # a column per row, as np.unique lays them out
+    if n == 0 or m == 0 or np.signbit(rows).any() or np.isnan(rows).any():
+        uniq, inverse = np.unique(X2, axis=1, return_inverse=True)
+        return uniq, inverse.ravel()
+    keys = rows.astype(">f8").view(np.dtype((np.void, 8 * n))).ravel()  # non-negative doubles: bytes order = value order
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return rows[first].T, inverse.ravel()
 
 
 def resampled_columns(X: np.ndarray, counts: np.ndarray, columns: Sequence[int]) -> dict[int, np.ndarray]:
     """{column c: the cells' sums of X[:, :, c] in every resample}, as (n_cells, B) arrays.
 
-    ``X`` (n_items, n_cells, n_cols) holds item sums, ``counts`` (B, n_items) the draws. A column
-    that is the same for every cell comes back as a (1, B) view (it broadcasts against the others);
-    the rows of a column are views of one (n_distinct, B) product wherever its cells' columns are
-    new and consecutive, else a gathered copy.
+    ``X`` (n_items, n_cells, n_cols) holds item sums, ``counts`` (B, n_items) the draws. The product
+    covers every column of X (see the module's note on exactness), then is laid out one row per distinct
+    column; a column that is the same for every cell comes back as a (1, B) view (it broadcasts).
     """
     n_items, n_cells, _ = X.shape
-    columns = list(columns)
-    rows = np.ascontiguousarray(X[:, :, columns].transpose(2, 1, 0)).reshape(-1, n_items)  # column-major, then cell
-    keep, position = np.unique(first_equal_rows(rows), return_inverse=True)  # keep: ascending, so new columns stay in order
-    product = rows[keep] @ counts.T  # (n_distinct, B)
-    position = position.ravel().reshape(len(columns), n_cells)
+    uniq, inverse = unique_columns(X.reshape(n_items, -1))
+    product = np.ascontiguousarray((counts @ uniq).T)  # (n_distinct, B): each distinct column's sums contiguous
+    position = inverse.reshape(n_cells, -1)
     out: dict[int, np.ndarray] = {}
-    for c, pos in zip(columns, position):
-        if (pos == pos[0]).all():
-            out[c] = product[pos[0]][None, :]
-        elif (np.diff(pos) == 1).all():
-            out[c] = product[pos[0]:pos[0] + n_cells]
-        else:
-            out[c] = product[pos]
+    for c in columns:
+        pos = position[:, c]
+        out[c] = product[pos[0]][None, :] if (pos == pos[0]).all() else product[pos]
     return out
 
 
 def resampled_sums(Xe: np.ndarray, counts: np.ndarray, n_q: int, pairs: tuple[tuple[int, int], ...],
                    names: Sequence[str]) -> tuple[dict[str, np.ndarray], dict[tuple[int, int], np.ndarray]]:
     """The sums that the metrics ``names`` read, by field name, and the item-product sums of ``pairs``, by pair,
-    in every resample: (n_cells, B) arrays (one row where the cells agree). Only these columns are multiplied.
+    in every resample: (n_cells, B) arrays (one row where the cells agree).
 
     ``Xe`` (n_items, n_cells, n_q + len(pairs)) holds the item sums (metrics.SUM_FIELDS), then the item products.
     """

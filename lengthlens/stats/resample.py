@@ -38,17 +38,19 @@ def item_counts(n_items: int, n_resamples: int, rng: np.random.Generator, dtype:
     limit = np.iinfo(dtype).max if np.issubdtype(dtype, np.integer) else None
     if n_items <= 0:
         return out
-    block = max(1, (1 << 22) // n_items)
+    check = limit is not None and n_items > limit  # a count is at most n_items: only then can it overflow
+    block = max(1, (1 << 22) // n_items)  # rows per call of the generator: fixes the draws, never change it
     sub = max(1, (1 << 16) // n_items)  # rows counted per bincount: small enough to stay in cache
-    offsets = np.arange(sub, dtype=np.int64)[:, None] * n_items
+    offsets = np.arange(sub, dtype=np.int32)[:, None] * np.int32(n_items)  # < max(2^16, n_items): fits int32
     for start in range(0, n_resamples, block):
         stop = min(n_resamples, start + block)
         idx = rng.integers(0, n_items, size=(stop - start, n_items), dtype=np.int32)
         for s0 in range(0, stop - start, sub):
             s1 = min(stop - start, s0 + sub)
-            flat = (idx[s0:s1] + offsets[: s1 - s0]).ravel()
-            counts = np.bincount(flat, minlength=(s1 - s0) * n_items).reshape(s1 - s0, n_items)
-            if limit is not None and counts.max(initial=0) > limit:
+            rows = idx[s0:s1]
+            np.add(rows, offsets[: s1 - s0], out=rows)  # in place: row r's draw of item i becomes r * n_items + i
+            counts = np.bincount(rows.ravel(), minlength=(s1 - s0) * n_items).reshape(s1 - s0, n_items)
+            if check and counts.max(initial=0) > limit:
                 raise OverflowError(f"an item was drawn {counts.max()} times, more than {np.dtype(dtype).name} holds")
             out[start + s0:start + s1] = counts
     return out
@@ -254,11 +256,7 @@ def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarr
     # SEs and differences below rounding (a metric constant across items, e.g. time per round when
     # time is logged as rounds x a constant) count as 0: t = 0 for an unchanged resample, else +/-inf.
     tol = 1e-12 * (1.0 + np.abs(point))
-    diff = replicates - point
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se_replicates > tol, diff / se_replicates,
-                     np.where(np.abs(diff) <= tol, 0.0, np.sign(diff) * np.inf))
-    t = np.where(np.isfinite(replicates) & np.isfinite(se_replicates), t, np.nan)
+    t = _t_statistics(point, replicates, se_replicates, tol)
     se = np.where(se > tol, se, 0.0)
     undefined = np.isnan(t).sum(axis=0)
     a = (1 - confidence_level) / 2
@@ -278,3 +276,19 @@ def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarr
     if fell_back is not None:
         fell_back.append(degenerate)
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi), undefined
+
+
+def _t_statistics(point: np.ndarray, replicates: np.ndarray, se_replicates: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """t_b = (rep_b - point) / se_b where se_b > tol; where not, 0 if |rep_b - point| <= tol else +/-inf;
+    NaN where rep_b or se_b is not finite. Divides everywhere, then fixes the (few) other entries in place."""
+    diff = replicates - point
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.divide(diff, se_replicates)
+        small = np.broadcast_to(~(se_replicates > tol), t.shape)
+        if small.any():
+            d, tl = np.broadcast_to(diff, t.shape)[small], np.broadcast_to(tol, t.shape)[small]
+            t[small] = np.where(np.abs(d) <= tl, 0.0, np.sign(d) * np.inf)
+    finite = np.broadcast_to(np.isfinite(replicates) & np.isfinite(se_replicates), t.shape)
+    if not finite.all():
+        t[~finite] = np.nan
+    return t
