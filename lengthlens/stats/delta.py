@@ -84,6 +84,11 @@ def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple
     return metrics_and_ses((name,), s, m, n_items, log)[name]
 
 
+#: Numbers per slice when the SEs of many resamples are computed: arrays of 2^14 numbers (128 kB) stay in the
+#: core's cache; on (5 cells x 10^4 resamples) whole, the hundreds of element-wise steps ran ~1.7x slower.
+_SLICE = 1 << 14
+
+
 def metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: Mapping[tuple[int, int], np.ndarray],
                     n_items: np.ndarray | float, log: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """:func:`metric_and_se` of several metrics on the same sums: {name: (value, se)}.
@@ -92,8 +97,27 @@ def metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: 
     arrays of any shapes that broadcast (a field equal in every cell may be one row). What the
     metrics have in common is computed once: a field's step and perturbed sums, and a pair's
     centred moment M_kl - S_k S_l / n. Each is the very expression :func:`metric_and_se` evaluated,
-    in the same order, so the values are the same to the bit.
+    in the same order, so the values are the same to the bit. Every step is element-wise, so large
+    arrays are done in slices along the last axis (resamples), with the same numbers.
     """
+    shape = np.broadcast_shapes(*(np.shape(a) for a in s.values()), *(np.shape(a) for a in moments.values()))
+    size = int(np.prod(shape))
+    if not shape or size <= 2 * _SLICE or np.ndim(n_items) > 0:
+        return _metrics_and_ses(names, s, moments, n_items, log)
+    n_slices = -(-size // _SLICE)
+    step = -(-shape[-1] // n_slices)  # equal slices
+    out = {n: (np.empty(shape), np.empty(shape)) for n in names}
+    for start in range(0, shape[-1], step):
+        part = (..., slice(start, start + step))
+        got = _metrics_and_ses(names, {f: x[part] for f, x in s.items()}, {p: x[part] for p, x in moments.items()},
+                               n_items, log)
+        for n, (value, se) in got.items():
+            out[n][0][part], out[n][1][part] = value, se
+    return out
+
+
+def _metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: Mapping[tuple[int, int], np.ndarray],
+                     n_items: float, log: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     steps = {k: _Step(s[SUM_FIELDS[k]]) for k in sorted({k for n in names for k in metric_fields(n)})}
     centred: dict[tuple[int, int], np.ndarray] = {}
 
@@ -112,6 +136,7 @@ class _Step:
     def __init__(self, x: np.ndarray):
         self.h = _STEP * np.maximum(np.abs(x), 1.0)
         self.up, self.down, self.twice = x + self.h, x - self.h, 2 * self.h
+        self.both = np.stack([self.up, self.down])  # one evaluation gives both sides: what does not move is done once
 
 
 def _value_and_se(name: str, s: Mapping[str, np.ndarray], steps: dict[int, _Step],
@@ -120,12 +145,12 @@ def _value_and_se(name: str, s: Mapping[str, np.ndarray], steps: dict[int, _Step
     fn = METRIC_BY_NAME[name].fn
     value = _transform(fn(s), log)
     grads = []
+    stacked = {f: x[None] for f, x in s.items()}  # a leading axis: side (up, down) of the moved field
     for k in fields:
         field, step = SUM_FIELDS[k], steps[k]
-        f_up = _transform(fn({**s, field: step.up}), log)
-        f_down = _transform(fn({**s, field: step.down}), log)
-        # (f_up - f_down) / (2 h), in place on the fresh arrays of the log (identity scale: the metric's own arrays)
-        diff = np.subtract(f_up, f_down, out=f_up if log else None)
+        sides = _transform(fn({**stacked, field: step.both}), log)
+        # (f_up - f_down) / (2 h), in place on the fresh array of the log (identity scale: the metric's own array)
+        diff = np.subtract(sides[0, ...], sides[1, ...], out=sides[0, ...] if log else None)
         grads.append(np.divide(diff, step.twice, out=diff if log else None))
     var = _quadratic_form(grads, fields, centred_moment, np.shape(value))
     se = np.sqrt(np.maximum(var, 0.0))

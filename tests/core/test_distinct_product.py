@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from lengthlens.stats import delta
 from lengthlens.stats.delta import _STEP, metric_fields, metrics_and_ses, moment_pairs
 from lengthlens.stats.distinct_product import resampled_columns, unique_columns
 from lengthlens.stats.estimate import cell_intervals
@@ -176,7 +177,8 @@ def _group_sums(rng, n_items: int, n_cells: int, seeds: int = 1) -> np.ndarray:
 
 @pytest.mark.parametrize("ci", ["studentized", "percentile", "bca"])
 @pytest.mark.parametrize(("n_items", "n_cells", "seeds"), [(2, 2, 1), (12, 3, 1), (30, 5, 1), (83, 4, 3), (250, 6, 2)])
-def test_cell_intervals_equal_the_previous_implementation(ci, n_items, n_cells, seeds):
+def test_cell_intervals_equal_the_previous_implementation(ci, n_items, n_cells, seeds, monkeypatch):
+    monkeypatch.setattr(delta, "_SLICE", 256)  # the SEs of the resamples in several slices
     rng = np.random.default_rng(n_items * 100 + n_cells)
     X = _group_sums(rng, n_items, n_cells, seeds)
     counts = item_counts(n_items, 999, np.random.default_rng(n_items), np.uint8).astype(np.float64)
@@ -191,7 +193,10 @@ def test_cell_intervals_equal_the_previous_implementation(ci, n_items, n_cells, 
 
 
 @pytest.mark.parametrize("log", [True, False])
-def test_metrics_and_ses_equal_one_metric_at_a_time(log):
+@pytest.mark.parametrize("slice_", [None, 100])
+def test_metrics_and_ses_equal_one_metric_at_a_time(log, slice_, monkeypatch):
+    if slice_:
+        monkeypatch.setattr(delta, "_SLICE", slice_)
     rng = np.random.default_rng(3)
     names = tuple(m for m in INTERVAL_METRICS if METRIC_BY_NAME[m].scale == "log") + ("accuracy_delta_pp",)
     pairs = moment_pairs(names)
