@@ -298,22 +298,13 @@ def cell_intervals(X: np.ndarray, counts: np.ndarray, ci: str, level: float, rep
         k = INTERVAL_METRICS.index(m)
         mask: list = []
         (est, se), (est_b, se_b) = point_se[m], boot_se[m]
-        lo[k], hi[k], und[k] = _studentized(est, se, full(est_b), full(se_b), level, log=True, fell_back=mask)
+        lo[k], hi[k], und[k] = studentized_interval(est, se, full(est_b), full(se_b), level, fell_back=mask)
+        with np.errstate(over="ignore"):  # built on the log scale
+            lo[k], hi[k] = np.exp(lo[k]), np.exp(hi[k])
         fallback[k] = mask[0]
     if replicates is not None:
         replicates["percentile_fallback"] = fallback
     return lo, hi, und
-
-
-def _studentized(est: np.ndarray, se: np.ndarray, est_b: np.ndarray, se_b: np.ndarray, level: float, log: bool,
-                 fell_back: list | None = None):
-    """Bootstrap-t interval of one metric for every cell from its values and SEs (on the log scale for ratios,
-    then exponentiated): lo, hi, undefined resamples."""
-    lo, hi, und = studentized_interval(est, se, est_b, se_b, level, fell_back=fell_back)
-    if not log:
-        return lo, hi, und
-    with np.errstate(over="ignore"):
-        return np.exp(lo), np.exp(hi), und
 
 
 def studentized_identity(X: np.ndarray, counts: np.ndarray, name: str, level: float):
