@@ -4,7 +4,7 @@
 
 Loads the paper-scale flat study (``synth.paper_scale()``, written to ``--data`` once), runs
 ``cells()`` ``--repeat`` times and prints the fastest run's CPU time (process time: other load on
-the machine inflates it less than wall time) with the time spent in each part, measured by wrapping
+the machine inflates it less than wall time; groups one at a time) with the time spent in each part, measured by wrapping
 the functions that exist in the checkout: ``--tree`` times an older checkout (e.g. one made with
 ``git archive``) with this same script, for a before/after on the same machine.
 """
@@ -12,6 +12,7 @@ the functions that exist in the checkout: ``--tree`` times an older checkout (e.
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
 import time
 from pathlib import Path
@@ -88,12 +89,14 @@ def main() -> None:
         _wrap_unique(times, np)
     runs = ll.load(args.data, cache=False)
     units = cell_units(runs.paired)
-    ll.cells(runs, units=units, n_resamples=50)  # imports and first calls
+    # one group at a time: the parts' times are process CPU time, which concurrent groups would count twice
+    serial = {"workers": 1} if "workers" in inspect.signature(ll.cells).parameters else {}
+    ll.cells(runs, units=units, n_resamples=50, **serial)  # imports and first calls
     best: tuple[float, dict] | None = None
     for _ in range(args.repeat):
         times.clear()
         t = time.process_time()
-        ll.cells(runs, units=units)
+        ll.cells(runs, units=units, **serial)
         total = time.process_time() - t
         if best is None or total < best[0]:
             best = (total, dict(times))
