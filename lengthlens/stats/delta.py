@@ -85,7 +85,7 @@ def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple
 
 
 #: Numbers per slice when the SEs of many resamples are computed: arrays of 2^14 numbers (128 kB) stay in the
-#: core's cache; on (5 cells x 10^4 resamples) whole, the hundreds of element-wise steps ran ~1.7x slower.
+#: core's cache; on (5 cells x 10^4 resamples) whole, the hundreds of element-wise steps ran ~1.4x slower.
 _SLICE = 1 << 14
 
 

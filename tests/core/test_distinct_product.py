@@ -214,7 +214,8 @@ def test_metrics_and_ses_equal_one_metric_at_a_time(log, slice_, monkeypatch):
         value, se = _old_metric_and_se(name, boot[..., :n_q], boot[..., n_q:], pairs, 40, log=log)
         assert _same_bits(got[name][0], value), name
         assert _same_bits(got[name][1], se), name
-        assert np.isnan(se).any() and np.isfinite(se).any() if name == "rounds_ratio" else True
+        if name == "rounds_ratio":  # R* = 0 in a few resamples: undefined there only
+            assert np.isnan(se).any() and np.isfinite(se).any()
 
 
 @pytest.mark.parametrize("odd", [False, True])
