@@ -85,7 +85,8 @@ def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple
 
 
 #: Numbers per slice when the SEs of many resamples are computed: arrays of 2^14 numbers (128 kB) stay in the
-#: core's cache; on (5 cells x 10^4 resamples) whole, the hundreds of element-wise steps ran ~1.4x slower.
+#: core's cache and below malloc's fresh-pages threshold. On (5 cells x 10^4 resamples) alone, whole arrays ran
+#: 1.4-1.8x slower when their memory came fresh from the system; within cells() the two are within noise.
 _SLICE = 1 << 14
 
 
@@ -135,8 +136,10 @@ class _Step:
 
     def __init__(self, x: np.ndarray):
         self.h = _STEP * np.maximum(np.abs(x), 1.0)
-        self.up, self.down, self.twice = x + self.h, x - self.h, 2 * self.h
-        self.both = np.stack([self.up, self.down])  # one evaluation gives both sides: what does not move is done once
+        self.both = np.empty((2, *np.shape(x)))  # one evaluation gives both sides: what does not move is done once
+        np.add(x, self.h, out=self.both[0, ...])
+        np.subtract(x, self.h, out=self.both[1, ...])
+        self.up, self.down, self.twice = self.both[0, ...], self.both[1, ...], 2 * self.h
 
 
 def _value_and_se(name: str, s: Mapping[str, np.ndarray], steps: dict[int, _Step],
