@@ -8,8 +8,6 @@ and page footers).
 
 from __future__ import annotations
 
-import base64
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -292,28 +290,18 @@ def _arm_cols(arms: pd.DataFrame):
     return [c for c in spec if c.name in arms.columns]
 
 
-_CI_SPAN = re.compile(r"<span class=ci>(.*?)</span>")
-_SVG = re.compile(r"<svg\b.*?</svg>", re.DOTALL)
+def render_pdf(html: str, path: Path, *, max_rows: int | None = None) -> Path:
+    """Print the report's HTML to PDF with WeasyPrint (A4; wide tables on landscape pages).
 
-
-def _svg_to_img(m: re.Match) -> str:
-    """An inline SVG as an <img> with a data: URI, for WeasyPrint only.
-
-    Inline, every SVG node joins the HTML tree and goes through the CSS cascade and the HTML parser
-    (at paper scale most of the PDF time); as an image WeasyPrint parses it once with its SVG reader.
+    What WeasyPrint gets is :func:`lengthlens.report.printing.print_html`: fixed table layout, lean markup, and
+    per-cell secondary tables of more than ``max_rows`` rows (default
+    :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV.
     """
-    svg = re.sub(r'data-w="([\d.]+)" data-h="([\d.]+)"', r'width="\1pt" height="\2pt"', m.group(0), count=1)
-    return f'<img class="fig" alt="" src="data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()}">'
-
-
-def render_pdf(html: str, path: Path) -> Path:
-    """Print the report's HTML to PDF with WeasyPrint (A4; wide tables on landscape pages)."""
     from weasyprint import HTML
 
-    # Inline boxes cost WeasyPrint a line-breaking pass each; interval spans only grey the text, so print
-    # them as plain text (a 360-cell report has ~6000 of them).
-    html = _CI_SPAN.sub(r"\1", html)
-    html = _SVG.sub(_svg_to_img, html)
+    from lengthlens.report.printing import PRINT_MAX_ROWS, print_html
+
+    html = print_html(html, PRINT_MAX_ROWS if max_rows is None else max_rows)
     HTML(string=html, base_url=str(path.parent)).write_pdf(path)
     return path
 

@@ -1,0 +1,180 @@
+"""The report's HTML as WeasyPrint prints it: lean markup, fixed table layout, big per-cell tables left to the CSV.
+
+WeasyPrint's time grows with every element it styles and lays out; at paper scale (360 cells) the
+per-cell tables are ~20,000 cells and most of the PDF's time. :func:`print_html` rewrites the HTML
+report (which keeps every table) into what the PDF needs:
+
+* a per-cell secondary table (censoring, attribution, ...) of more than :data:`PRINT_MAX_ROWS` rows is
+  replaced by a sentence that names its rows, its columns and where they are (its CSV and report.html);
+  the Cells table, Table 3, Table 4 and the summaries are always printed in full;
+* every table gets ``table-layout: fixed`` with a ``<colgroup>`` whose widths follow each column's
+  longest text (WeasyPrint's automatic layout measures every cell twice);
+* what does nothing on paper goes: interval spans (grey only), tooltips, header word spans;
+  inline SVG figures become ``<img>`` (parsed once by WeasyPrint's SVG reader instead of as HTML).
+"""
+
+from __future__ import annotations
+
+import base64
+import html as _html
+import re
+import unicodedata
+
+__all__ = ["PRINT_MAX_ROWS", "column_widths", "fixed_layout", "lean_tables", "print_html", "text_width"]
+
+#: Rows above which a marked per-cell table is left out of the PDF (the example's tables have at most ~50;
+#: a paper-scale report's 360).
+PRINT_MAX_ROWS = 100
+
+#: A table marked in the template as ``<!--table:NAME-->…<!--/table:NAME-->`` may be left out of the PDF.
+_MARKED = re.compile(r"<!--table:([a-z0-9_]+)-->(.*?)<!--/table:\1-->", re.S)
+_TABLE = re.compile(r"<table\b([^>]*)>(.*?)</table>", re.S)
+_ROW = re.compile(r"<tr\b([^>]*)>(.*?)</tr>", re.S)
+_CELL = re.compile(r"<t([dh])\b([^>]*)>(.*?)</t\1>", re.S)
+_TAG = re.compile(r"<[^>]+>")
+_CI_SPAN = re.compile(r"<span class=ci>(.*?)</span>")
+_NW_SPAN = re.compile(r'<span class="nw">([^<]*)</span>')
+_TITLE = re.compile(r' title="[^"]*"')
+_SVG = re.compile(r"<svg\b.*?</svg>", re.S)
+
+# Advance widths of DejaVu Sans, in thousandths of an em, of the printable ASCII characters (32-126); others
+# count as 0.8 em (combining marks as 0). Bold text is ~10 % wider.
+_ASCII_WIDTHS = (
+    318, 401, 460, 838, 636, 950, 780, 275, 390, 390, 500, 838, 318, 361, 318, 337, 636, 636, 636, 636, 636, 636, 636, 636,
+    636, 636, 337, 337, 838, 838, 838, 531, 1000, 684, 686, 698, 770, 632, 575, 775, 752, 295, 295, 656, 557, 863, 748, 787,
+    603, 787, 695, 635, 611, 732, 684, 989, 685, 611, 685, 390, 337, 390, 838, 500, 500, 613, 635, 550, 635, 615, 352, 635,
+    634, 278, 278, 579, 278, 974, 634, 612, 635, 635, 411, 521, 392, 634, 592, 818, 592, 592, 525, 636, 337, 636, 838)
+_BOLD = 1.1
+
+
+def text_width(s: str, bold: bool = False) -> float:
+    """Estimated width of ``s`` in em in DejaVu Sans (the report's font)."""
+    w = 0.0
+    for ch in s:
+        o = ord(ch)
+        if 32 <= o < 127:
+            w += _ASCII_WIDTHS[o - 32] / 1000
+        elif not unicodedata.combining(ch):
+            w += 0.8
+    return w * (_BOLD if bold else 1.0)
+
+
+def _text(cell_html: str) -> str:
+    return _html.unescape(_TAG.sub("", cell_html)).strip()
+
+
+def column_widths(header: list[str], rows: list[list[float]], *, cap: float = 24.0, pad: float = 0.9) -> list[float]:
+    """Each column's width in em: its widest cell (cells do not wrap), at least its header's longest word (headers wrap).
+
+    ``rows`` holds each cell's text width in em (:func:`text_width`); a column of long text is capped at ``cap`` em
+    (its cells wrap in print), ``pad`` em is the cell's padding.
+    """
+    widths = []
+    for j, head in enumerate(header):
+        words = [text_width(w, bold=True) for w in head.split()] or [0.0]
+        data = [r[j] for r in rows if j < len(r)] or [0.0]
+        widths.append(min(max(max(words), max(data)), cap) + pad)
+    return widths
+
+
+def _colgroup(table_body: str) -> tuple[str, float] | None:
+    """A <colgroup> for one table (widths in percent) and its total width in em; None for an irregular table."""
+    header, rows = None, []
+    for attrs, row in _ROW.findall(table_body):
+        cells = _CELL.findall(row)
+        if any("colspan" in a for _, a, _ in cells):
+            continue  # a group's header row spans the table
+        if header is None:
+            header = [_text(c) for _, _, c in cells]
+            continue
+        if len(cells) != len(header):
+            return None
+        bold_row = "total" in attrs
+        rows.append([text_width(_text(c), bold=bold_row or "loss" in a) for _, a, c in cells])
+    if not header:
+        return None
+    widths = column_widths(header, rows)
+    total = sum(widths)
+    cols = "".join(f'<col style="width:{100 * w / total:.2f}%">' for w in widths)
+    return f"<colgroup>{cols}</colgroup>", total
+
+
+#: Widest table (em at its own font size) given its natural width; wider ones take the whole line.
+_FULL_WIDTH_EM = 60.0
+
+
+def fixed_layout(html: str) -> str:
+    """Give every regular table a <colgroup> and ``table-layout: fixed`` (see :func:`column_widths`)."""
+    def one(m: re.Match) -> str:
+        attrs, body = m.group(1), m.group(2)
+        got = _colgroup(body)
+        if got is None:
+            return m.group(0)
+        cg, total = got
+        width = "100%" if total >= _FULL_WIDTH_EM else f"{total * 1.08:.1f}em"
+        return f'<table{attrs} style="table-layout:fixed;width:{width}">{cg}{body}</table>'
+
+    return _TABLE.sub(one, html)
+
+
+def _count_rows(block: str) -> int:
+    """Data rows of a table block (a group's header row and the column header are not counted)."""
+    return sum(1 for attrs, row in _ROW.findall(block) if "<td" in row and 'class="sub"' not in attrs)
+
+
+def _left_out(name: str, block: str) -> str:
+    """The sentence that stands in the PDF for a table left out: its rows, its columns, and where they are."""
+    n = _count_rows(block)
+    head = _ROW.search(block)
+    labels = [_text(c) for _, _, c in _CELL.findall(head.group(2))] if head else []
+    cols = f" Its columns: {_html.escape(', '.join(labels))}." if labels else ""
+    return (f'<p class="leftout">The {n:,} rows of this table are too many to print: the PDF leaves them out. '
+            f"Every row is in <b>{_html.escape(name)}.csv</b> and in this section of <b>report.html</b>.{cols}</p>")
+
+
+_SECTION = re.compile(r'<section id="([a-z0-9_]+)" class="([^"]*)">(.*?)</section>', re.S)
+
+
+def lean_tables(html: str, max_rows: int = PRINT_MAX_ROWS) -> str:
+    """Replace each marked table of more than ``max_rows`` rows by a sentence saying where its rows are.
+
+    The sentence goes to the table's ``<!--leftout:NAME-->`` mark (under its section's intro) when there is one,
+    else where the table was; a section left with text only loses its own (landscape) page.
+    """
+    left: dict[str, str] = {}
+
+    def one(m: re.Match) -> str:
+        name, block = m.group(1), m.group(2)
+        if _count_rows(block) <= max_rows:
+            return m.group(0)
+        left[name] = _left_out(name, block)
+        return "" if f"<!--leftout:{name}-->" in html else left.pop(name)
+
+    html = _MARKED.sub(one, html)
+    for name, sentence in left.items():
+        html = html.replace(f"<!--leftout:{name}-->", sentence, 1)
+
+    def text_only(m: re.Match) -> str:
+        sid, cls, body = m.groups()
+        if 'class="leftout"' not in body or "<table" in body or "<figure" in body:
+            return m.group(0)
+        rest = " ".join(c for c in cls.split() if c not in ("major", "wide"))
+        return f'<section id="{sid}" class="{rest}">{body}</section>'
+
+    return _SECTION.sub(text_only, html)
+
+
+def _svg_to_img(m: re.Match) -> str:
+    """An inline SVG as an <img> with a data: URI: inline, every SVG node would go through the HTML cascade."""
+    svg = re.sub(r'data-w="([\d.]+)" data-h="([\d.]+)"', r'width="\1pt" height="\2pt"', m.group(0), count=1)
+    return f'<img class="fig" alt="" src="data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()}">'
+
+
+def print_html(html: str, max_rows: int = PRINT_MAX_ROWS) -> str:
+    """The report's HTML as the PDF prints it (see the module's docstring)."""
+    html = lean_tables(html, max_rows)
+    html = _CI_SPAN.sub(r"\1", html)
+    html = _NW_SPAN.sub(r"\1", html)
+    html = _TITLE.sub("", html)
+    html = fixed_layout(html)
+    return _SVG.sub(_svg_to_img, html)
