@@ -45,7 +45,10 @@ def test_a_small_table_prints_in_full():
     html = _marked("censoring", 100)
     assert lean_tables(html, max_rows=100) == html
     assert "<table" in lean_tables(_marked("attribution", 101), max_rows=101)
-    assert PRINT_MAX_ROWS == 100
+    # the default limit
+    assert lean_tables(_marked("arms", PRINT_MAX_ROWS)) == _marked("arms", PRINT_MAX_ROWS)
+    assert "too many to print" in lean_tables(_marked("arms", PRINT_MAX_ROWS + 1))
+    assert PRINT_MAX_ROWS == 150  # the study's real logs (120 cells, 126 arms) print in full, 360 cells do not
 
 
 def test_unmarked_tables_are_never_left_out():
