@@ -297,12 +297,10 @@ def render_pdf(html: str, path: Path, *, max_rows: int | None = None) -> Path:
     per-cell secondary tables of more than ``max_rows`` rows (default
     :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV.
     """
-    from weasyprint import HTML
-
-    from lengthlens.report.printing import PRINT_MAX_ROWS, print_html
+    from lengthlens.report.printing import PRINT_MAX_ROWS, print_html, printer
 
     html = print_html(html, PRINT_MAX_ROWS if max_rows is None else max_rows)
-    HTML(string=html, base_url=str(path.parent)).write_pdf(path)
+    printer()(string=html, base_url=str(path.parent)).write_pdf(path)
     return path
 
 

@@ -134,3 +134,24 @@ def test_pdf_says_what_it_leaves_out(example_analysis, example_report, tmp_path)
     cells = example_analysis.tables["cells"]
     for r in cells.to_dict("records"):
         assert f"{r['lambda']:.2f} [{r['lambda_lo']:.2f}, {r['lambda_hi']:.2f}]" in flat
+
+
+def test_printer_keeps_list_markers_and_drops_universal_pseudo_elements(tmp_path):
+    """printer(): the user-agent stylesheet's pseudo-element rules apply to li and summary only; pages are unchanged."""
+    pdftotext = need("pdftotext")
+    import weasyprint
+
+    from lengthlens.report.printing import printer
+
+    cls = printer()
+    assert cls is not weasyprint.HTML and issubclass(cls, weasyprint.HTML)  # the installed WeasyPrint has the hook
+    doc = ("<ol><li>first</li><li>second</li></ol><ul><li>bullet</li></ul>"
+           "<details><summary>group</summary><p>inside</p></details><table><tr><td>1.23</td></tr></table>")
+    texts = []
+    for i, c in enumerate((weasyprint.HTML, cls)):
+        c(string=doc).write_pdf(tmp_path / f"{i}.pdf")
+        texts.append(subprocess.run([pdftotext, "-layout", str(tmp_path / f"{i}.pdf"), "-"], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert texts[0] == texts[1]
+    assert "1. first" in texts[1] and "2. second" in texts[1] and "• bullet" in texts[1]
+    assert cls(string=doc)._ua_stylesheets()[0] is not weasyprint.HTML(string=doc)._ua_stylesheets()[0]
