@@ -81,8 +81,8 @@ def column_widths(header: list[str], rows: list[list[float]], *, cap: float = 24
     return widths
 
 
-def _colgroup(table_body: str) -> tuple[str, float] | None:
-    """A <colgroup> for one table (widths in percent) and its total width in em; None for an irregular table."""
+def _table_widths(table_body: str) -> tuple[tuple[str, ...], list[float]] | None:
+    """One table's header texts and column widths in em (:func:`column_widths`); None for an irregular table."""
     header, rows = None, []
     for attrs, row in _ROW.findall(table_body):
         cells = _CELL.findall(row)
@@ -97,10 +97,7 @@ def _colgroup(table_body: str) -> tuple[str, float] | None:
         rows.append([text_width(_text(c), bold=bold_row or "loss" in a) for _, a, c in cells])
     if not header:
         return None
-    widths = column_widths(header, rows)
-    total = sum(widths)
-    cols = "".join(f'<col style="width:{100 * w / total:.2f}%">' for w in widths)
-    return f"<colgroup>{cols}</colgroup>", total
+    return tuple(header), column_widths(header, rows)
 
 
 #: Widest table (em at its own font size) given its natural width; wider ones take the whole line.
@@ -108,15 +105,28 @@ _FULL_WIDTH_EM = 60.0
 
 
 def fixed_layout(html: str) -> str:
-    """Give every regular table a <colgroup> and ``table-layout: fixed`` (see :func:`column_widths`)."""
+    """Give every regular table a <colgroup> and ``table-layout: fixed`` (see :func:`column_widths`).
+
+    Tables with the same header (the blocks of one grouped table, e.g. the Cells table's target–draft pairs) get
+    the same widths, the widest of each column, so that their columns line up from one block to the next.
+    """
+    found = [_table_widths(m.group(2)) for m in _TABLE.finditer(html)]
+    shared: dict[tuple[str, ...], list[float]] = {}
+    for got in found:
+        if got is not None:
+            head, widths = got
+            shared[head] = [max(a, b) for a, b in zip(shared.get(head, widths), widths)]
+    it = iter(found)
+
     def one(m: re.Match) -> str:
-        attrs, body = m.group(1), m.group(2)
-        got = _colgroup(body)
+        got = next(it)
         if got is None:
             return m.group(0)
-        cg, total = got
+        widths = shared[got[0]]
+        total = sum(widths)
+        cols = "".join(f'<col style="width:{100 * w / total:.2f}%">' for w in widths)
         width = "100%" if total >= _FULL_WIDTH_EM else f"{total * 1.08:.1f}em"
-        return f'<table{attrs} style="table-layout:fixed;width:{width}">{cg}{body}</table>'
+        return f'<table{m.group(1)} style="table-layout:fixed;width:{width}"><colgroup>{cols}</colgroup>{m.group(2)}</table>'
 
     return _TABLE.sub(one, html)
 

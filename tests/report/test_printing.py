@@ -155,3 +155,14 @@ def test_printer_keeps_list_markers_and_drops_universal_pseudo_elements(tmp_path
     assert texts[0] == texts[1]
     assert "1. first" in texts[1] and "2. second" in texts[1] and "• bullet" in texts[1]
     assert cls(string=doc)._ua_stylesheets()[0] is not weasyprint.HTML(string=doc)._ua_stylesheets()[0]
+
+
+def test_blocks_of_one_grouped_table_share_their_column_widths():
+    """The Cells table's pair blocks line up: each column takes the widest width over the blocks with its header."""
+    wide = _frame(6).assign(target="A", n_items=1_000_000)  # a wider items column in one block
+    narrow = _frame(6).assign(target="B")
+    out = fixed_layout(str(grouped_html(pd.concat([wide, narrow]), COLS)))
+    groups = re.findall(r"<colgroup>(.*?)</colgroup>", out)
+    assert len(groups) == 2 and groups[0] == groups[1]
+    alone = re.search(r"<colgroup>(.*?)</colgroup>", fixed_layout(str(grouped_html(narrow, COLS)))).group(1)
+    assert alone != groups[0]
