@@ -143,7 +143,10 @@ def auto_columns(df: pd.DataFrame, *, first: Sequence[str] = (), skip: Iterable[
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: (None if _nan(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+    """Rows as dicts, NaN as None. One object-array conversion: ``to_dict("records")`` boxes value by value
+    through pandas' indexing (a third of the HTML tables' time at paper scale)."""
+    cols = list(df.columns)
+    return [{k: (None if _nan(v) else v) for k, v in zip(cols, row)} for row in df.to_numpy(dtype=object)]
 
 
 def table_html(df: pd.DataFrame, cols: Sequence[Col], *, css: str = "", bold: Callable[[dict[str, Any]], bool] | None = None,
