@@ -18,8 +18,7 @@ import polars as pl
 from lengthlens.data.channels import check_logged_counts, split_channels
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.stats.item_sums import all_group_items, group_bootstrap_sums, group_frames
-from lengthlens.stats.parallel import map_ordered
+from lengthlens.stats.item_sums import group_bootstrap_sums, map_groups
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
     DEFAULT_N_RESAMPLES,
@@ -144,10 +143,8 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
     """
     channels = channel_units(runs) if channels is None else channels
     draws = draws if draws is not None else DrawCache(seed, n_resamples, keep=False)
-    all_items = all_group_items(runs)
-    groups = group_frames(attribution_units(channels[0]))
-    rows = map_ordered(lambda g: attribution_group(g[1], g[0], len(all_items[g[0]]), draws, confidence_level),
-                       groups, workers, cost=lambda g: g[1].height)
+    rows = map_groups(runs, attribution_units(channels[0]),
+                      lambda df, group, items: attribution_group(df, group, len(items), draws, confidence_level), workers)
     return attribution_result([r for part in rows for r in part], channels, table3_cells)
 
 

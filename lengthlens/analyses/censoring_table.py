@@ -12,8 +12,7 @@ from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.stats.estimate import cells as compute_cells
-from lengthlens.stats.item_sums import all_group_items, group_frames, item_positions
-from lengthlens.stats.parallel import map_ordered
+from lengthlens.stats.item_sums import item_positions, map_groups
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache
 
 
@@ -39,10 +38,9 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     if cells_df is None:
         cells_df = compute_cells(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level,
                                  draws=draws, units=units, workers=workers).to_frame()
-    every_group_items = all_group_items(runs)
     opts = censoring_options(n_resamples, n_resamples_aft, aft_ci)
-    parts = map_ordered(lambda g: censoring_group(g[1], g[0], len(every_group_items[g[0]]), draws, confidence_level, opts),
-                        group_frames(units), workers, cost=lambda g: g[1].height)
+    parts = map_groups(runs, units, lambda df, group, items: censoring_group(df, group, len(items), draws, confidence_level, opts),
+                       workers)
     return censoring_frame([r for part in parts for r in part], cells_df)
 
 

@@ -71,7 +71,7 @@ def group_pass(runs: RunSet, channels: tuple[pl.DataFrame, list[str], list[tuple
     settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "level": confidence_level,
                 "censoring": censoring_options(n_resamples, n_resamples_aft, aft_ci)}
     jobs = [(group, frame, all_items[group], settings)
-            for group, frame in group_frames(units.select([c for c in PASS_COLUMNS if c in units.columns]))]
+            for group, frame in group_frames(units.select(PASS_COLUMNS))]
     parts = map_ordered(group_job, jobs, workers, cost=lambda job: job[1].height,
                         processes=processes and units.height >= PROCESS_MIN_RUNS)
     table = cell_table([p[0] for p in parts], n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
@@ -88,8 +88,6 @@ def group_job(job: tuple[tuple, pl.DataFrame, list[str], dict]) -> tuple:
     draws = DrawCache(s["seed"], s["n_resamples"], keep=False)
     cells_part = group_cells(unit_quantities(units), group, items, draws, s["ci"], s["level"])
     cens = censoring_group(units, group, len(items), draws, s["level"], s["censoring"])
-    attr_units = attribution_units(units) if "thinking_chars" in units.columns else None
-    attr = (attribution_group(attr_units, group, len(items), draws, s["level"])
-            if attr_units is not None and attr_units.height else [])
-    draws.release()
+    attr_units = attribution_units(units)
+    attr = attribution_group(attr_units, group, len(items), draws, s["level"]) if attr_units.height else []
     return cells_part, cens, attr

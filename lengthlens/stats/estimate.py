@@ -32,9 +32,8 @@ from lengthlens.stats.metrics import (
     unavailable,
     unavailable_note,
 )
-from lengthlens.stats.item_sums import all_group_items, group_frames, item_positions, item_sums  # noqa: F401 (re-exported)
+from lengthlens.stats.item_sums import all_group_items, item_positions, item_sums, map_groups  # noqa: F401 (re-exported)
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
-from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
@@ -138,10 +137,8 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     draws = draws if draws is not None else DrawCache(seed, n_resamples, keep=False)
     if (draws.seed, draws.n_resamples) != (seed, n_resamples):
         raise ValueError("draws must have the same seed and n_resamples as the cell table")
-    all_items = all_group_items(runs)
-    groups = group_frames(unit_quantities(cell_units(runs.paired) if units is None else units))
-    parts = map_ordered(lambda g: group_cells(g[1], g[0], all_items[g[0]], draws, ci, confidence_level), groups,
-                        workers, cost=lambda g: g[1].height)
+    parts = map_groups(runs, unit_quantities(cell_units(runs.paired) if units is None else units),
+                       lambda df, group, items: group_cells(df, group, items, draws, ci, confidence_level), workers)
     return cell_table(parts, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
 
 

@@ -6,13 +6,19 @@ of counts over a group's items, so any resampled sum is ``counts @ item_sums``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import numpy as np
 import polars as pl
 
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import CELL_KEY
 from lengthlens.data.schema import GROUP_KEY
+from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.resample import DrawCache
+
+R = TypeVar("R")
 
 
 def item_positions(frame: pl.DataFrame, index: dict[str, int]) -> np.ndarray:
@@ -44,6 +50,14 @@ def all_group_items(runs: RunSet) -> dict[tuple, list[str]]:
 def group_frames(frame: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
     """``frame`` split by group, each as (group names, rows), in the order groups first appear."""
     return [(tuple(k), g) for k, g in frame.partition_by(list(GROUP_KEY), maintain_order=True, as_dict=True).items()]
+
+
+def map_groups(runs: RunSet, frame: pl.DataFrame, fn: Callable[[pl.DataFrame, tuple, list[str]], R],
+               workers: int | None = None) -> list[R]:
+    """``fn(rows, group names, group's items)`` for each group of ``frame``, in the order groups first appear,
+    on ``workers`` threads (:func:`lengthlens.stats.parallel.map_ordered`; the largest groups start first)."""
+    all_items = all_group_items(runs)
+    return map_ordered(lambda g: fn(g[1], g[0], all_items[g[0]]), group_frames(frame), workers, cost=lambda g: g[1].height)
 
 
 def group_bootstrap_sums(group_df: pl.DataFrame, group: tuple, n_group: int, columns: list[str],

@@ -124,10 +124,6 @@ class DrawCache:
             local.floats[key] = c
         return c
 
-    def release(self) -> None:
-        """Drop the calling thread's matrices (a worker calls it when done with a group)."""
-        self._local.__dict__.clear()
-
     def _float_counts(self, group: tuple, items: tuple, complete: bool) -> np.ndarray:
         # Drawn compact, then converted: counting into uint8 and one conversion pass is about twice as
         # fast as counting straight into float64 (an eighth of the memory traffic while counting).
@@ -136,7 +132,7 @@ class DrawCache:
 
         if not self.keep:
             return _compact(draw).astype(np.float64)
-        return self._get((group, len(items)) if complete else (group, items, False), draw).astype(np.float64)
+        return (self.compact(group, len(items)) if complete else self._get((group, items, False), draw)).astype(np.float64)
 
     def _get(self, key: tuple, draw: Callable[[type], np.ndarray]) -> np.ndarray:
         with self._lock:

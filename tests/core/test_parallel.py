@@ -93,7 +93,6 @@ def test_draw_cache_hands_out_the_seeded_draws_from_any_thread(keep):
         its, complete = list(want)[k % 2]
         c = cache.item_counts(group, its, complete)
         same_again = cache.item_counts(group, its, complete) is c  # one copy per thread and item set
-        cache.release()
         return c, same_again
 
     for c, same_again in map_ordered(get, range(12), workers=4):
