@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import io
 import re
 import subprocess
 from pathlib import Path
@@ -166,3 +168,66 @@ def test_blocks_of_one_grouped_table_share_their_column_widths():
     assert len(groups) == 2 and groups[0] == groups[1]
     alone = re.search(r"<colgroup>(.*?)</colgroup>", fixed_layout(str(grouped_html(narrow, COLS)))).group(1)
     assert alone != groups[0]
+
+
+def _figure_svg() -> str:
+    """A report-style matplotlib figure with what the report's figures draw: lines, dashes, markers, error bars,
+    a hatched band, text and a legend (through the report's own SVG writer)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from lengthlens.report.plot_style import to_svg
+
+    fig = Figure(figsize=(5, 3.5))
+    ax = fig.add_subplot()
+    x = np.linspace(0.8, 2.0, 40)
+    ax.plot(x, np.sqrt(x), "--", color="#b42318", label="dashed")
+    ax.step(x, 1 / x, where="post", label="steps")
+    ax.errorbar(x[::4], x[::4] ** 0.3, yerr=0.05, fmt="o", ms=3, capsize=2, label="bars")
+    ax.fill_between(x, 0.5, 0.7, hatch="//", alpha=0.35, label="band")
+    ax.axvline(1.0, color="#667085", lw=0.8)
+    ax.set_xlabel("λ (relaxed / strict)")
+    ax.set_title("a figure")
+    ax.legend()
+    return to_svg(fig)
+
+
+def test_lean_svg_prints_the_same_pixels_faster_to_parse(tmp_path):
+    """lean_svg moves styles into attributes and drops empty groups; WeasyPrint must draw exactly the same page."""
+    from lengthlens.report.printing import lean_svg, printer
+
+    need("pdftoppm")
+    svg = _figure_svg()
+    lean = lean_svg(svg)
+    assert ' style="' not in lean and "<metadata" not in lean and "<g>" not in lean
+    assert lean.count("<") < svg.count("<")  # fewer nodes for WeasyPrint to cascade
+    pages = []
+    for k, text in enumerate((svg, lean)):
+        pdf = tmp_path / f"{k}.pdf"
+        printer()(string=f"<img style='width:15cm' src='data:image/svg+xml;base64,"
+                         f"{base64.b64encode(text.encode()).decode()}'>").write_pdf(pdf)
+        subprocess.run(["pdftoppm", "-r", "110", "-png", "-singlefile", str(pdf), str(tmp_path / str(k))], check=True)
+        pages.append((tmp_path / f"{k}.png").read_bytes())
+    from PIL import Image
+
+    a, b = (np.asarray(Image.open(io.BytesIO(p)).convert("RGB")).astype(int) for p in pages)
+    assert a.shape == b.shape and (a != 255).any()  # something was drawn
+    assert np.array_equal(a, b)
+
+
+def test_lean_svg_leaves_what_it_cannot_prove_equal_alone():
+    from lengthlens.report.printing import lean_svg
+
+    other_rule = '<svg xmlns="http://www.w3.org/2000/svg"><style>path{fill:red}</style><g><path d="M0 0L1 1"/></g></svg>'
+    important = '<svg xmlns="http://www.w3.org/2000/svg"><g><path style="fill: red !important" d="M0 0L1 1"/></g></svg>'
+    semicolon = '<svg xmlns="http://www.w3.org/2000/svg"><path style="fill: url(a;b)" d="M0 0"/></svg>'
+    broken = "<svg><g></svg>"
+    for svg in (other_rule, important, semicolon, broken):
+        assert lean_svg(svg) == svg
+    # the universal rule goes onto every element and an element's own style wins over it
+    out = lean_svg('<svg xmlns="http://www.w3.org/2000/svg"><defs><style>*{stroke-linecap: butt}</style></defs>'
+                   '<g><path style="stroke-linecap: square; fill: none" d="M0 0"/><path d="M1 1"/></g></svg>')
+    assert 'stroke-linecap="square"' in out and 'fill="none"' in out and out.count('stroke-linecap="butt"') >= 2
+    assert "<g>" not in out and "<style" not in out
