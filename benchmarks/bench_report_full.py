@@ -231,6 +231,30 @@ def startup() -> None:
           f"(a bare interpreter: {bare:.2f} s)   target import <= 0.5 s")
 
 
+def calibration() -> str:
+    """How fast this machine's core is, to compare this benchmark's seconds with another machine's: a plain Python
+    loop and a one-thread float64 matrix product (the report's two kinds of work), best of three."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    def loop() -> float:
+        t = time.perf_counter()
+        s = 0
+        for i in range(5_000_000):
+            s += i
+        return time.perf_counter() - t
+
+    a = np.random.default_rng(0).random((1500, 1500))
+    with threadpool_limits(1):
+        gemm = []
+        for _ in range(3):
+            t = time.perf_counter()
+            a @ a
+            gemm.append(time.perf_counter() - t)
+    py = min(loop() for _ in range(3))
+    return f"core speed: Python loop of 5M additions {py:.2f} s, one-thread matrix product {2 * 1500 ** 3 / min(gemm) / 1e9:.0f} GFLOP/s"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "lengthlens-paper-scale")
@@ -243,7 +267,7 @@ def main() -> int:
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     flat = build(args.data)
-    print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {calibration()}")
     startup()
     out = Path(tempfile.mkdtemp(prefix="lengthlens-bench-full-"))
     extra = shlex.split(args.report_args)

@@ -143,7 +143,7 @@ _PRESTART_BYTES = 1 << 20
 def _start_workers(args: argparse.Namespace, sources: list[Path]) -> None:
     """Start the analysis' worker processes now when the input looks large, so that their start-up overlaps the
     loading of the runs (else they start when the analysis needs them, if it does)."""
-    from lengthlens.analyses.group_pass import WORKER_MODULES
+    from lengthlens.analyses import WORKER_MODULES  # not the pass' module: importing it takes a second
     from lengthlens.stats.parallel import start_processes
 
     if sum(p.stat().st_size for p in sources if p.is_file()) >= _PRESTART_BYTES:
@@ -162,6 +162,7 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from lengthlens.report import write_report
+    from lengthlens.stats.parallel import stop_processes
 
     out = Path(args.out)
     sources: list[Path] = [Path(s) for s in args.runs]
@@ -188,6 +189,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"lengthlens report: {empty}", file=sys.stderr)
         return 1
     analysis = analyse_from_args(runs, args, progress=progress)
+    stop_processes(wait=False)  # the pass is done: the workers exit while the report is written, not at the end
     written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
                            progress=progress, workers=args.workers)
     progress.close()
@@ -282,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; errors in the input end with one clear line, not a traceback."""
     parser = build_parser()
     args = parser.parse_args(argv)  # --help and usage errors end here, before the data stack is imported
-    from lengthlens.data.loading import LoadError
+    from lengthlens.data.errors import LoadError  # light: the command imports the data stack when it needs it
 
     try:
         return int(args.func(args) or 0)

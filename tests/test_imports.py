@@ -55,3 +55,22 @@ def test_cells_path_needs_no_plotting_pdf_or_scipy_stats(tmp_path):
     got = imported_after(f"import lengthlens as ll\nll.cells(ll.load({str(flat)!r}, run_graders=False), n_resamples=50)")
     assert {"polars", "numpy"} <= got
     assert not got & {"matplotlib", "weasyprint", "statsmodels", "scipy.stats"}, got
+
+
+def test_report_starts_its_workers_before_importing_the_data_stack(tmp_path, monkeypatch):
+    """``lengthlens report`` on a large input starts its worker processes first, so that their imports overlap the
+    command's own (the constant naming their modules and the error main() catches live in modules that import nothing)."""
+    assert imported_after("import lengthlens.analyses, lengthlens.data.errors") == set()
+    from lengthlens import cli
+    from lengthlens.analyses import WORKER_MODULES
+    from lengthlens.analyses.group_pass import WORKER_MODULES as from_pass
+    from lengthlens.data.errors import LoadError
+    from lengthlens.data.loading import LoadError as from_loading
+
+    assert WORKER_MODULES == from_pass == ("lengthlens.analyses.group_pass",) and LoadError is from_loading
+    started = []
+    monkeypatch.setattr("lengthlens.stats.parallel.start_processes", lambda workers, modules: started.append(modules))
+    big = tmp_path / "big.parquet"
+    big.write_bytes(b"\0" * cli._PRESTART_BYTES)
+    cli._start_workers(cli.build_parser().parse_args(["report", str(big), "--out", str(tmp_path / "out")]), [big])
+    assert started == [WORKER_MODULES]

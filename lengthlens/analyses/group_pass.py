@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 import polars as pl
 
+from lengthlens.analyses import WORKER_MODULES  # noqa: F401 (re-exported)
 from lengthlens.analyses.attribution import Attribution, attribution_group, attribution_result, attribution_units
 from lengthlens.analyses.censoring_table import CENSORING_INPUTS, censoring_frame, censoring_group, censoring_options
 from lengthlens.data.loading import RunSet
@@ -29,8 +30,6 @@ from lengthlens.stats.results import CellTable
 #: The paired-run columns a group's job reads (what is sent to a worker process).
 _CHANNEL_INPUTS = ("thinking_chars", "answer_chars", "thinking_chars_star", "answer_chars_star")
 PASS_COLUMNS = tuple(dict.fromkeys((*CELL_KEY, *UNIT_KEY, *QUANTITY_INPUTS, *CENSORING_INPUTS, *_CHANNEL_INPUTS)))
-#: What a worker process imports when it starts (the jobs' modules).
-WORKER_MODULES = ("lengthlens.analyses.group_pass",)
 #: Fewer paired runs than this are computed on threads even when processes are asked for: sending the
 #: jobs would cost more than the GIL does.
 PROCESS_MIN_RUNS = 20_000

@@ -8,11 +8,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 import polars as pl
 
+from lengthlens.data.errors import LoadError  # noqa: F401 (public here and in loading)
 from lengthlens.data.schema import ARM_KEY
-
-
-class LoadError(ValueError):
-    """Input that cannot be analysed at all (wrong root, or invalid records with strict=True)."""
 
 
 @dataclass(frozen=True)

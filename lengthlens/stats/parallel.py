@@ -104,11 +104,11 @@ def start_processes(workers: int | None = None, modules: tuple[str, ...] = ()) -
     return n
 
 
-def stop_processes() -> None:
-    """Stop the worker processes, if any."""
+def stop_processes(wait: bool = True) -> None:
+    """Stop the worker processes, if any (``wait``: until they have exited)."""
     global _processes
     if _processes is not None:
-        _processes[1].shutdown(wait=True, cancel_futures=True)
+        _processes[1].shutdown(wait=wait, cancel_futures=True)
         _processes = None
 
 
