@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 
 from lengthlens.stats.aft import _DISTS, DEFAULT_AFT_RESAMPLES, AFTFit, fit_aft
-from lengthlens.stats.aft_bootstrap import AFTBootstrap, _percentile, fit_aft_bootstrap
+from lengthlens.stats.aft_bootstrap import AFTBootstrap, fit_aft_bootstrap
 from lengthlens.stats.aft_sandwich import aft_sandwich
+from lengthlens.stats.resample import quantiles_with_inf
 from lengthlens.stats.survival import (
     KaplanMeier,
     _html,
@@ -161,7 +162,13 @@ def _budget_summary(budget, n: int) -> tuple[np.ndarray | None, float | None]:
 def _ratio_ci(num: np.ndarray, den: np.ndarray, level: float) -> tuple[float, float]:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = num / den
-    return _percentile(r, (1 - level) / 2), _percentile(r, 1 - (1 - level) / 2)
+    return _percentile_pair(r, level)
+
+
+def _percentile_pair(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The equal-tailed percentile interval of ``values`` (:func:`_percentile` at both ends, from one sort)."""
+    lo, hi = quantiles_with_inf(np.asarray(values, dtype=float), ((1 - level) / 2, 1 - (1 - level) / 2))
+    return float(lo), float(hi)
 
 
 def censoring_cell(
@@ -359,7 +366,7 @@ def _aft_estimates(d: _CellData, n_boot: int, level: float):
         if n_boot:
             boot = boots[dist] = fit_aft_bootstrap(lengths, cens, x, d.counts[:n_boot][:, items], dist, start=fit)
             lam_b = np.exp(boot.beta)
-            cis[dist] = (_percentile(lam_b, (1 - level) / 2), _percentile(lam_b, 1 - (1 - level) / 2))
+            cis[dist] = _percentile_pair(lam_b, level)
         else:
             boots[dist] = None
             cis[dist] = aft_sandwich(fit, lengths, cens, x, items, level).ci
