@@ -166,7 +166,8 @@ def _ratio_ci(num: np.ndarray, den: np.ndarray, level: float) -> tuple[float, fl
 
 
 def _percentile_pair(values: np.ndarray, level: float) -> tuple[float, float]:
-    """The equal-tailed percentile interval of ``values`` (:func:`_percentile` at both ends, from one sort)."""
+    """The equal-tailed percentile interval of ``values``, both ends from one sort: linear interpolation (numpy's
+    default), NaN dropped, an infinite replicate kept as the limit (:func:`~lengthlens.stats.resample.quantiles_with_inf`)."""
     lo, hi = quantiles_with_inf(np.asarray(values, dtype=float), ((1 - level) / 2, 1 - (1 - level) / 2))
     return float(lo), float(hi)
 

@@ -22,7 +22,6 @@ from lengthlens.stats.aft import (
     _separation,
     fit_aft,
 )
-from lengthlens.stats.resample import quantiles_with_inf
 
 __all__ = ["AFTBootstrap", "fit_aft_bootstrap"]
 
@@ -89,12 +88,3 @@ def fit_aft_bootstrap(
     n_inf = int(np.sum(np.isinf(beta)))
     return AFTBootstrap(dist=dist, beta=beta, converged=converged, n_infinite=n_inf,
                         n_failed=int(np.sum(np.isnan(beta))))
-
-
-def _percentile(values: np.ndarray, q: float) -> float:
-    """Linear-interpolation percentile (numpy's default) that tolerates +/-inf; NaNs are dropped.
-
-    Interpolating towards an infinite replicate gives that infinity (the limit is unbounded).
-    One column of :func:`lengthlens.stats.resample.quantiles_with_inf`, which defines the rule.
-    """
-    return float(quantiles_with_inf(np.asarray(values, dtype=float), (q,))[0])
