@@ -74,11 +74,34 @@ def _worker_start(modules: tuple[str, ...]) -> None:
 
     for name in _ONE_THREAD_ENV:  # read when numpy/polars are first imported, which in a spawned worker is below
         os.environ[name] = "1"
+    _keep_heap_pages()
     for m in modules:
         importlib.import_module(m)
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")  # in case the caller's main module imported numpy already
+
+
+#: Bytes of freed memory glibc's malloc keeps at the top of a worker's heap (M_TOP_PAD) instead of returning them.
+_TOP_PAD = 256 << 20
+
+
+def _keep_heap_pages() -> None:
+    """Let glibc's malloc keep up to :data:`_TOP_PAD` of freed heap in a worker process, to be reused.
+
+    A group's work allocates and frees arrays of 0.1-100 MB many times; with glibc's default
+    (dynamic) thresholds much of that memory went back to the system and came back as fresh pages,
+    each page zeroed by the kernel on first touch: in the paper-scale pass (one process) 176k page
+    faults and 1.8-2.1 s of system time, against 22-30k and 0.8-1.0 s with the pad, at the same peak
+    memory. Placement only: no number changes. Not glibc (macOS, musl): nothing to set.
+    """
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt(-2, _TOP_PAD)  # M_TOP_PAD
 
 
 def start_processes(workers: int | None = None, modules: tuple[str, ...] = ()) -> int:
