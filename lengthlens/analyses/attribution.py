@@ -10,13 +10,13 @@ from the same draws as the cell table; plus the per-item distribution of that sh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import polars as pl
 
 from lengthlens.data.channels import check_logged_counts, split_channels
-from lengthlens.data.loading import RunSet
+from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.stats.item_sums import group_bootstrap_sums, map_groups
 from lengthlens.stats.resample import (
@@ -27,6 +27,9 @@ from lengthlens.stats.resample import (
     percentile_interval,
 )
 from lengthlens.stats.results import frame_html
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 #: Cells putting at least these shares of their extra length into thinking (by the share's lower limit) are counted.
 SHARE_THRESHOLDS = (0.90, 0.92)
@@ -192,6 +195,7 @@ def attribution_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws:
 def attribution_result(rows: list[dict], channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]],
                        table3_cells: pd.DataFrame | None = None) -> Attribution:
     """The Attribution of every group's :func:`attribution_group` rows (in group order) and the channel audits."""
+    import pandas as pd
     _units, disagreements, causes = channels
     cells_df = pd.DataFrame(rows, columns=_COLUMNS)
     return Attribution(cells=cells_df, summary=summarize(cells_df, table3_cells), logged_disagreements=tuple(disagreements),
@@ -228,6 +232,7 @@ def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) 
     by the share's lower limit (``n_share_lo_ge_*``) and, for comparison, by its point estimate
     (``n_share_point_ge_*``).
     """
+    import pandas as pd
     scopes = [("all", cells_df)]
     if table3_cells is not None:
         keys = table3_cells[list(CELL_KEY)].drop_duplicates()

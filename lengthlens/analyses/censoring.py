@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 
 from lengthlens.stats.aft import _DISTS, DEFAULT_AFT_RESAMPLES, AFTFit, fit_aft
 from lengthlens.stats.aft_bootstrap import AFTBootstrap, fit_aft_bootstrap
@@ -28,6 +27,9 @@ from lengthlens.stats.survival import (
     kaplan_meier,
     restricted_means_many,
 )
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 __all__ = ["CensoringCell", "PreparedCell", "censoring_cell", "prepare_cell", "DEFAULT_AFT_RESAMPLES"]
 
@@ -132,6 +134,7 @@ class CensoringCell:
 
     def to_frame(self) -> pd.DataFrame:
         """The ratios side by side: plain, uncensored pairs, restricted mean, AFT log-normal and Weibull."""
+        import pandas as pd
         rows = [
             ("plain (censored at budget)", self.lambda_plain, *self.lambda_plain_ci),
             (f"uncensored pairs (n={self.n_uncensored_pairs})", self.lambda_uncensored_pairs,

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
-from lengthlens.data.loading import RunSet
+from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.stats.estimate import cells as compute_cells
 from lengthlens.stats.item_sums import item_positions, map_groups
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 
 #: The paired-run columns :func:`censoring_group` reads.
@@ -78,6 +80,7 @@ def censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: D
 def censoring_frame(rows: list[dict], cells_df: pd.DataFrame) -> pd.DataFrame:
     """censoring.csv from every group's :func:`censoring_group` rows (in group order), with plain lambda's interval
     taken from the cell table (same draws and definition, the cell table's method)."""
+    import pandas as pd
     cz = pd.DataFrame(rows)
     if cz.empty or cells_df.empty:
         return cz

@@ -11,14 +11,14 @@ called one after another: each group's results depend only on its runs and the s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import polars as pl
 
 from lengthlens.analyses import WORKER_MODULES  # noqa: F401 (re-exported)
 from lengthlens.analyses.attribution import Attribution, attribution_group, attribution_result, attribution_units
 from lengthlens.analyses.censoring_table import CENSORING_INPUTS, censoring_frame, censoring_group, censoring_options
-from lengthlens.data.loading import RunSet
+from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY
 from lengthlens.data.schema import UNIT_KEY
 from lengthlens.stats.estimate import QUANTITY_INPUTS, cell_table, check_ci, group_cells, unit_quantities
@@ -26,6 +26,9 @@ from lengthlens.stats.item_sums import all_group_items, group_frames
 from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.resample import DrawCache
 from lengthlens.stats.results import CellTable
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 #: The paired-run columns a group's job reads (what is sent to a worker process).
 _CHANNEL_INPUTS = ("thinking_chars", "answer_chars", "thinking_chars_star", "answer_chars_star")

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import polars as pl
 
 from lengthlens.data.errors import LoadError  # noqa: F401 (public here and in loading)
 from lengthlens.data.schema import ARM_KEY
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import pandas as pd
 from scipy import special
 
 from lengthlens.stats.survival import _html
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 __all__ = ["AFTFit", "DEFAULT_AFT_RESAMPLES", "fit_aft"]
 
@@ -296,6 +298,7 @@ class AFTFit:
 
     def to_frame(self) -> pd.DataFrame:
         """One row with the estimates."""
+        import pandas as pd
         return pd.DataFrame([self.__dict__])
 
     def _repr_html_(self) -> str:

@@ -7,9 +7,9 @@ so 1,000 refits cost a few passes over (B, N). Kept beside the sandwich interval
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from lengthlens.stats.aft import (
     AFTFit,
@@ -22,6 +22,9 @@ from lengthlens.stats.aft import (
     _separation,
     fit_aft,
 )
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 __all__ = ["AFTBootstrap", "fit_aft_bootstrap"]
 
@@ -43,9 +46,11 @@ class AFTBootstrap:
 
     def to_frame(self) -> pd.DataFrame:
         """The replicates, one row per resample."""
+        import pandas as pd
         return pd.DataFrame({"beta": self.beta, "lambda_aft": np.exp(self.beta), "converged": self.converged})
 
     def _repr_html_(self) -> str:
+        import pandas as pd
         summary = pd.DataFrame([{"dist": self.dist, "n": len(self.beta), "n_infinite": self.n_infinite,
                                  "n_failed": self.n_failed}])
         return _html("AFT bootstrap replicates", summary)

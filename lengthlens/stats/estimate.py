@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from lengthlens.data.loading import RunSet
+from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.schema import UNIT_KEY
 from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, metrics_and_ses, moment_pairs

@@ -12,7 +12,7 @@ from typing import TypeVar
 import numpy as np
 import polars as pl
 
-from lengthlens.data.loading import RunSet
+from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY
 from lengthlens.data.schema import GROUP_KEY
 from lengthlens.stats.parallel import map_ordered

@@ -5,9 +5,10 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-import pandas as pd
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,11 @@ class Cell:
         return row
 
     def to_frame(self) -> pd.DataFrame:
+        import pandas as pd
         return pd.DataFrame([self.to_row()])
 
     def _repr_html_(self) -> str:
+        import pandas as pd
         title = f"{self.target} / {self.draft} / {self.dataset}: {self.method} {self.params} (n={self.n_items} items)"
         body = pd.DataFrame(
             [{"metric": k, "estimate": v.point,
@@ -146,6 +149,7 @@ class CellTable:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per cell, the columns of cells.csv."""
+        import pandas as pd
         if not self.cells:
             return pd.DataFrame(columns=_empty_cell_columns())
         return pd.DataFrame([c.to_row() for c in self.cells])

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from scipy import special
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+    import pandas as pd
 
 __all__ = ["KaplanMeier", "QuantileEstimate", "kaplan_meier", "restricted_means_many"]
 
@@ -108,6 +111,7 @@ class KaplanMeier:
 
     def to_frame(self) -> pd.DataFrame:
         """The survival table, one row per event time."""
+        import pandas as pd
         return pd.DataFrame(
             {
                 "length": self.times,
@@ -122,6 +126,7 @@ class KaplanMeier:
 
     def quantile_frame(self) -> pd.DataFrame:
         """Quartiles and median with their intervals and, where missing, the reason."""
+        import pandas as pd
         return pd.DataFrame([q.__dict__ for q in self.quantiles])
 
     def _repr_html_(self) -> str:
