@@ -29,7 +29,7 @@ LABELS: dict[str, str] = {
     "extra_chars": "extra chars", "extra_chars_thinking": "extra chars thinking", "thinking_share": "thinking share",
     "fired": "fired", "correct_before": "correct before", "correct_after": "correct after",
     "wrong_to_right": "wrong→right", "right_to_wrong": "right→wrong", "still_capped": "still capped",
-    "mcnemar_p": "McNemar p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
+    "mcnemar_p": "paired p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
     "budget": "budget",
 }
 
@@ -279,7 +279,7 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("threshold", "threshold", "int"), Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
         Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
         Col("wrong_to_right", "wrong→right", "int"), Col("right_to_wrong", "right→wrong", "int"),
-        Col("still_capped", "still capped", "int"), Col("mcnemar_p", "McNemar p", "p"),
+        Col("still_capped", "still capped", "int"), Col("mcnemar_p", "paired p", "p", title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)"),
     ],
     "attribution_summary": [
         Col("scope", "cells", "text", left=True),
@@ -309,7 +309,7 @@ TABLE4_COLS = [
     Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
     Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
     Col("wrong_to_right", "wrong → right", "int"), Col("right_to_wrong", "right → wrong", "int"),
-    Col("still_capped", "still capped", "int"), Col("mcnemar_p", "McNemar p", "p"),
+    Col("still_capped", "still capped", "int"), Col("mcnemar_p", "paired p", "p", title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)"),
 ]
 
 NO_TABLE4 = ("The logs have no force-commit arm (a <code>&lt;rule&gt;_force_commit</code> method with params "

@@ -78,10 +78,11 @@ def table4_tex(t4: pd.DataFrame) -> str:
         if c in t4.columns:
             cols.append((c, h, "int"))
     if "mcnemar_p" in t4.columns:
-        cols.append(("mcnemar_p", "McNemar $p$", "p"))
+        cols.append(("mcnemar_p", "Paired $p$", "p"))
     total = next((str(v) for v in t4[label_col].astype(str) if v.lower() in ("total", "all")), None)
     return booktabs(t4, cols, caption="Force-commit interventions: runs where the intervention fired, correctness before "
-                    "and after, and McNemar's exact test on the discordant runs.", label="tab:force-commit", total_row=total)
+                    "and after, and the paired test on the discordant runs (McNemar's exact test; the item-level sign-flip "
+                    "test when items have several seeds).", label="tab:force-commit", total_row=total)
 
 
 def attribution_tex(attr: pd.DataFrame) -> str:
