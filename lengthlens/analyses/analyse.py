@@ -135,7 +135,8 @@ class Analysis:
             r = t4.iloc[-1]
             lines.append(f"table 4: forcing the thinking closed fired on {int(r['fired'])} runs; correct {int(r['correct_before'])} -> "
                          f"{int(r['correct_after'])} of {int(r['n_graded'])} graded ({int(r['wrong_to_right'])} wrong->right, "
-                         f"{int(r['right_to_wrong'])} right->wrong, {int(r['still_capped'])} still capped; McNemar p = {r['mcnemar_p']:.3g})")
+                         f"{int(r['right_to_wrong'])} right->wrong, {int(r['still_capped'])} still capped; {_test_name(r)} p = "
+                         f"{r['mcnemar_p']:.3g})")
         ex = self.tables.get("extra_tokens")
         if ex is not None and not ex.empty:
             withp = ex[ex["n_runs_with_proposals"] > 0]
@@ -279,3 +280,9 @@ def extra_tokens_table(runs: RunSet, units: pl.DataFrame | None = None) -> pd.Da
     if stats is None or stats.is_empty() or stats["n_runs_with_proposals"].sum() == 0:
         return None
     return stats.to_pandas()
+
+
+def _test_name(row) -> str:
+    """The paired accuracy test a Table 4 row's p-value comes from, in words (table4.csv's accuracy_test)."""
+    test = str(row.get("accuracy_test", "mcnemar_exact"))
+    return "sign-flip" if test.startswith("sign_flip") else "McNemar"

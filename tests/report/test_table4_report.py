@@ -103,3 +103,13 @@ def test_methods_definitions_fit_the_pdf_page(example_report):
     width, body = hits[0]
     xs = [float(x) for x in re.findall(r'xMax="([\d.]+)"[^>]*>meaning<', body)]
     assert xs and max(xs) <= width
+
+
+def test_table4_summary_line_names_the_test_its_p_comes_from():
+    import pandas as pd
+
+    from lengthlens.analyses.analyse import _test_name
+
+    assert _test_name(pd.Series({"accuracy_test": "mcnemar_exact"})) == "McNemar"
+    assert _test_name(pd.Series({"accuracy_test": "sign_flip_exact"})) == "sign-flip"
+    assert _test_name(pd.Series({"accuracy_test": "sign_flip_monte_carlo"})) == "sign-flip"
