@@ -276,3 +276,46 @@ def test_split_agrees_with_logged_counts_on_all_real_runs(shared_data):
         run = json.loads((d / "run.json").read_text())
         lossy = split_channels((d / "output.txt").read_text(encoding="utf-8"))
         assert check_logged_counts(lossy, run["analysis_chars"], run["final_chars"]) is not None
+
+
+def test_run_channels_audited_matches_a_plain_loop_on_mixed_runs():
+    """Runs with text are split, runs without take their logged counts, runs with neither get nulls: the columns
+    built from the logged counts must equal a row-by-row loop (the function's former body) on every kind of row."""
+    from lengthlens.analyses.attribution import disagreement_cause, run_channels_audited
+
+    harmony = f"{A}think it over{F}the answer"
+    table = pl.DataFrame({
+        "text": [None, harmony, None, "<think>abc</think>xyz", None, f"{A}whole{F}ans", None],
+        "target": ["gpt-oss-20b", "gpt-oss-20b", "m", "qwen3", "m", "gpt-oss-20b", "m"],
+        "analysis_chars": [10, None, None, 3, 7, 1, 4],
+        "final_chars": [5, None, 2, 3, 0, 999, 6],
+        "reached_final_channel": [True, None, None, True, None, True, False],
+        "source": [f"run{i}" for i in range(7)],
+    }, schema_overrides={"text": pl.String, "analysis_chars": pl.Int64, "final_chars": pl.Int64,
+                         "reached_final_channel": pl.Boolean})
+    out, disagreements, causes = run_channels_audited(table)
+
+    expected = {k: [] for k in ("channel_format", "thinking_chars", "answer_chars", "thinking_closed", "chars_source")}
+    want_msgs, want_causes = [], []
+    for r in table.iter_rows(named=True):
+        if isinstance(r["text"], str):
+            s = split_channels(r["text"], r["target"])
+            for k, v in zip(expected, (s.format, s.thinking_chars, s.answer_chars, s.thinking_closed, "text")):
+                expected[k].append(v)
+            msg = check_logged_counts(s, r["analysis_chars"], r["final_chars"], r["reached_final_channel"])
+            if msg:
+                want_msgs.append(f"{r['source']}: {msg}")
+                want_causes.append((r["target"], disagreement_cause(s, r["analysis_chars"], r["final_chars"], msg),
+                                    r["source"]))
+        elif r["analysis_chars"] is not None and r["final_chars"] is not None:
+            for k, v in zip(expected, (None, r["analysis_chars"], r["final_chars"], r["reached_final_channel"], "logged")):
+                expected[k].append(v)
+        else:
+            for k in expected:
+                expected[k].append(None)
+    assert {k: out[k].to_list() for k in expected} == expected
+    assert expected["chars_source"] == ["logged", "text", None, "text", "logged", "text", "logged"]
+    assert expected["thinking_chars"][0] == 10 and expected["thinking_closed"][6] is False
+    assert out.schema["thinking_chars"] == pl.Int64 and out.schema["thinking_closed"] == pl.Boolean
+    assert disagreements == want_msgs and causes == want_causes and len(disagreements) == 1  # run5: whole text as final
+    assert out.columns[:6] == table.columns

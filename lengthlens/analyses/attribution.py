@@ -48,32 +48,35 @@ def run_channels_audited(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str], 
     Runs without text fall back to the generator's logged counts (``chars_source`` says which).
     Logged counts that the text cannot explain are returned as messages, never trusted blindly.
     """
-    rows = {k: [] for k in ("channel_format", "thinking_chars", "answer_chars", "thinking_closed", "chars_source")}
+    # Runs without text take their logged counts as columns; only runs with text are split, one by one (a flat
+    # file of counts has no text: 180k runs went through a Python loop for nothing).
+    logged = pl.col("text").is_null() & pl.col("analysis_chars").is_not_null() & pl.col("final_chars").is_not_null()
+    extra = table.select(
+        pl.lit(None, dtype=pl.String).alias("channel_format"),
+        pl.when(logged).then(pl.col("analysis_chars")).cast(pl.Int64).alias("thinking_chars"),
+        pl.when(logged).then(pl.col("final_chars")).cast(pl.Int64).alias("answer_chars"),
+        pl.when(logged).then(pl.col("reached_final_channel")).cast(pl.Boolean).alias("thinking_closed"),
+        pl.when(logged).then(pl.lit("logged")).alias("chars_source").cast(pl.String),
+    )
     disagreements: list[str] = []
     causes: list[tuple[str, str, str]] = []
-    for r in table.select("text", "target", "analysis_chars", "final_chars", "reached_final_channel", "source").iter_rows(named=True):
-        if isinstance(r["text"], str):
+    positions = table.select(pl.arg_where(pl.col("text").is_not_null())).to_series()
+    if positions.len():
+        rows = {k: [] for k in ("channel_format", "thinking_chars", "answer_chars", "thinking_closed")}
+        texts = table[positions].select("text", "target", "analysis_chars", "final_chars", "reached_final_channel", "source")
+        for r in texts.iter_rows(named=True):
             s = split_channels(r["text"], r["target"])
             rows["channel_format"].append(s.format)
             rows["thinking_chars"].append(s.thinking_chars)
             rows["answer_chars"].append(s.answer_chars)
             rows["thinking_closed"].append(s.thinking_closed)
-            rows["chars_source"].append("text")
             msg = check_logged_counts(s, r["analysis_chars"], r["final_chars"], r["reached_final_channel"])
             if msg:
                 disagreements.append(f"{r['source']}: {msg}")
                 causes.append((r["target"], disagreement_cause(s, r["analysis_chars"], r["final_chars"], msg), r["source"]))
-        elif r["analysis_chars"] is not None and r["final_chars"] is not None:
-            rows["channel_format"].append(None)
-            rows["thinking_chars"].append(r["analysis_chars"])
-            rows["answer_chars"].append(r["final_chars"])
-            rows["thinking_closed"].append(r["reached_final_channel"])
-            rows["chars_source"].append("logged")
-        else:
-            for k in rows:
-                rows[k].append(None)
-    extra = pl.DataFrame(rows, schema={"channel_format": pl.String, "thinking_chars": pl.Int64, "answer_chars": pl.Int64,
-                                       "thinking_closed": pl.Boolean, "chars_source": pl.String})
+        rows["chars_source"] = ["text"] * positions.len()
+        extra = extra.with_columns(
+            extra[k].scatter(positions, pl.Series(k, v, dtype=extra.schema[k])) for k, v in rows.items())
     return pl.concat([table, extra], how="horizontal"), disagreements, causes
 
 
