@@ -110,15 +110,27 @@ def alpha_selected(cells_df: pd.DataFrame) -> pd.DataFrame:
     df = _relaxed_rules(cells_df)
     if df.empty:
         return pd.DataFrame(columns=cols)
+    ranked = _ranked(df)
+    # One pass over the ranked cells with each group's row positions (pandas' per-group frames cost ~1.5 ms a group).
+    alpha = ranked["alpha"].to_numpy()
+    alpha_num = ranked["alpha"].astype(float).to_numpy()
+    complete = ranked["_complete"].to_numpy(dtype=bool)
+    params, n_items = ranked["params"].to_numpy(), ranked["n_items"].to_numpy()
+    base = ranked["n_items_baseline"].to_numpy() if "n_items_baseline" in ranked.columns else None
+    keys = [*GROUP_KEY, "method"]
+    key_values = [ranked[k].to_numpy() for k in keys]
+
+    def fmt(values: np.ndarray) -> str:
+        return ";".join(f"{a:g}" for a in values[~np.isnan(values)])
+
     rows = []
-    for _, g in _ranked(df).groupby([*GROUP_KEY, "method"], sort=True):
-        top = g.iloc[0]
-        fmt = lambda d: ";".join(f"{a:g}" for a in d["alpha"].dropna().astype(float))  # noqa: E731
-        rows.append({**{k: top[k] for k in GROUP_KEY}, "method": top["method"], "alpha_selected": top["alpha"],
-                     "params_selected": top["params"], "n_items": int(top["n_items"]),
-                     "n_items_baseline": int(top["n_items_baseline"]) if "n_items_baseline" in g else np.nan,
-                     "complete": bool(top["_complete"]), "alphas_complete": fmt(g[g["_complete"]]),
-                     "alphas_incomplete": fmt(g[~g["_complete"]])})
+    for pos in ranked.groupby(keys, sort=True).indices.values():
+        top = pos[0]
+        rows.append({**{k: v[top] for k, v in zip(keys, key_values)}, "alpha_selected": alpha[top],
+                     "params_selected": params[top], "n_items": int(n_items[top]),
+                     "n_items_baseline": int(base[top]) if base is not None else np.nan,
+                     "complete": bool(complete[top]), "alphas_complete": fmt(alpha_num[pos][complete[pos]]),
+                     "alphas_incomplete": fmt(alpha_num[pos][~complete[pos]])})
     return pd.DataFrame(rows, columns=cols)
 
 

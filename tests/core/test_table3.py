@@ -161,3 +161,37 @@ def test_thinking_share_undefined_when_extra_length_is_noise(tmp_path):
     assert s.loc[("all", "all"), "n_share_undefined"] == int(noise.extra_chars > 0)
     assert s.loc[("all", "all"), "n_share_lo_ge_90"] == 1
     assert s.loc[("table3", "all"), "n_cells"] == 1 and ("table3", "r_fuzzy") in s.index
+
+
+def test_alpha_selected_equals_a_per_group_pandas_loop():
+    """Many groups, unsorted rows, missing alphas, incomplete arms, an intervention: the one-pass listing equals the
+    plain per-group loop (the function's former body) value for value."""
+    from lengthlens.analyses.tables import _ranked, _relaxed_rules
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for target in ("T2", "T1"):
+        for dataset in ("b", "a"):
+            for method in ("cactus", "r_fuzzy", "cactus_force_commit"):
+                for alpha in (0.1, 0.5, 0.9, None):
+                    n = int(rng.choice([3, 29, 30]))
+                    rows.append(dict(target=target, draft="D", dataset=dataset, method=method,
+                                     params=f"alpha{alpha}", alpha=alpha, n_items=n, n_items_baseline=30))
+    df = pd.DataFrame(rows).sample(frac=1.0, random_state=1).reset_index(drop=True)
+
+    def oracle(cells_df):
+        out = []
+        for _, g in _ranked(_relaxed_rules(cells_df)).groupby(["target", "draft", "dataset", "method"], sort=True):
+            top = g.iloc[0]
+            fmt = lambda d: ";".join(f"{a:g}" for a in d["alpha"].dropna().astype(float))  # noqa: E731
+            out.append({"target": top["target"], "draft": top["draft"], "dataset": top["dataset"], "method": top["method"],
+                        "alpha_selected": top["alpha"], "params_selected": top["params"], "n_items": int(top["n_items"]),
+                        "n_items_baseline": int(top["n_items_baseline"]) if "n_items_baseline" in g else np.nan,
+                        "complete": bool(top["_complete"]), "alphas_complete": fmt(g[g["_complete"]]),
+                        "alphas_incomplete": fmt(g[~g["_complete"]])})
+        return pd.DataFrame(out)
+
+    for frame in (df, df.drop(columns=["n_items_baseline"])):
+        got, want = alpha_selected(frame), oracle(frame)
+        assert len(got) == 8  # 2 targets x 2 datasets x 2 rules (the intervention is Table 4's)
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
