@@ -104,9 +104,10 @@ def figures(analysis: Analysis) -> dict[str, Any]:
     return {key: make() for key, make, _weight, _pinned in _figure_jobs(analysis)}
 
 
-#: Rough cost of each figure (CPU centiseconds at paper scale, 360 cells, measured), to balance the workers.
-_FIGURE_WEIGHT = {"gain_vs_lambda": 40.0, "survival": 38.0, "attribution": 16.0, "rounds_vs_time": 8.5,
-                  "accuracy_vs_gain": 8.5, "lambda_forest": 4.3}
+#: Rough cost of each figure to balance the workers: CPU centiseconds at paper scale (360 cells), drawing and SVG,
+#: measured in one process on the 2-core machine (the mean of two rounds; a forest plot is one dataset's).
+_FIGURE_WEIGHT = {"gain_vs_lambda": 155.0, "survival": 79.0, "attribution": 60.0, "rounds_vs_time": 34.0,
+                  "accuracy_vs_gain": 30.0, "lambda_forest": 19.0}
 #: Figures rendered in the report's own process, never in a forked child: survival runs polars, whose thread
 #: pool is not safe to use after a fork (its polars part runs here while the children draw).
 _FIGURE_PINNED = {"survival"}
