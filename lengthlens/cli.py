@@ -150,14 +150,31 @@ def _start_workers(args: argparse.Namespace, sources: list[Path]) -> None:
         start_processes(args.workers, WORKER_MODULES)
 
 
-def analyse_from_args(runs, args: argparse.Namespace, progress=None):
+def _prepare_writing(args: argparse.Namespace) -> None:
+    """Import what writing the report needs (matplotlib for the figures, WeasyPrint and its stylesheet for the PDF).
+
+    Called while the analysis' workers compute (``analyse(meanwhile=...)``), when this process only waits: these
+    imports (1-2 s) would otherwise run alone after the analysis. A failure is left to the writing, which reports it.
+    """
+    try:
+        if not args.no_figures:
+            import lengthlens.report.plots  # noqa: F401
+        if not args.no_pdf:
+            from lengthlens.report.printing import printer
+
+            printer()
+    except Exception:  # noqa: BLE001 - the same import fails again where the report needs it, with its message
+        pass
+
+
+def analyse_from_args(runs, args: argparse.Namespace, progress=None, meanwhile=None):
     """lengthlens.analyses.analyse.analyse with the shared command-line options."""
     from lengthlens.analyses.analyse import analyse
 
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
                    proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small,
-                   progress=progress, workers=args.workers, processes=True, **extra)
+                   progress=progress, workers=args.workers, processes=True, meanwhile=meanwhile, **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -188,7 +205,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(runs.summary(), file=sys.stderr)
         print(f"lengthlens report: {empty}", file=sys.stderr)
         return 1
-    analysis = analyse_from_args(runs, args, progress=progress)
+    analysis = analyse_from_args(runs, args, progress=progress, meanwhile=lambda: _prepare_writing(args))
     stop_processes(wait=False)  # the pass is done: the workers exit while the report is written, not at the end
     written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
                            progress=progress, workers=args.workers)

@@ -95,3 +95,5 @@ def test_a_group_job_needs_no_pandas(tmp_path):
             "assert parts and all(p[0] for p in parts)")
     assert "pandas" not in imported_after(code)
     assert "pandas" not in imported_after("import lengthlens.analyses.group_pass")
+    # analyse() imports pandas and the tables' modules while its pass runs (analyses.analyse._AFTER_PASS), not before
+    assert "pandas" not in imported_after("import lengthlens.analyses.analyse")

@@ -6,26 +6,27 @@ import html
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.attribution import channel_units
 from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES
 from lengthlens.analyses.censoring_table import censoring_table  # noqa: F401 (re-exported: its home before the split)
-from lengthlens.analyses.group_pass import group_pass
-from lengthlens.analyses.intervention import table4
-from lengthlens.analyses.methods import LOSSLESS_METHODS, lossless_check, method_pairs
-from lengthlens.analyses.tables import alpha_selected, table3_cells
-from lengthlens.analyses.tables import arms as compute_arms
-from lengthlens.analyses.tables import table3 as compute_table3
-from lengthlens.data.loading import RunSet
+from lengthlens.analyses.group_pass import GroupPass, group_pass
+from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import cell_units
 from lengthlens.data.schema import ARM_KEY, UNIT_KEY
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from lengthlens.stats.results import CellTable, frame_html
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: What :func:`analyse` needs after its pass over the groups (pandas and the tables' modules, ~0.5 s to import):
+#: imported while the pass's workers compute, not before it starts.
+_AFTER_PASS = ("pandas", "lengthlens.analyses.tables", "lengthlens.analyses.methods", "lengthlens.analyses.intervention")
 
 
 def _lossless_headline(a: Any) -> str:
@@ -90,6 +91,8 @@ class Analysis:
                  if self.settings.get("alphas", "loosest") == "loosest" else "every alpha")
         n_small = int(a.get("n_small_excluded", 0) or 0)
         which += (f"; {n_small} cell{'s' if n_small != 1 else ''} with fewer than 10 items left out" if n_small else "")
+        from lengthlens.analyses.methods import LOSSLESS_METHODS
+
         methods = set(t3["method"]) - {"all"}
         if methods and methods <= LOSSLESS_METHODS:
             # Lossless methods: a length ratio away from 1 is a failed check, not inflation.
@@ -164,7 +167,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
             proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
             include_small: bool = False, progress: Callable[[str], None] | None = None,
-            workers: int | None = None, processes: bool = False) -> Analysis:
+            workers: int | None = None, processes: bool = False, meanwhile: Callable[[], None] | None = None) -> Analysis:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
@@ -178,20 +181,54 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     workers : groups computed at once (default: the cores available; ``LENGTHLENS_WORKERS`` sets it), on threads,
         or in worker processes with ``processes`` (faster on several cores; what the command line uses; a script
         calling it must be importable without side effects, as for any multiprocessing). The numbers do not depend on either.
+    meanwhile : called once in this thread while the cells, censoring and attribution are computed (other work that can
+        overlap them, e.g. the command line imports what writing the report needs).
     """
     stage = _Stages(progress)
     stage("cells, censoring, attribution")
     channels = channel_units(runs)  # the runs paired once, for every analysis below
-    units = channels[0]
     done = group_pass(runs, channels, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
-                      n_resamples_aft=n_resamples_aft, aft_ci=aft_ci, workers=workers, processes=processes)
-    cell_table = done.cells
-    cells_df = cell_table.to_frame()
+                      n_resamples_aft=n_resamples_aft, aft_ci=aft_ci, workers=workers, processes=processes,
+                      meanwhile=_importing_after_pass(meanwhile))
+    tables, notes = _tables(runs, done, stage, alphas=alphas, include_small=include_small)
+    _further_tables(runs, tables["cells"], channels[0], tables, stage, proposals=proposals, n_resamples=n_resamples,
+                    seed=seed, confidence_level=confidence_level)
+    settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
+                "aft_ci": aft_ci, "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
+                "include_small": include_small}
+    stage.stop()
+    return Analysis(runs=runs, cells=done.cells, tables=tables, settings=settings, notes=tuple(notes), timings=stage.times)
+
+
+def _importing_after_pass(meanwhile: Callable[[], None] | None) -> Callable[[], None]:
+    """The pass's ``meanwhile``: import what the tables after the pass need (:data:`_AFTER_PASS`), then the caller's."""
+    def run() -> None:
+        import importlib
+
+        for name in _AFTER_PASS:
+            importlib.import_module(name)
+        if meanwhile is not None:
+            meanwhile()
+
+    return run
+
+
+def _tables(runs: RunSet, done: GroupPass, stage: _Stages, *, alphas: str,
+            include_small: bool) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """The cell table's frame, arms, Table 3 and its alpha choice, skipped runs, censoring and attribution from the
+    pass ``done``, and the notes they raise."""
+    import pandas as pd
+
+    from lengthlens.analyses.tables import alpha_selected, table3_cells
+    from lengthlens.analyses.tables import arms as compute_arms
+    from lengthlens.analyses.tables import table3 as compute_table3
+
+    cells_df = done.cells.to_frame()
     stage("arms and Table 3")
     tables = {
         "cells": cells_df,
         "arms": compute_arms(runs),
-        "table3": (compute_table3(cell_table, alphas=alphas, include_small=include_small) if not cells_df.empty
+        "table3": (compute_table3(done.cells, alphas=alphas, include_small=include_small) if not cells_df.empty
                    else pd.DataFrame()),
         "alpha_selected": alpha_selected(cells_df),
         "skipped": runs.skipped.to_pandas(),
@@ -203,18 +240,15 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         tables["attribution"] = attr.cells
         tables["attribution_summary"] = attr.summary
         notes.extend(attr.disagreement_notes)  # one line per model, with the known cause
-    _further_tables(runs, cells_df, units, tables, stage, proposals=proposals, n_resamples=n_resamples, seed=seed,
-                    confidence_level=confidence_level)
-    settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
-                "aft_ci": aft_ci, "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
-                "include_small": include_small}
-    stage.stop()
-    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings, notes=tuple(notes), timings=stage.times)
+    return tables, notes
 
 
 def _further_tables(runs: RunSet, cells_df: pd.DataFrame, units: pl.DataFrame, tables: dict[str, pd.DataFrame],
                     stage: _Stages, *, proposals: bool, n_resamples: int, seed: int, confidence_level: float) -> None:
     """The lossless check, method pairs, Table 4 and extra tokens, added to ``tables`` where they have rows."""
+    from lengthlens.analyses.intervention import table4
+    from lengthlens.analyses.methods import lossless_check, method_pairs
+
     stage("lossless check, method pairs")
     for name, df in (("lossless", lossless_check(runs, cells_df)),
                      ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, confidence_level=confidence_level))):

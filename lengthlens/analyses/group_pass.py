@@ -10,6 +10,7 @@ called one after another: each group's results depend only on its runs and the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -60,12 +61,13 @@ class GroupPass:
 
 def group_pass(runs: RunSet, channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]], *, n_resamples: int,
                seed: int, ci: str, confidence_level: float, n_resamples_aft: int, aft_ci: str,
-               workers: int | None = None, processes: bool = False) -> GroupPass:
+               workers: int | None = None, processes: bool = False,
+               meanwhile: Callable[[], None] | None = None) -> GroupPass:
     """Cells, censoring rows and attribution rows of every group, each group's draws made once.
 
     ``channels``: :func:`lengthlens.analyses.attribution.channel_units` (the runs paired once).
     ``workers``/``processes``: see :func:`lengthlens.stats.parallel.map_ordered` (processes only from
-    :data:`PROCESS_MIN_RUNS` paired runs on).
+    :data:`PROCESS_MIN_RUNS` paired runs on); ``meanwhile``: called in this thread while the groups are computed.
     """
     check_ci(ci)
     units = channels[0]
@@ -75,7 +77,7 @@ def group_pass(runs: RunSet, channels: tuple[pl.DataFrame, list[str], list[tuple
     jobs = [(group, frame, all_items[group], settings)
             for group, frame in group_frames(units.select(PASS_COLUMNS))]
     parts = map_ordered(group_job, jobs, workers, cost=lambda job: job[1].height,
-                        processes=processes and units.height >= PROCESS_MIN_RUNS)
+                        processes=processes and units.height >= PROCESS_MIN_RUNS, meanwhile=meanwhile)
     table = cell_table([p[0] for p in parts], n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
     return GroupPass(cells=table, censoring_rows=[r for p in parts for r in p[1]],
                      attribution_rows=[r for p in parts for r in p[2]], channels=channels)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Executor, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -136,18 +136,24 @@ def stop_processes(wait: bool = True) -> None:
 
 
 def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int | None = None,
-                cost: Callable[[T], float] | None = None, processes: bool = False) -> list[R]:
+                cost: Callable[[T], float] | None = None, processes: bool = False,
+                meanwhile: Callable[[], None] | None = None) -> list[R]:
     """``[fn(x) for x in items]``, computed by ``workers`` threads or processes (default :func:`default_workers`).
 
     ``cost`` (a rough size of each item's work) starts the largest items first, so that no big one
     is left running alone at the end; results keep the order of ``items`` either way. With one
     worker (or one item) it is that plain loop. ``processes``: in worker processes (``fn`` and the
     items must pickle; ``fn`` a module-level function). The first exception raised by ``fn`` (in
-    start order) is raised here, after what had started has finished.
+    start order) is raised here, after what had started has finished. ``meanwhile()`` is called in this
+    thread once every item is submitted, while they are computed (before the plain loop when there is
+    nothing to wait for): other work that can overlap them.
     """
     items = list(items)
+    meanwhile = _once(meanwhile) if meanwhile is not None else None  # a pool that fails falls back to threads
     n = min(resolve_workers(workers), len(items))
     if n <= 1:
+        if meanwhile is not None:
+            meanwhile()
         with _one_blas_thread():
             return [fn(x) for x in items]
     order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost is not None else range(len(items))
@@ -156,19 +162,37 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int | None = 
 
         start_processes(resolve_workers(workers))
         try:
-            return _collect(_processes[1], fn, items, order)
+            return _collect(_processes[1], fn, items, order, meanwhile)
         except BrokenProcessPool as e:  # a worker died (killed, or the caller's script cannot be re-imported)
             import warnings
 
             stop_processes()
             warnings.warn(f"worker processes failed ({e}); computing on threads instead", RuntimeWarning, stacklevel=2)
     with _one_blas_thread(), ThreadPoolExecutor(max_workers=n, thread_name_prefix="lengthlens") as pool:
-        return _collect(pool, fn, items, order)
+        return _collect(pool, fn, items, order, meanwhile)
 
 
-def _collect(pool: Executor, fn: Callable[[T], R], items: list[T], order) -> list[R]:
+def _once(fn: Callable[[], None]) -> Callable[[], None]:
+    """``fn`` that runs on its first call only."""
+    done = []
+
+    def call() -> None:
+        if not done:
+            done.append(True)
+            fn()
+
+    return call
+
+
+def _collect(pool: Executor, fn: Callable[[T], R], items: list[T], order,
+             meanwhile: Callable[[], None] | None = None) -> list[R]:
     futures = {i: pool.submit(fn, items[i]) for i in order}
     try:
+        if meanwhile is not None:
+            # Once a job has finished, every worker has had its first: this thread's work (imports, which hold the
+            # GIL) no longer holds up the pool's own threads that deliver them (a worker started 0.45 s late).
+            wait(list(futures.values()), return_when=FIRST_COMPLETED)
+            meanwhile()
         done = {i: futures[i].result() for i in order}
     except BaseException:
         for f in futures.values():  # stop what has not started

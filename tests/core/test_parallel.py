@@ -156,3 +156,61 @@ def test_the_command_line_starts_workers_early_only_for_large_flat_files(tmp_pat
     assert started == []
     cli._start_workers(args, [big])
     assert started and started[0][0] == 2 and "lengthlens.analyses.group_pass" in started[0][1]
+
+
+def _slow_square(x):
+    time.sleep(0.05 if x == 0 else 0.5)
+    return x * x
+
+
+@pytest.mark.parametrize("mode", ["serial", "threads", "processes", "broken processes"])
+def test_meanwhile_runs_once_in_the_calling_thread_while_the_items_are_computed(mode):
+    """``meanwhile`` overlaps the jobs: called once, here, after a first job finished (so that every worker has
+    had its first) and before the last; never twice when a broken pool falls back to threads."""
+    calls = []
+    finished = []
+
+    def meanwhile():
+        calls.append(threading.current_thread() is threading.main_thread())
+
+    def square(x):
+        out = _slow_square(x)
+        finished.append(x)
+        return out
+
+    try:
+        if mode == "serial":
+            out = map_ordered(square, range(4), workers=1, meanwhile=meanwhile)
+            assert finished == [0, 1, 2, 3] and calls == [True]
+        elif mode == "threads":
+            def check():
+                meanwhile()
+                assert 1 <= len(finished) < 4, finished  # after the first finished, while others still run
+            out = map_ordered(square, range(4), workers=2, meanwhile=check)
+        elif mode == "processes":
+            out = map_ordered(_slow_square, range(4), workers=2, processes=True, meanwhile=meanwhile)
+        else:
+            with pytest.warns(RuntimeWarning, match="computing on threads instead"):
+                out = map_ordered(_square_unless_worker, range(8), workers=2, processes=True, meanwhile=meanwhile)
+            assert out == [x * x for x in range(8)]
+        if mode != "broken processes":
+            assert out == [0, 1, 4, 9]
+        assert calls == [True]
+        assert map_ordered(abs, [], workers=2, meanwhile=meanwhile) == [] and calls == [True, True]
+    finally:
+        parallel.stop_processes()
+
+
+def test_analyse_imports_the_tables_modules_while_the_pass_runs(tmp_path):
+    """analyse(meanwhile=...) hands the pass the imports of what the tables after it need, then the caller's work."""
+    import sys
+
+    import lengthlens as ll
+    from lengthlens import synth
+    from lengthlens.analyses.analyse import _AFTER_PASS, analyse
+
+    runs = ll.load(synth.write_flat(synth.example(), tmp_path / "ex.parquet"), run_graders=False)
+    seen = []
+    a = analyse(runs, n_resamples=100, n_resamples_aft=20, proposals=False, workers=2,
+                meanwhile=lambda: seen.append(all(m in sys.modules for m in _AFTER_PASS)))
+    assert seen == [True] and not a.tables["cells"].empty
