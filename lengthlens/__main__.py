@@ -1,5 +1,5 @@
 import sys
 
-from lengthlens.cli import main
+from lengthlens.cli import console_main
 
-sys.exit(main())
+sys.exit(console_main())
