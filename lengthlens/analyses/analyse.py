@@ -187,10 +187,11 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     stage = _Stages(progress)
     stage("cells, censoring, attribution")
     channels = channel_units(runs)  # the runs paired once, for every analysis below
+    early: dict[str, Any] = {}
     done = group_pass(runs, channels, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
                       n_resamples_aft=n_resamples_aft, aft_ci=aft_ci, workers=workers, processes=processes,
-                      meanwhile=_importing_after_pass(meanwhile))
-    tables, notes = _tables(runs, done, stage, alphas=alphas, include_small=include_small)
+                      meanwhile=_while_the_pass_runs(runs, early, meanwhile))
+    tables, notes = _tables(runs, done, stage, alphas=alphas, include_small=include_small, arms_df=early.get("arms"))
     _further_tables(runs, tables["cells"], channels[0], tables, stage, proposals=proposals, n_resamples=n_resamples,
                     seed=seed, confidence_level=confidence_level)
     settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
@@ -200,23 +201,27 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     return Analysis(runs=runs, cells=done.cells, tables=tables, settings=settings, notes=tuple(notes), timings=stage.times)
 
 
-def _importing_after_pass(meanwhile: Callable[[], None] | None) -> Callable[[], None]:
-    """The pass's ``meanwhile``: import what the tables after the pass need (:data:`_AFTER_PASS`), then the caller's."""
+def _while_the_pass_runs(runs: RunSet, early: dict[str, Any], meanwhile: Callable[[], None] | None) -> Callable[[], None]:
+    """The pass's ``meanwhile``: import what the tables after the pass need (:data:`_AFTER_PASS`), compute arms.csv
+    (which needs no resampling) into ``early["arms"]``, then the caller's ``meanwhile``."""
     def run() -> None:
         import importlib
 
         for name in _AFTER_PASS:
             importlib.import_module(name)
+        from lengthlens.analyses.tables import arms
+
+        early["arms"] = arms(runs)
         if meanwhile is not None:
             meanwhile()
 
     return run
 
 
-def _tables(runs: RunSet, done: GroupPass, stage: _Stages, *, alphas: str,
-            include_small: bool) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """The cell table's frame, arms, Table 3 and its alpha choice, skipped runs, censoring and attribution from the
-    pass ``done``, and the notes they raise."""
+def _tables(runs: RunSet, done: GroupPass, stage: _Stages, *, alphas: str, include_small: bool,
+            arms_df: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """The cell table's frame, arms (``arms_df`` when computed already), Table 3 and its alpha choice, skipped runs,
+    censoring and attribution from the pass ``done``, and the notes they raise."""
     import pandas as pd
 
     from lengthlens.analyses.tables import alpha_selected, table3_cells
@@ -227,7 +232,7 @@ def _tables(runs: RunSet, done: GroupPass, stage: _Stages, *, alphas: str,
     stage("arms and Table 3")
     tables = {
         "cells": cells_df,
-        "arms": compute_arms(runs),
+        "arms": compute_arms(runs) if arms_df is None else arms_df,
         "table3": (compute_table3(done.cells, alphas=alphas, include_small=include_small) if not cells_df.empty
                    else pd.DataFrame()),
         "alpha_selected": alpha_selected(cells_df),

@@ -202,8 +202,11 @@ def test_meanwhile_runs_once_in_the_calling_thread_while_the_items_are_computed(
 
 
 def test_analyse_imports_the_tables_modules_while_the_pass_runs(tmp_path):
-    """analyse(meanwhile=...) hands the pass the imports of what the tables after it need, then the caller's work."""
+    """analyse(meanwhile=...) hands the pass the imports of what the tables after it need and arms.csv, then the caller's
+    work."""
     import sys
+
+    import pandas as pd
 
     import lengthlens as ll
     from lengthlens import synth
@@ -214,3 +217,4 @@ def test_analyse_imports_the_tables_modules_while_the_pass_runs(tmp_path):
     a = analyse(runs, n_resamples=100, n_resamples_aft=20, proposals=False, workers=2,
                 meanwhile=lambda: seen.append(all(m in sys.modules for m in _AFTER_PASS)))
     assert seen == [True] and not a.tables["cells"].empty
+    pd.testing.assert_frame_equal(a.tables["arms"], ll.arms(runs))  # computed while the pass ran
