@@ -104,10 +104,12 @@ def figures(analysis: Analysis) -> dict[str, Any]:
     return {key: make() for key, make, _weight, _pinned in _figure_jobs(analysis)}
 
 
-#: Rough cost of each figure to balance the workers: CPU centiseconds at paper scale (360 cells), drawing and SVG,
-#: measured in one process on the 2-core machine (the mean of two rounds; a forest plot is one dataset's).
-_FIGURE_WEIGHT = {"gain_vs_lambda": 155.0, "survival": 79.0, "attribution": 60.0, "rounds_vs_time": 34.0,
-                  "accuracy_vs_gain": 30.0, "lambda_forest": 19.0}
+#: Rough cost of each figure, to balance the workers: (fixed, per cell) CPU centiseconds of drawing and SVG, a line
+#: through two measurements in one process on the 2-core machine: the study's real logs (30 cells, one pair) and
+#: paper scale (360 cells, 12 pairs). The illusion figure grows with its panels (one per pair), the others barely;
+#: a forest plot is one dataset's (~20 cs at either size).
+_FIGURE_COST = {"gain_vs_lambda": (12.0, 0.40), "survival": (46.0, 0.091), "attribution": (29.5, 0.085),
+                "rounds_vs_time": (13.3, 0.058), "accuracy_vs_gain": (11.7, 0.051), "lambda_forest": (19.0, 0.0)}
 #: Figures rendered in the report's own process, never in a forked child: survival runs polars, whose thread
 #: pool is not safe to use after a fork (its polars part runs here while the children draw).
 _FIGURE_PINNED = {"survival"}
@@ -122,7 +124,8 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any], float
 
     def job(key: str, make: Callable[[], Any]) -> None:
         base = key.partition(":")[0]
-        jobs.append((key, make, _FIGURE_WEIGHT.get(base, 10.0), base in _FIGURE_PINNED))
+        fixed, per_cell = _FIGURE_COST.get(base, (10.0, 0.05))
+        jobs.append((key, make, fixed + per_cell * len(cells), base in _FIGURE_PINNED))
 
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
