@@ -18,6 +18,7 @@ from lengthlens.analyses.group_pass import GroupPass, group_pass
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import cell_units
 from lengthlens.data.schema import ARM_KEY, UNIT_KEY
+from lengthlens.stats.paired_test import accuracy_test_label
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 from lengthlens.stats.results import CellTable, frame_html
 
@@ -138,7 +139,8 @@ class Analysis:
             r = t4.iloc[-1]
             lines.append(f"table 4: forcing the thinking closed fired on {int(r['fired'])} runs; correct {int(r['correct_before'])} -> "
                          f"{int(r['correct_after'])} of {int(r['n_graded'])} graded ({int(r['wrong_to_right'])} wrong->right, "
-                         f"{int(r['right_to_wrong'])} right->wrong, {int(r['still_capped'])} still capped; {_test_name(r)} p = "
+                         f"{int(r['right_to_wrong'])} right->wrong, {int(r['still_capped'])} still capped; "
+                         f"{accuracy_test_label(r.get('accuracy_test', 'mcnemar_exact'))} p = "
                          f"{r['mcnemar_p']:.3g})")
         ex = self.tables.get("extra_tokens")
         if ex is not None and not ex.empty:
@@ -191,7 +193,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     done = group_pass(runs, channels, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
                       n_resamples_aft=n_resamples_aft, aft_ci=aft_ci, workers=workers, processes=processes,
                       meanwhile=_while_the_pass_runs(runs, early, meanwhile))
-    tables, notes = _tables(runs, done, stage, alphas=alphas, include_small=include_small, arms_df=early.get("arms"))
+    tables, notes = _tables(runs, done, stage, alphas=alphas, include_small=include_small, arms_df=early["arms"])
     _further_tables(runs, tables["cells"], channels[0], tables, stage, proposals=proposals, n_resamples=n_resamples,
                     seed=seed, confidence_level=confidence_level)
     settings = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level, "alphas": alphas,
@@ -219,20 +221,19 @@ def _while_the_pass_runs(runs: RunSet, early: dict[str, Any], meanwhile: Callabl
 
 
 def _tables(runs: RunSet, done: GroupPass, stage: _Stages, *, alphas: str, include_small: bool,
-            arms_df: pd.DataFrame | None = None) -> tuple[dict[str, pd.DataFrame], list[str]]:
-    """The cell table's frame, arms (``arms_df`` when computed already), Table 3 and its alpha choice, skipped runs,
-    censoring and attribution from the pass ``done``, and the notes they raise."""
+            arms_df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str]]:
+    """The cell table's frame, arms (``arms_df``, computed while the pass ran), Table 3 and its alpha choice, skipped
+    runs, censoring and attribution from the pass ``done``, and the notes they raise."""
     import pandas as pd
 
     from lengthlens.analyses.tables import alpha_selected, table3_cells
-    from lengthlens.analyses.tables import arms as compute_arms
     from lengthlens.analyses.tables import table3 as compute_table3
 
     cells_df = done.cells.to_frame()
     stage("arms and Table 3")
     tables = {
         "cells": cells_df,
-        "arms": compute_arms(runs) if arms_df is None else arms_df,
+        "arms": arms_df,
         "table3": (compute_table3(done.cells, alphas=alphas, include_small=include_small) if not cells_df.empty
                    else pd.DataFrame()),
         "alpha_selected": alpha_selected(cells_df),
@@ -319,9 +320,3 @@ def extra_tokens_table(runs: RunSet, units: pl.DataFrame | None = None) -> pd.Da
     if stats is None or stats.is_empty() or stats["n_runs_with_proposals"].sum() == 0:
         return None
     return stats.to_pandas()
-
-
-def _test_name(row) -> str:
-    """The paired accuracy test a Table 4 row's p-value comes from, in words (table4.csv's accuracy_test)."""
-    test = str(row.get("accuracy_test", "mcnemar_exact"))
-    return "sign-flip" if test.startswith("sign_flip") else "McNemar"

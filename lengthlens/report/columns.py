@@ -247,6 +247,10 @@ KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text"
             Col("params", "params", "text", left=True)]
 
 #: Curated columns of the lead's per-cell tables (each shown when present; the CSVs keep every column).
+#: Table 4's p-value column: exact McNemar, or the item-level sign-flip test with several seeds per item.
+_PAIRED_P = Col("mcnemar_p", "paired p", "p",
+                title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)")
+
 DESCRIBED: dict[str, list[Col]] = {
     "censoring": KEY_COLS + [
         Col("n_items", "items", "int"), Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
@@ -279,7 +283,7 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("threshold", "threshold", "int"), Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
         Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
         Col("wrong_to_right", "wrong→right", "int"), Col("right_to_wrong", "right→wrong", "int"),
-        Col("still_capped", "still capped", "int"), Col("mcnemar_p", "paired p", "p", title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)"),
+        Col("still_capped", "still capped", "int"), _PAIRED_P,
     ],
     "attribution_summary": [
         Col("scope", "cells", "text", left=True),
@@ -309,7 +313,7 @@ TABLE4_COLS = [
     Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
     Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
     Col("wrong_to_right", "wrong → right", "int"), Col("right_to_wrong", "right → wrong", "int"),
-    Col("still_capped", "still capped", "int"), Col("mcnemar_p", "paired p", "p", title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)"),
+    Col("still_capped", "still capped", "int"), _PAIRED_P,
 ]
 
 NO_TABLE4 = ("The logs have no force-commit arm (a <code>&lt;rule&gt;_force_commit</code> method with params "

@@ -65,3 +65,8 @@ def paired_accuracy_test(n_graded, c, c_star) -> tuple[float, str]:
         return mcnemar_exact(int(np.sum(c * (1 - c_star))), int(np.sum(c_star * (1 - c)))), "mcnemar_exact"
     p, kind = sign_flip_test(item_differences(n_graded, c, c_star))
     return p, f"sign_flip_{kind}"
+
+
+def accuracy_test_label(name: str) -> str:
+    """A name :func:`paired_accuracy_test` returns, in words for a reader: "McNemar" or "sign-flip"."""
+    return "sign-flip" if str(name).startswith("sign_flip") else "McNemar"

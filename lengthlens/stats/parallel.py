@@ -144,9 +144,9 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int | None = 
     is left running alone at the end; results keep the order of ``items`` either way. With one
     worker (or one item) it is that plain loop. ``processes``: in worker processes (``fn`` and the
     items must pickle; ``fn`` a module-level function). The first exception raised by ``fn`` (in
-    start order) is raised here, after what had started has finished. ``meanwhile()`` is called in this
-    thread once every item is submitted, while they are computed (before the plain loop when there is
-    nothing to wait for): other work that can overlap them.
+    start order) is raised here, after what had started has finished. ``meanwhile()`` is called once, in
+    this thread, when every item is submitted and a first one is computed, while the others are (before
+    the plain loop when there is nothing to wait for): other work that can overlap them.
     """
     items = list(items)
     meanwhile = _once(meanwhile) if meanwhile is not None else None  # a pool that fails falls back to threads

@@ -106,10 +106,8 @@ def test_methods_definitions_fit_the_pdf_page(example_report):
 
 
 def test_table4_summary_line_names_the_test_its_p_comes_from():
-    import pandas as pd
+    from lengthlens.stats.paired_test import accuracy_test_label
 
-    from lengthlens.analyses.analyse import _test_name
-
-    assert _test_name(pd.Series({"accuracy_test": "mcnemar_exact"})) == "McNemar"
-    assert _test_name(pd.Series({"accuracy_test": "sign_flip_exact"})) == "sign-flip"
-    assert _test_name(pd.Series({"accuracy_test": "sign_flip_monte_carlo"})) == "sign-flip"
+    assert accuracy_test_label("mcnemar_exact") == "McNemar"
+    assert accuracy_test_label("sign_flip_exact") == "sign-flip"
+    assert accuracy_test_label("sign_flip_monte_carlo") == "sign-flip"
