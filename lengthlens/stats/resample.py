@@ -9,7 +9,6 @@ counts (how often each item is drawn), so any sum over resampled items is ``coun
 from __future__ import annotations
 
 import threading
-import warnings
 import zlib
 from typing import Callable, Sequence
 
@@ -157,13 +156,17 @@ def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAUL
     reps = np.where(np.isfinite(replicates), replicates, np.nan)
     undefined = np.isnan(reps).sum(axis=0)
     a = (1 - confidence_level) / 2
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-undefined columns are reported via `undefined`
-        lo, hi = np.nanpercentile(reps, [100 * a, 100 * (1 - a)], axis=0) if reps.shape[0] else (np.nan, np.nan)
-    all_nan = undefined == reps.shape[0]
-    lo = np.where(all_nan, np.nan, lo)
-    hi = np.where(all_nan, np.nan, hi)
-    return lo, hi, undefined
+    # All-undefined columns are reported via `undefined` and left NaN. nanpercentile's warning about them is
+    # avoided, not silenced: warnings.catch_warnings() changes process-wide state, and the pass runs this in
+    # several threads at once (one thread's exit re-enabled another's warning). Such a column gets one 0 so
+    # that it is no all-NaN slice; the others keep nanpercentile's same path (the array still holds NaN).
+    none = np.asarray(undefined == reps.shape[0])
+    if reps.shape[0]:
+        reps[0, ...][none] = 0.0  # a view of the first resample (0-d for one column)
+        lo, hi = np.nanpercentile(reps, [100 * a, 100 * (1 - a)], axis=0)
+    else:
+        lo, hi = np.full(reps.shape[1:], np.nan), np.full(reps.shape[1:], np.nan)
+    return np.where(none, np.nan, lo), np.where(none, np.nan, hi), undefined
 
 
 def bca_interval(replicates: np.ndarray, point: np.ndarray, jackknife: np.ndarray,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import lengthlens as ll
-from lengthlens.stats.resample import counts_for_group, item_counts, quantiles_with_inf, subset_rng
+from lengthlens.stats.resample import counts_for_group, item_counts, percentile_interval, quantiles_with_inf, subset_rng
 
 from .test_estimate import _records, _write_jsonl
 
@@ -79,6 +79,33 @@ def test_studentized_is_default_and_wider_than_percentile_at_small_n(tmp_path):
     assert (a.high - a.low) > (b.high - b.low)
     # Delta accuracy keeps the percentile interval under the default.
     assert t.get(method="cactus")["accuracy_delta_pp"] == p.get(method="cactus")["accuracy_delta_pp"]
+
+
+def test_percentile_interval_of_an_undefined_column_is_nan_without_a_warning():
+    """An all-undefined column: NaN limits, counted, and no RuntimeWarning, also from several threads at once
+    (silencing it with warnings.catch_warnings() was process-wide, so one thread's exit let another's through)."""
+    import warnings
+    from concurrent.futures import ThreadPoolExecutor
+
+    reps = np.random.default_rng(0).normal(size=(2000, 3, 4))
+    reps[:, 1, 2] = np.nan
+    reps[:5, 0, 0] = np.inf
+    small = reps[:50, :2, 1:3].copy()  # many short calls interleave most (the former code warned in 1-5 of 3000 here)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: percentile_interval(small), range(3000)))
+        lo, hi, undefined = percentile_interval(reps)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert np.isnan(lo[1, 2]) and np.isnan(hi[1, 2]) and undefined[1, 2] == 2000 and undefined[0, 0] == 5
+    with warnings.catch_warnings():  # the former computation, over every column at once, as the oracle
+        warnings.simplefilter("ignore", RuntimeWarning)
+        a = (1 - 0.95) / 2  # 0.025 as the function computes it (not the literal: the quantile differs in its last bit)
+        want_lo, want_hi = np.nanpercentile(np.where(np.isfinite(reps), reps, np.nan), [100 * a, 100 * (1 - a)], axis=0)
+    assert np.array_equal(lo, want_lo, equal_nan=True) and np.array_equal(hi, want_hi, equal_nan=True)
+    for r in results[1:]:
+        assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(r, results[0]))
+    assert np.isnan(results[0][0][1, 1]) and results[0][2][1, 1] == 50
 
 
 def test_quantiles_with_inf_match_numpy_and_keep_infinity():
