@@ -9,8 +9,8 @@ with g the gradient of f (of log f for ratio metrics) at S, so
 a quadratic form in sums of products of item totals. In a resample the same formula holds with
 count-weighted sums, so M comes from the same count-matrix product as S: only the products of
 the fields a metric depends on are added as extra columns (:func:`moment_pairs`). The gradient is
-taken by central differences of the metric's one definition in :mod:`lengthlens.stats.metrics`,
-so no metric is defined twice.
+exact: the metric's one definition in :mod:`lengthlens.stats.metrics` is evaluated on duals
+(:mod:`lengthlens.stats.dual`), so no metric is defined twice.
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from lengthlens.stats.dual import Dual
 from lengthlens.stats.metrics import METRIC_BY_NAME, SUM_FIELDS, SUM_INDEX, evaluate
-
-#: Relative step of the central differences (error ~1e-10 relative on smooth metrics).
-_STEP = 1e-5
-
 
 @lru_cache(maxsize=None)
 def metric_fields(name: str) -> tuple[int, ...]:
@@ -96,10 +93,9 @@ def metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: 
 
     ``s`` maps a field name (SUM_FIELDS) to its sums, ``moments`` a pair (k, l) to sum_i x_k x_l;
     arrays of any shapes that broadcast (a field equal in every cell may be one row). What the
-    metrics have in common is computed once: a field's step and perturbed sums, and a pair's
-    centred moment M_kl - S_k S_l / n. Each is the very expression :func:`metric_and_se` evaluated,
-    in the same order, so the values are the same to the bit. Every step is element-wise, so large
-    arrays are done in slices along the last axis (resamples), with the same numbers.
+    metrics have in common is computed once: a pair's centred moment M_kl - S_k S_l / n, the very
+    expression :func:`metric_and_se` evaluates, so the values are the same to the bit. Every step is
+    element-wise, so large arrays are done in slices along the last axis (resamples), with the same numbers.
     """
     shape = np.broadcast_shapes(*(np.shape(a) for a in s.values()), *(np.shape(a) for a in moments.values()))
     size = int(np.prod(shape))
@@ -119,7 +115,6 @@ def metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: 
 
 def _metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: Mapping[tuple[int, int], np.ndarray],
                      n_items: float, log: bool) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    steps = {k: _Step(s[SUM_FIELDS[k]]) for k in sorted({k for n in names for k in metric_fields(n)})}
     centred: dict[tuple[int, int], np.ndarray] = {}
 
     def centred_moment(k: int, l: int) -> np.ndarray:
@@ -128,34 +123,19 @@ def _metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments:
         return centred[(k, l)]
 
     with np.errstate(all="ignore"):  # undefined values are NaN, and counted as such by the intervals
-        return {n: _value_and_se(n, s, steps, centred_moment, log) for n in names}
+        return {n: _value_and_se(n, s, centred_moment, log) for n in names}
 
 
-class _Step:
-    """A field's central-difference step h and its sums moved by +h and -h."""
-
-    def __init__(self, x: np.ndarray):
-        self.h = _STEP * np.maximum(np.abs(x), 1.0)
-        self.both = np.empty((2, *np.shape(x)))  # one evaluation gives both sides: what does not move is done once
-        np.add(x, self.h, out=self.both[0, ...])
-        np.subtract(x, self.h, out=self.both[1, ...])
-        self.up, self.down, self.twice = self.both[0, ...], self.both[1, ...], 2 * self.h
-
-
-def _value_and_se(name: str, s: Mapping[str, np.ndarray], steps: dict[int, _Step],
-                  centred_moment: Callable[[int, int], np.ndarray], log: bool) -> tuple[np.ndarray, np.ndarray]:
+def _value_and_se(name: str, s: Mapping[str, np.ndarray], centred_moment: Callable[[int, int], np.ndarray],
+                  log: bool) -> tuple[np.ndarray, np.ndarray]:
     fields = metric_fields(name)
-    fn = METRIC_BY_NAME[name].fn
-    value = _transform(fn(s), log)
-    grads = []
-    stacked = {f: x[None] for f, x in s.items()}  # a leading axis: side (up, down) of the moved field
-    for k in fields:
-        field, step = SUM_FIELDS[k], steps[k]
-        sides = _transform(fn({**stacked, field: step.both}), log)
-        # (f_up - f_down) / (2 h), in place on the fresh array of the log (identity scale: the metric's own array)
-        diff = np.subtract(sides[0, ...], sides[1, ...], out=sides[0, ...] if log else None)
-        grads.append(np.divide(diff, step.twice, out=diff if log else None))
-    var = _quadratic_form(grads, fields, centred_moment, np.shape(value))
+    # The metric's own definition on duals: its value (the plain definition's array) and exact gradient
+    out = METRIC_BY_NAME[name].fn({**s, **{SUM_FIELDS[k]: Dual.variable(s[SUM_FIELDS[k]], k) for k in fields}})
+    metric, grad = (out.value, out.grad) if isinstance(out, Dual) else (out, {})
+    var = _quadratic_form([grad.get(k, 0.0) for k in fields], fields, centred_moment, np.shape(metric))
+    if log:  # d log f = df / f
+        var = np.divide(var, np.multiply(metric, metric))
+    value = _transform(metric, log)
     se = np.sqrt(np.maximum(var, 0.0))
     return value, np.where(np.isfinite(value), se, np.nan)
 

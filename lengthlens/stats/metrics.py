@@ -25,6 +25,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from lengthlens.stats.dual import Dual, divide
+
 #: Per-run quantities summed over a cell's paired runs (columns of the item-sum matrix).
 #: ``_star`` = the strict baseline run of the same item and seed.
 SUM_FIELDS: tuple[str, ...] = (
@@ -39,7 +41,10 @@ Sums = Mapping[str, np.ndarray]
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a / b, NaN where b is 0. Divides once and masks in place: this runs ~10^4 times per report on
-    (resamples x cells) arrays, where np.where's extra temporaries cost 20x."""
+    (resamples x cells) arrays, where np.where's extra temporaries cost 20x. On a :class:`Dual` (the
+    delta-method SEs) the same value, with its derivatives."""
+    if isinstance(a, Dual) or isinstance(b, Dual):
+        return divide(a, b, _div(a.value if isinstance(a, Dual) else a, b.value if isinstance(b, Dual) else b))
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.asarray(np.true_divide(a, b, dtype=float))
     zero = np.asarray(b) == 0
@@ -103,7 +108,8 @@ def accuracy_star(s: Sums) -> np.ndarray:
 
 
 def accuracy_delta_pp(s: Sums) -> np.ndarray:
-    return 100.0 * _div(np.asarray(s["c"], float) - s["c_star"], s["n_graded"])
+    c = s["c"] if isinstance(s["c"], Dual) else np.asarray(s["c"], float)
+    return 100.0 * _div(c - s["c_star"], s["n_graded"])
 
 
 def censored_frac(s: Sums) -> np.ndarray:
