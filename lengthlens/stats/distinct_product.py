@@ -5,11 +5,11 @@ every arm on the same runs, and counters like ``n`` or ``n_lbar`` are often equa
 The count-matrix product C @ X is the bulk of the interval kernel, so each distinct column is
 multiplied once and each cell's sums are read back from the product.
 
-Exactness: the product is the very call the kernel always made, ``counts @ uniq`` with ``uniq``
-the columns of ``np.unique(X, axis=1)`` in its order and memory layout (F-ordered), so its numbers
-are the same to the bit. (Which columns a BLAS kernel handles as a remainder, and so its rounding,
-depends on the matrix's width and the column's place in it: the matrix itself must not change.)
-What is faster is finding those columns: when every entry is a non-negative number (no NaN, no
+The product is taken transposed, ``uniq.T @ counts.T``, so that it comes out with each column's
+resampled sums contiguous without a copy of the (B, n_distinct) result. Its entries are the same
+dot products; a BLAS kernel may add their terms in another order than for ``counts @ uniq`` (it
+depends on the widths), so a sum of non-integer values can differ in its last bit. Finding the
+distinct columns is fast too: when every entry is a non-negative number (no NaN, no
 -0.0: the sums of counts and times always are), the big-endian bytes of a column compare like its
 values, so a sort of the columns as byte strings gives numpy's lexicographic order; otherwise
 numpy's own structured sort is used.
@@ -47,7 +47,7 @@ def resampled_columns(X: np.ndarray, counts: np.ndarray, columns: Sequence[int])
     """
     n_items, n_cells, _ = X.shape
     uniq, inverse = unique_columns(X.reshape(n_items, -1))
-    product = np.ascontiguousarray((counts @ uniq).T)  # (n_distinct, B): each distinct column's sums contiguous
+    product = uniq.T @ counts.T  # (n_distinct, B), each distinct column's sums contiguous: BLAS transposes, nothing is copied
     position = inverse.reshape(n_cells, -1)
     out: dict[int, np.ndarray] = {}
     for c in columns:
