@@ -9,7 +9,7 @@ import pytest
 from scipy import optimize, stats
 
 from lengthlens.analyses.censoring import censoring_cell
-from lengthlens.stats.aft import fit_aft
+from lengthlens.stats.aft import fit_aft, fit_aft_many
 from lengthlens.stats.aft_sandwich import aft_sandwich, aft_scores
 
 
@@ -104,3 +104,28 @@ def test_sandwich_coverage_at_12_items():
         hits += lo <= 1.4 <= hi
     # 0.95 +/- 3 binomial SDs (0.021).
     assert abs(hits / n_sims - 0.95) <= 3 * math.sqrt(0.95 * 0.05 / n_sims), hits / n_sims
+
+
+@pytest.mark.parametrize("dist", ["lognormal", "weibull"])
+def test_fits_of_many_data_sets_at_once_equal_one_fit_each(dist):
+    """fit_aft_many against fit_aft per data set: regular ones (with and without censoring, 12-400 runs), one
+    where every relaxed run is censored (no MLE), one where no run is censored; and the sandwich from its Hessian."""
+    rng = np.random.default_rng(11)
+    data = [_paired(rng, n, budget=b)[:3] for n, b in ((12, 2500.0), (60, 1800.0), (200, 1e9), (30, 900.0))]
+    L, cens, x, _ = _paired(rng, 15)
+    data.insert(2, (L, cens | (x == 1), x))  # every relaxed run censored: beta = +inf, no MLE
+    many = fit_aft_many(data, dist, with_hessians=True)
+    assert [f for f, _ in many] == fit_aft_many(data, dist)
+    for (fit, hessian), (L, cens, x) in zip(many, data):
+        one = fit_aft(L, cens, x, None, dist)
+        assert fit.reason == one.reason and fit.converged == one.converged and fit.n_obs == one.n_obs
+        if not one.converged:
+            assert fit.beta == one.beta == math.inf and hessian is None
+            continue
+        assert fit.n_iter == one.n_iter
+        for name in ("intercept", "beta", "sigma", "lambda_aft", "beta_se", "loglik"):
+            assert getattr(fit, name) == pytest.approx(getattr(one, name), rel=1e-11, abs=1e-13), name
+        clusters = np.r_[np.arange(len(L) // 2), np.arange(len(L) // 2)]
+        got = aft_sandwich(fit, L, cens, x, clusters, hessian=hessian)
+        want = aft_sandwich(one, L, cens, x, clusters)
+        assert got.beta_se == pytest.approx(want.beta_se, rel=1e-9) and got.ci == pytest.approx(want.ci, rel=1e-10)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 
-from lengthlens.stats.aft import _DISTS, DEFAULT_AFT_RESAMPLES, AFTFit, fit_aft
+from lengthlens.stats.aft import _DISTS, DEFAULT_AFT_RESAMPLES, AFTFit, fit_aft, fit_aft_many
 from lengthlens.stats.aft_bootstrap import AFTBootstrap, fit_aft_bootstrap
 from lengthlens.stats.aft_sandwich import aft_sandwich
 from lengthlens.stats.resample import quantiles_with_inf
@@ -255,14 +255,20 @@ class PreparedCell:
     level: float
 
     def finish(self, S: np.ndarray, *, n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
-               aft_ci: Literal["sandwich", "bootstrap"] = "sandwich") -> CensoringCell:
-        """The CensoringCell from the resampled sums ``S = counts @ X`` (B, 10)."""
+               aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", aft: tuple | None = None) -> CensoringCell:
+        """The CensoringCell from the resampled sums ``S = counts @ X`` (B, 10).
+
+        ``aft``: the cell's sandwich AFT estimates when the caller fitted several cells at once
+        (:func:`aft_estimates_many`); otherwise they are computed here.
+        """
         if aft_ci not in ("sandwich", "bootstrap"):
             raise ValueError(f"aft_ci must be 'sandwich' or 'bootstrap', not {aft_ci!r}")
         d = self.d
         rmst, rmst_s = self.km.restricted_mean(self.tau), self.km_s.restricted_mean(self.tau)
         n_aft = min(n_resamples_aft, d.counts.shape[0]) if aft_ci == "bootstrap" else 0
-        fits, cis, boots = _aft_estimates(d, n_aft, self.level)
+        if aft is not None and n_aft:
+            raise ValueError("precomputed AFT estimates are sandwich ones: aft_ci='bootstrap' refits here")
+        fits, cis, boots = aft if aft is not None else _aft_estimates(d, n_aft, self.level)
         return CensoringCell(
             n_items=d.counts.shape[1], n_runs=len(d.L), n_runs_star=len(d.Ls), budget=self.budget,
             budget_star=self.budget_star, budgets_differ=self.budgets_differ, censored_frac=float(d.c.mean()),
@@ -350,21 +356,27 @@ def _ratio_estimates(p: PreparedCell, S: np.ndarray) -> dict[str, Any]:
     return out
 
 
+def _aft_inputs(d: _CellData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Both arms pooled for the AFT fits: lengths, censored flags, relaxed indicator and item (cluster) per run."""
+    return (np.concatenate([d.L, d.Ls]), np.concatenate([d.c, d.cs]),
+            np.concatenate([np.ones(len(d.L)), np.zeros(len(d.Ls))]), np.concatenate([d.idx, d.idx_s]))
+
+
+def _not_fitted(dist: str, lengths: np.ndarray, cens: np.ndarray) -> AFTFit:
+    reason = "AFT not fitted: a completion of length 0 (log-length undefined)"
+    return AFTFit(dist, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
+                  float(len(lengths)), float((~cens).sum()), False, 0, reason)
+
+
 def _aft_estimates(d: _CellData, n_boot: int, level: float):
     """AFT fits (both arms pooled) per law with a sandwich interval, or a bootstrap one when ``n_boot`` > 0."""
-    lengths = np.concatenate([d.L, d.Ls])
-    cens = np.concatenate([d.c, d.cs])
-    x = np.concatenate([np.ones(len(d.L)), np.zeros(len(d.Ls))])
-    items = np.concatenate([d.idx, d.idx_s])
+    lengths, cens, x, items = _aft_inputs(d)
     fits: dict[str, AFTFit] = {}
     cis: dict[str, tuple[float, float]] = {}
     boots: dict[str, AFTBootstrap | None] = {}
     for dist in _DISTS:
         if not bool(np.all(lengths > 0)):
-            reason = "AFT not fitted: a completion of length 0 (log-length undefined)"
-            fits[dist] = AFTFit(dist, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan,
-                                float(len(lengths)), float((~cens).sum()), False, 0, reason)
-            cis[dist], boots[dist] = (math.nan, math.nan), None
+            fits[dist], cis[dist], boots[dist] = _not_fitted(dist, lengths, cens), (math.nan, math.nan), None
             continue
         fits[dist] = fit = fit_aft(lengths, cens, x, None, dist)
         if n_boot:
@@ -375,3 +387,20 @@ def _aft_estimates(d: _CellData, n_boot: int, level: float):
             boots[dist] = None
             cis[dist] = aft_sandwich(fit, lengths, cens, x, items, level).ci
     return fits, cis, boots
+
+
+def aft_estimates_many(ds: Sequence[_CellData], level: float) -> list[tuple[dict, dict, dict]]:
+    """:func:`_aft_estimates` with sandwich intervals for several cells, each law fitted to all of them at once
+    (:func:`lengthlens.stats.aft.fit_aft_many`: the same fits, their sums in another order)."""
+    inputs = [_aft_inputs(d) for d in ds]
+    out: list[tuple[dict, dict, dict]] = [({}, {}, {}) for _ in ds]
+    for dist in _DISTS:
+        fitted = [j for j, (lengths, *_) in enumerate(inputs) if bool(np.all(lengths > 0))]
+        for j in sorted(set(range(len(ds))) - set(fitted)):
+            fits, cis, boots = out[j]
+            fits[dist], cis[dist], boots[dist] = _not_fitted(dist, inputs[j][0], inputs[j][1]), (math.nan, math.nan), None
+        for j, (fit, hessian) in zip(fitted, fit_aft_many([inputs[j][:3] for j in fitted], dist, with_hessians=True)):
+            fits, cis, boots = out[j]
+            fits[dist], boots[dist] = fit, None
+            cis[dist] = aft_sandwich(fit, *inputs[j], level, hessian=hessian).ci
+    return out

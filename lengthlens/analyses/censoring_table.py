@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import polars as pl
 
-from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
+from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, aft_estimates_many, prepare_cell
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.stats.estimate import cells as compute_cells
@@ -66,13 +66,15 @@ def censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: D
         keys.append({k: af.row(0, named=True)[k] for k in CELL_KEY})
         by_items.setdefault(own, []).append(len(prepared) - 1)
     rows: list[dict] = [{}] * len(prepared)
+    # Sandwich AFT estimates of every cell of the group from one fit per law (refits per cell with the bootstrap)
+    aft = aft_estimates_many([p.d for p in prepared], level) if opts["aft_ci"] == "sandwich" else [None] * len(prepared)
     for members in by_items.values():
         X = np.concatenate([prepared[j].X for j in members], axis=1)
         S = prepared[members[0]].d.counts @ X  # one pass over the counts for every cell on these items
         w = prepared[members[0]].X.shape[1]
         for pos, j in enumerate(members):
             with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
-                cell = prepared[j].finish(S[:, pos * w:(pos + 1) * w], **opts)
+                cell = prepared[j].finish(S[:, pos * w:(pos + 1) * w], aft=aft[j], **opts)
             rows[j] = {**keys[j], **cell.to_row()}
     return rows
 

@@ -54,8 +54,12 @@ def aft_scores(fit: AFTFit, lengths: np.ndarray, censored: np.ndarray, relaxed_i
 
 
 def aft_sandwich(fit: AFTFit, lengths: np.ndarray, censored: np.ndarray, relaxed_indicator: np.ndarray,
-                 clusters: np.ndarray, confidence_level: float = 0.95) -> AFTSandwich:
-    """Cluster-robust sandwich SE of beta and the t(G-1) Wald interval of lambda_aft (clusters = items)."""
+                 clusters: np.ndarray, confidence_level: float = 0.95, hessian: np.ndarray | None = None) -> AFTSandwich:
+    """Cluster-robust sandwich SE of beta and the t(G-1) Wald interval of lambda_aft (clusters = items).
+
+    ``hessian``: the log-likelihood's (3, 3) Hessian in psi at the fit when the caller has it
+    (:func:`lengthlens.stats.aft.fit_aft_many` computes it at its last step); otherwise it is evaluated here.
+    """
     clusters = np.asarray(clusters)
     G = int(np.unique(clusters).size)
     nan = (math.nan, math.nan)
@@ -63,13 +67,14 @@ def aft_sandwich(fit: AFTFit, lengths: np.ndarray, censored: np.ndarray, relaxed
         return AFTSandwich(fit.dist, math.nan, G, nan, fit.reason or "no finite ML fit")
     if G < 2:
         return AFTSandwich(fit.dist, math.nan, G, nan, "one item: no cluster-robust variance")
-    y, event, x = _prepare(lengths, censored, relaxed_indicator)
-    _, _, hess = _AFTProblem(y, event, x, np.ones((1, len(y))), fit.dist).evaluate(_psi(fit)[None, :])
+    if hessian is None:
+        y, event, x = _prepare(lengths, censored, relaxed_indicator)
+        hessian = _AFTProblem(y, event, x, np.ones((1, len(y))), fit.dist).evaluate(_psi(fit)[None, :])[2][0]
     _, inverse = np.unique(clusters, return_inverse=True)
     U = np.zeros((G, 3))
     np.add.at(U, inverse.ravel(), aft_scores(fit, lengths, censored, relaxed_indicator))
     try:
-        bread = np.linalg.inv(-hess[0])
+        bread = np.linalg.inv(-hessian)
     except np.linalg.LinAlgError:
         return AFTSandwich(fit.dist, math.nan, G, nan, "singular information matrix")
     cov = bread @ (U.T @ U) @ bread * (G / (G - 1))
