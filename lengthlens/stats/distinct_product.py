@@ -41,17 +41,18 @@ def unique_columns(X2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def resampled_columns(X: np.ndarray, counts: np.ndarray, columns: Sequence[int]) -> dict[int, np.ndarray]:
     """{column c: the cells' sums of X[:, :, c] in every resample}, as (n_cells, B) arrays.
 
-    ``X`` (n_items, n_cells, n_cols) holds item sums, ``counts`` (B, n_items) the draws. The product
-    covers every column of X (see the module's note on exactness), then is laid out one row per distinct
-    column; a column that is the same for every cell comes back as a (1, B) view (it broadcasts).
+    ``X`` (n_items, n_cells, n_cols) holds item sums, ``counts`` (B, n_items) the draws. Only ``columns``
+    are multiplied, each distinct one once, and the product is laid out one row per distinct column; a
+    column that is the same for every cell comes back as a (1, B) view (it broadcasts).
     """
     n_items, n_cells, _ = X.shape
-    uniq, inverse = unique_columns(X.reshape(n_items, -1))
+    columns = list(columns)
+    uniq, inverse = unique_columns(X[:, :, columns].reshape(n_items, -1))
     product = uniq.T @ counts.T  # (n_distinct, B), each distinct column's sums contiguous: BLAS transposes, nothing is copied
     position = inverse.reshape(n_cells, -1)
     out: dict[int, np.ndarray] = {}
-    for c in columns:
-        pos = position[:, c]
+    for k, c in enumerate(columns):
+        pos = position[:, k]
         out[c] = product[pos[0]][None, :] if (pos == pos[0]).all() else product[pos]
     return out
 

@@ -231,17 +231,20 @@ def test_metrics_and_ses_agree_with_central_differences(log, slice_, monkeypatch
             assert np.isnan(se).any() and np.isfinite(se).any()
 
 
+@pytest.mark.parametrize("subset", [False, True])
 @pytest.mark.parametrize("odd", [False, True])
-def test_resampled_columns_equal_the_unique_columns_product(odd):
-    """The product of np.unique's columns, read back per cell; ``odd``: entries that send np.unique's own sort."""
+def test_resampled_columns_equal_the_unique_columns_product(odd, subset):
+    """The product of np.unique's columns, read back per cell; ``odd``: entries that send np.unique's own sort;
+    ``subset``: only some columns asked for, out of order (only those are multiplied)."""
     rng = np.random.default_rng(8)
     X = _group_sums(rng, 57, 5)
     if odd:
         X[3, 2, SUM_INDEX["T"]] = -0.0  # equal to 0.0 as a float
         X[5, 1, SUM_INDEX["L"]] = np.nan
     counts = item_counts(57, 501, rng).astype(float)  # odd B: the kernel's remainder rows too
-    cols = list(range(len(SUM_FIELDS)))
+    cols = [SUM_INDEX[f] for f in ("R", "L_star", "n", "T")] if subset else list(range(len(SUM_FIELDS)))
     got = resampled_columns(X, counts, cols)
+    assert sorted(got) == sorted(cols)
     uniq, inverse = np.unique(X.reshape(57, -1), axis=1, return_inverse=True)
     want = (counts @ uniq)[:, inverse.ravel()].reshape(501, 5, -1)
     for c in cols:
