@@ -22,6 +22,8 @@ PARTS = (  # (module[:class], function, label); a missing one is skipped (older 
     ("lengthlens.stats.resample:DrawCache", "item_counts", "draws as float64 (DrawCache.item_counts, with the drawing)"),
     ("lengthlens.stats.estimate", "cell_intervals", "interval kernel (cell_intervals)"),
     ("lengthlens.stats.distinct_product", "unique_columns", "  distinct columns (unique_columns)"),
+    ("lengthlens.stats.distinct_product:ColumnProduct", "add", "  distinct columns (ColumnProduct.add)"),
+    ("lengthlens.stats.distinct_product:ColumnProduct", "product", "  the count-matrix product (ColumnProduct.product)"),
     ("lengthlens.stats.estimate", "metrics_and_ses", "  delta-method SEs (metrics_and_ses)"),
     ("lengthlens.stats.estimate", "metric_and_se", "  delta-method SEs (metric_and_se)"),
     ("lengthlens.stats.estimate", "studentized_interval", "  studentized_interval"),
@@ -85,7 +87,8 @@ def main() -> None:
         owner = getattr(owner, cls) if cls else owner
         if hasattr(owner, name):
             _wrap(times, owner, name, label)
-    if not hasattr(importlib.import_module("lengthlens.stats.estimate"), "resampled_sums"):
+    if not (hasattr(importlib.import_module("lengthlens.stats.estimate"), "resampled_sums")
+            or hasattr(importlib.import_module("lengthlens.stats.distinct_product"), "ColumnProduct")):
         _wrap_unique(times, np)
     runs = ll.load(args.data, cache=False)
     units = cell_units(runs.paired)

@@ -10,7 +10,7 @@ from the same draws as the cell table; plus the per-item distribution of that sh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import polars as pl
@@ -18,7 +18,8 @@ import polars as pl
 from lengthlens.data.channels import check_logged_counts, split_channels
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.stats.item_sums import group_bootstrap_sums, map_groups
+from lengthlens.stats.distinct_product import GroupProducts
+from lengthlens.stats.item_sums import map_groups, plan_group_bootstrap_sums
 from lengthlens.stats.resample import (
     DEFAULT_CONFIDENCE,
     DEFAULT_N_RESAMPLES,
@@ -176,23 +177,35 @@ _COLUMNS = [*CELL_KEY, "n_items", "n_runs", "chars_mean", "chars_mean_star", "ex
 
 def attribution_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float) -> list[dict]:
     """The attribution rows of one group's cells (``group_df``: that group's :func:`attribution_units`)."""
-    by_cell = group_df.partition_by(list(CELL_KEY), maintain_order=True, as_dict=True)
-    out = []
-    for key, point, boot, n_items in group_bootstrap_sums(group_df, group, n_group, _SUMMED, draws):
-        cell_units_df = by_cell[tuple(key[k] for k in CELL_KEY)]
-        item_share = cell_units_df.filter(pl.col("extra") != 0).select((pl.col("extra_thinking") / pl.col("extra")).alias("s"))["s"]
-        n = cell_units_df.height
-        out.append({
-            **key, "n_items": n_items, "n_runs": n,
-            "chars_mean": point[0] / n, "chars_mean_star": point[1] / n,
-            "extra_chars": point[2], "extra_chars_thinking": point[3], "extra_chars_answer": point[2] - point[3],
-            **share_with_interval(point, boot, level),
-            "item_share_median": float(item_share.median()) if item_share.len() else np.nan,
-            "item_share_q25": float(item_share.quantile(0.25, "linear")) if item_share.len() else np.nan,
-            "item_share_q75": float(item_share.quantile(0.75, "linear")) if item_share.len() else np.nan,
-            "n_runs_share_defined": item_share.len(),
-        })
-    return out
+    return plan_attribution_group(group_df, group, n_group, GroupProducts(draws, group), level)()
+
+
+def plan_attribution_group(group_df: pl.DataFrame, group: tuple, n_group: int, products: GroupProducts,
+                           level: float) -> Callable[[], list[dict]]:
+    """:func:`attribution_group` in two steps: the cells' sums are added to ``products`` now; the returned
+    function, called once every analysis of the group has added its own, makes the rows."""
+    sums = plan_group_bootstrap_sums(group_df, group, n_group, _SUMMED, products)
+
+    def finish() -> list[dict]:
+        by_cell = group_df.partition_by(list(CELL_KEY), maintain_order=True, as_dict=True)
+        out = []
+        for key, point, boot, n_items in sums():
+            cell_units_df = by_cell[tuple(key[k] for k in CELL_KEY)]
+            item_share = cell_units_df.filter(pl.col("extra") != 0).select((pl.col("extra_thinking") / pl.col("extra")).alias("s"))["s"]
+            n = cell_units_df.height
+            out.append({
+                **key, "n_items": n_items, "n_runs": n,
+                "chars_mean": point[0] / n, "chars_mean_star": point[1] / n,
+                "extra_chars": point[2], "extra_chars_thinking": point[3], "extra_chars_answer": point[2] - point[3],
+                **share_with_interval(point, boot, level),
+                "item_share_median": float(item_share.median()) if item_share.len() else np.nan,
+                "item_share_q25": float(item_share.quantile(0.25, "linear")) if item_share.len() else np.nan,
+                "item_share_q75": float(item_share.quantile(0.75, "linear")) if item_share.len() else np.nan,
+                "n_runs_share_defined": item_share.len(),
+            })
+        return out
+
+    return finish
 
 
 def attribution_result(rows: list[dict], channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 import numpy as np
 import polars as pl
@@ -10,6 +10,7 @@ import polars as pl
 from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, aft_estimates_many, prepare_cell
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
+from lengthlens.stats.distinct_product import GroupProducts
 from lengthlens.stats.estimate import cells as compute_cells
 from lengthlens.stats.item_sums import item_positions, map_groups
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, DrawCache
@@ -54,29 +55,37 @@ def censoring_options(n_resamples: int, n_resamples_aft: int, aft_ci: str) -> di
 def censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float,
                     opts: dict) -> list[dict]:
     """Censoring rows of one group's cells: one matrix product per item set for all their resampled sums."""
-    prepared, keys, by_items = [], [], {}
+    return plan_censoring_group(group_df, group, n_group, GroupProducts(draws, group), level, opts)()
+
+
+def plan_censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, products: GroupProducts, level: float,
+                         opts: dict) -> Callable[[], list[dict]]:
+    """:func:`censoring_group` in two steps: each cell's columns are added to ``products`` now; the returned
+    function, called once every analysis of the group has added its own, reads the sums and makes the rows."""
+    prepared, keys, rows_of = [], [], []
     for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
         if any(af[c].null_count() for c in ("output_tokens", "censored", "output_tokens_star", "censored_star")):
             continue  # lengths or censoring not known on every run: cells.csv's `unavailable` says which
         own = tuple(sorted(set(af.get_column("item_id").to_list())))
-        counts = draws.item_counts(group, own, complete=len(own) == n_group)
+        product = products.over(own, complete=len(own) == n_group)
         arrays = (af[c].to_numpy() for c in CENSORING_INPUTS)
-        prepared.append(prepare_cell(*arrays, counts, item_index=item_positions(af, {it: i for i, it in enumerate(own)}),
-                                     confidence_level=level))
+        cell = prepare_cell(*arrays, product.counts, item_index=item_positions(af, {it: i for i, it in enumerate(own)}),
+                            confidence_level=level)
+        prepared.append(cell)
+        rows_of.append((product, product.add(cell.X)))
         keys.append({k: af.row(0, named=True)[k] for k in CELL_KEY})
-        by_items.setdefault(own, []).append(len(prepared) - 1)
-    rows: list[dict] = [{}] * len(prepared)
-    # Sandwich AFT estimates of every cell of the group from one fit per law (refits per cell with the bootstrap)
-    aft = aft_estimates_many([p.d for p in prepared], level) if opts["aft_ci"] == "sandwich" else [None] * len(prepared)
-    for members in by_items.values():
-        X = np.concatenate([prepared[j].X for j in members], axis=1)
-        S = prepared[members[0]].d.counts @ X  # one pass over the counts for every cell on these items
-        w = prepared[members[0]].X.shape[1]
-        for pos, j in enumerate(members):
+
+    def finish() -> list[dict]:
+        # Sandwich AFT estimates of every cell of the group from one fit per law (refits per cell with the bootstrap)
+        aft = aft_estimates_many([p.d for p in prepared], level) if opts["aft_ci"] == "sandwich" else [None] * len(prepared)
+        out = []
+        for j, (product, rows) in enumerate(rows_of):
             with np.errstate(divide="ignore", invalid="ignore"):  # undefined resamples are counted, not warned about
-                cell = prepared[j].finish(S[:, pos * w:(pos + 1) * w], aft=aft[j], **opts)
-            rows[j] = {**keys[j], **cell.to_row()}
-    return rows
+                cell = prepared[j].finish(product.sums(rows).T, aft=aft[j], **opts)
+            out.append({**keys[j], **cell.to_row()})
+        return out
+
+    return finish
 
 
 def censoring_frame(rows: list[dict], cells_df: pd.DataFrame) -> pd.DataFrame:

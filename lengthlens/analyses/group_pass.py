@@ -2,10 +2,12 @@
 
 Each (target, draft, dataset) group is one job: its draws are made once, as float64, used by the
 three analyses and dropped, so no count matrix is kept for the whole report and none is drawn or
-converted twice. A job needs only its group's paired runs (the columns below) and the group's
+converted twice; the three analyses' resampled sums come from one product per item set
+(:mod:`lengthlens.stats.distinct_product`). A job needs only its group's paired runs (the columns below) and the group's
 items, so jobs run on threads or in worker processes (:mod:`lengthlens.stats.parallel`). The
 numbers are those of :func:`lengthlens.cells`, :func:`censoring_table` and :func:`attribution`
-called one after another: each group's results depend only on its runs and the seed.
+called one after another (a sum of non-integer values may differ in its last bit, see that
+module): each group's results depend only on its runs and the seed.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from lengthlens.analyses import WORKER_MODULES  # noqa: F401 (re-exported)
-from lengthlens.analyses.attribution import Attribution, attribution_group, attribution_result, attribution_units
-from lengthlens.analyses.censoring_table import CENSORING_INPUTS, censoring_frame, censoring_group, censoring_options
+from lengthlens.analyses.attribution import Attribution, attribution_result, attribution_units, plan_attribution_group
+from lengthlens.analyses.censoring_table import CENSORING_INPUTS, censoring_frame, censoring_options, plan_censoring_group
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY
 from lengthlens.data.schema import UNIT_KEY
-from lengthlens.stats.estimate import QUANTITY_INPUTS, cell_table, check_ci, group_cells, unit_quantities
+from lengthlens.stats.distinct_product import GroupProducts
+from lengthlens.stats.estimate import QUANTITY_INPUTS, cell_table, check_ci, plan_group_cells, unit_quantities
 from lengthlens.stats.item_sums import all_group_items, group_frames
 from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.resample import DrawCache
@@ -89,9 +92,10 @@ def group_job(job: tuple[tuple, pl.DataFrame, list[str], dict]) -> tuple:
     ``job``: (group names, the group's paired runs, the group's items, settings).
     """
     group, units, items, s = job
-    draws = DrawCache(s["seed"], s["n_resamples"], keep=False)
-    cells_part = group_cells(unit_quantities(units), group, items, draws, s["ci"], s["level"])
-    cens = censoring_group(units, group, len(items), draws, s["level"], s["censoring"])
+    # Every analysis adds its columns first, then each reads its sums: one product per item set for all three
+    products = GroupProducts(DrawCache(s["seed"], s["n_resamples"], keep=False), group)
+    cells_part = plan_group_cells(unit_quantities(units), group, items, products, s["ci"], s["level"])
+    cens = plan_censoring_group(units, group, len(items), products, s["level"], s["censoring"])
     attr_units = attribution_units(units)
-    attr = attribution_group(attr_units, group, len(items), draws, s["level"]) if attr_units.height else []
-    return cells_part, cens, attr
+    attr = plan_attribution_group(attr_units, group, len(items), products, s["level"]) if attr_units.height else list
+    return cells_part(), cens(), attr()

@@ -9,7 +9,7 @@ seeds of an item are summed: the item is the resampling unit). With the group's 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 import polars as pl
@@ -17,8 +17,8 @@ import polars as pl
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.schema import UNIT_KEY
-from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, metrics_and_ses, moment_pairs
-from lengthlens.stats.distinct_product import resampled_sums
+from lengthlens.stats.delta import is_log_scale, item_products, metric_and_se, metric_fields, metrics_and_ses, moment_pairs
+from lengthlens.stats.distinct_product import ColumnProduct, GroupProducts
 from lengthlens.stats.metrics import (
     INTERVAL_METRICS,
     METRIC_BY_NAME,
@@ -229,28 +229,40 @@ def group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], draws: D
                 level: float) -> tuple[list[Cell], np.ndarray]:
     """The cells of one group (sums by item, then intervals per item set with shared draws within a
     set) and their accuracy-change replicates (B, n_cells) for Table 3's mean."""
+    return plan_group_cells(group_df, group, items, GroupProducts(draws, group), ci, level)()
+
+
+def plan_group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], products: GroupProducts, ci: str,
+                     level: float) -> Callable[[], tuple[list[Cell], np.ndarray]]:
+    """:func:`group_cells` in two steps: its columns are added to ``products`` now; the returned function,
+    called once every analysis of the group has added its own, reads the sums and makes the cells."""
     item_index = {it: i for i, it in enumerate(items)}
     arm_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
     X = np.stack([item_sums(af, SUM_FIELDS, item_index) for af in arm_frames], axis=1)  # (n_items, n_cells, n_q)
-    point_sums = X.sum(axis=0)
-    point = evaluate(point_sums)
-    shape = (len(INTERVAL_METRICS), len(arm_frames))
-    lo, hi, und = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, dtype=np.int64)
-    delta = np.full((draws.n_resamples, len(arm_frames)), np.nan)
-    fallback = np.zeros(shape, dtype=bool)
+    plans = []
     for cols, cell_cols in item_sets(X[:, :, SUM_INDEX["n"]] > 0):
-        own = [items[i] for i in cols]
-        counts = draws.item_counts(group, own, complete=len(cols) == len(items))
-        reps: dict[str, np.ndarray] = {}
-        lo[:, cell_cols], hi[:, cell_cols], und[:, cell_cols] = cell_intervals(X[cols][:, cell_cols], counts, ci, level,
-                                                                              replicates=reps)
-        delta[:, cell_cols] = reps["accuracy_delta_pp"]
-        if "percentile_fallback" in reps:
-            fallback[:, cell_cols] = reps["percentile_fallback"]
-    cells_ = [_make_cell(af, point, point_sums[j], j, lo, hi, und, X[:, j, :], len(items),
-                         [m for k, m in enumerate(INTERVAL_METRICS) if fallback[k, j]])
-              for j, af in enumerate(arm_frames)]
-    return cells_, delta
+        product = products.over([items[i] for i in cols], complete=len(cols) == len(items))
+        plans.append((cell_cols, plan_cell_intervals(X[cols][:, cell_cols], product, ci, level)))
+
+    def finish() -> tuple[list[Cell], np.ndarray]:
+        point_sums = X.sum(axis=0)
+        point = evaluate(point_sums)
+        shape = (len(INTERVAL_METRICS), len(arm_frames))
+        lo, hi, und = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, dtype=np.int64)
+        delta = np.full((products.draws.n_resamples, len(arm_frames)), np.nan)
+        fallback = np.zeros(shape, dtype=bool)
+        for cell_cols, intervals in plans:
+            reps: dict[str, np.ndarray] = {}
+            lo[:, cell_cols], hi[:, cell_cols], und[:, cell_cols] = intervals(reps)
+            delta[:, cell_cols] = reps["accuracy_delta_pp"]
+            if "percentile_fallback" in reps:
+                fallback[:, cell_cols] = reps["percentile_fallback"]
+        cells_ = [_make_cell(af, point, point_sums[j], j, lo, hi, und, X[:, j, :], len(items),
+                             [m for k, m in enumerate(INTERVAL_METRICS) if fallback[k, j]])
+                  for j, af in enumerate(arm_frames)]
+        return cells_, delta
+
+    return finish
 
 
 def cell_intervals(X: np.ndarray, counts: np.ndarray, ci: str, level: float, replicates: dict | None = None
@@ -260,48 +272,64 @@ def cell_intervals(X: np.ndarray, counts: np.ndarray, ci: str, level: float, rep
     ``X`` (n_items, n_cells, n_q) holds the cells' item sums, ``counts`` (B, n_items) the draws.
     ``replicates``, when given, receives the accuracy change's replicates (B, n_cells).
     """
+    return plan_cell_intervals(X, ColumnProduct(counts), ci, level)(replicates)
+
+
+def plan_cell_intervals(X: np.ndarray, product: ColumnProduct, ci: str, level: float
+                        ) -> Callable[[dict | None], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """:func:`cell_intervals` in two steps: the sums and item products its metrics read are added to ``product``
+    now; the returned function (``replicates`` as for cell_intervals) reads their resampled sums."""
     n_items, n_cells, n_q = X.shape
-    B = counts.shape[0]
     stud = tuple(m for m in INTERVAL_METRICS if ci == "studentized" and is_log_scale(m))
     pairs = moment_pairs(stud)
-    Xe = np.concatenate([X, item_products(X, pairs)], axis=2)  # sums, then item products for the SEs
     rest = [k for k, m in enumerate(INTERVAL_METRICS) if m not in stud]  # percentile or BCa for these
     rest_names = tuple(dict.fromkeys([INTERVAL_METRICS[k] for k in rest] + ["accuracy_delta_pp"]))
-    boot, boot_moments = resampled_sums(Xe, counts, n_q, pairs, rest_names + stud)
+    fields = sorted({k for m in rest_names + stud for k in metric_fields(m)})
+    products_ = item_products(X, pairs)
+    # the fields the metrics read, then the item products for the SEs: one block of (n_cells x columns)
+    block = np.concatenate([X[:, :, fields], products_], axis=2)
+    rows = product.add(block.reshape(n_items, -1)).reshape(n_cells, -1)
 
-    def full(a: np.ndarray) -> np.ndarray:  # (n_cells, B) or one row -> (B, n_cells), as the interval functions read them
-        return np.broadcast_to(a, (n_cells, B)).T
+    def finish(replicates: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        B = product.counts.shape[0]
+        boot = {SUM_FIELDS[k]: product.per_cell(rows[:, i]) for i, k in enumerate(fields)}
+        boot_moments = {p: product.per_cell(rows[:, len(fields) + j]) for j, p in enumerate(pairs)}
 
-    reps = {m: METRIC_BY_NAME[m].fn(boot) for m in rest_names}
-    if replicates is not None:
-        replicates["accuracy_delta_pp"] = full(reps["accuracy_delta_pp"])
-    stacked = np.stack([full(reps[INTERVAL_METRICS[k]]) for k in rest] or [np.zeros((B, n_cells))], axis=1)  # (B, n_rest, n_cells)
-    if ci == "bca":
-        jack = evaluate(jackknife_sums(X.reshape(n_items, -1)).reshape(n_items, n_cells, n_q), INTERVAL_METRICS)
-        jack_stacked = np.stack([jack[m] for m in INTERVAL_METRICS], axis=1)
-        point = evaluate(X.sum(axis=0))
-        pt = np.stack([point[m] for m in INTERVAL_METRICS], axis=0)
-        return bca_interval(stacked, pt, jack_stacked, level)
-    shape = (len(INTERVAL_METRICS), n_cells)
-    lo, hi, und = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, dtype=np.int64)
-    if rest:
-        lo[rest], hi[rest], und[rest] = percentile_interval(stacked, level)
-    sums = Xe.sum(axis=0)
-    point_se = metrics_and_ses(stud, {f: sums[..., i] for f, i in SUM_INDEX.items()},
-                               {p: sums[..., n_q + j] for j, p in enumerate(pairs)}, n_items, log=True)
-    boot_se = metrics_and_ses(stud, boot, boot_moments, n_items, log=True)
-    fallback = np.zeros(shape, dtype=bool)  # degenerate bootstrap-t: percentile used instead (see studentized_interval)
-    for m in stud:
-        k = INTERVAL_METRICS.index(m)
-        mask: list = []
-        (est, se), (est_b, se_b) = point_se[m], boot_se[m]
-        lo[k], hi[k], und[k] = studentized_interval(est, se, full(est_b), full(se_b), level, fell_back=mask)
-        with np.errstate(over="ignore"):  # built on the log scale
-            lo[k], hi[k] = np.exp(lo[k]), np.exp(hi[k])
-        fallback[k] = mask[0]
-    if replicates is not None:
-        replicates["percentile_fallback"] = fallback
-    return lo, hi, und
+        def full(a: np.ndarray) -> np.ndarray:  # (n_cells, B) or one row -> (B, n_cells), as the interval functions read them
+            return np.broadcast_to(a, (n_cells, B)).T
+
+        reps = {m: METRIC_BY_NAME[m].fn(boot) for m in rest_names}
+        if replicates is not None:
+            replicates["accuracy_delta_pp"] = full(reps["accuracy_delta_pp"])
+        stacked = np.stack([full(reps[INTERVAL_METRICS[k]]) for k in rest] or [np.zeros((B, n_cells))], axis=1)  # (B, n_rest, n_cells)
+        if ci == "bca":
+            jack = evaluate(jackknife_sums(X.reshape(n_items, -1)).reshape(n_items, n_cells, n_q), INTERVAL_METRICS)
+            jack_stacked = np.stack([jack[m] for m in INTERVAL_METRICS], axis=1)
+            point = evaluate(X.sum(axis=0))
+            pt = np.stack([point[m] for m in INTERVAL_METRICS], axis=0)
+            return bca_interval(stacked, pt, jack_stacked, level)
+        shape = (len(INTERVAL_METRICS), n_cells)
+        lo, hi, und = np.full(shape, np.nan), np.full(shape, np.nan), np.zeros(shape, dtype=np.int64)
+        if rest:
+            lo[rest], hi[rest], und[rest] = percentile_interval(stacked, level)
+        sums, moment_sums = X.sum(axis=0), products_.sum(axis=0)
+        point_se = metrics_and_ses(stud, {f: sums[..., i] for f, i in SUM_INDEX.items()},
+                                   {p: moment_sums[..., j] for j, p in enumerate(pairs)}, n_items, log=True)
+        boot_se = metrics_and_ses(stud, boot, boot_moments, n_items, log=True)
+        fallback = np.zeros(shape, dtype=bool)  # degenerate bootstrap-t: percentile used instead (see studentized_interval)
+        for m in stud:
+            k = INTERVAL_METRICS.index(m)
+            mask: list = []
+            (est, se), (est_b, se_b) = point_se[m], boot_se[m]
+            lo[k], hi[k], und[k] = studentized_interval(est, se, full(est_b), full(se_b), level, fell_back=mask)
+            with np.errstate(over="ignore"):  # built on the log scale
+                lo[k], hi[k] = np.exp(lo[k]), np.exp(hi[k])
+            fallback[k] = mask[0]
+        if replicates is not None:
+            replicates["percentile_fallback"] = fallback
+        return lo, hi, und
+
+    return finish
 
 
 def studentized_identity(X: np.ndarray, counts: np.ndarray, name: str, level: float):

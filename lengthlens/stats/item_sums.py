@@ -15,6 +15,7 @@ import polars as pl
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY
 from lengthlens.data.schema import GROUP_KEY
+from lengthlens.stats.distinct_product import GroupProducts
 from lengthlens.stats.parallel import map_ordered
 from lengthlens.stats.resample import DrawCache
 
@@ -71,15 +72,21 @@ def group_bootstrap_sums(group_df: pl.DataFrame, group: tuple, n_group: int, col
     intervals are consistent with the cell table's; cells on the same items share one matrix product.
     ``n_group``: the group's item count (a cell on all of them uses the group's draws).
     """
-    parts, by_items = [], {}
+    return plan_group_bootstrap_sums(group_df, group, n_group, columns, GroupProducts(draws, group))()
+
+
+def plan_group_bootstrap_sums(group_df: pl.DataFrame, group: tuple, n_group: int, columns: list[str],
+                              products: GroupProducts) -> Callable[[], list[tuple[dict, np.ndarray, np.ndarray, int]]]:
+    """:func:`group_bootstrap_sums` in two steps: the cells' columns are added to ``products``
+    now, their sums read by the returned function."""
+    parts = []
     for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
         own = tuple(sorted(set(af.get_column("item_id").to_list())))
-        parts.append(({k: af.row(0, named=True)[k] for k in CELL_KEY}, item_sums(af, columns, {it: i for i, it in enumerate(own)})))
-        by_items.setdefault(own, []).append(len(parts) - 1)
-    out: list = [None] * len(parts)
-    w = len(columns)
-    for own, members in by_items.items():
-        boot = draws.item_counts(group, own, complete=len(own) == n_group) @ np.concatenate([parts[j][1] for j in members], axis=1)
-        for pos, j in enumerate(members):
-            out[j] = (parts[j][0], parts[j][1].sum(axis=0), boot[:, pos * w:(pos + 1) * w], len(own))
-    return out
+        X = item_sums(af, columns, {it: i for i, it in enumerate(own)})
+        product = products.over(own, complete=len(own) == n_group)
+        parts.append(({k: af.row(0, named=True)[k] for k in CELL_KEY}, X, product, product.add(X), len(own)))
+
+    def finish() -> list[tuple[dict, np.ndarray, np.ndarray, int]]:
+        return [(key, X.sum(axis=0), product.sums(rows).T, n_items) for key, X, product, rows, n_items in parts]
+
+    return finish

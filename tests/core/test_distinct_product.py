@@ -18,10 +18,10 @@ import pytest
 
 from lengthlens.stats import delta
 from lengthlens.stats.delta import metric_fields, metrics_and_ses, moment_pairs
-from lengthlens.stats.distinct_product import resampled_columns, unique_columns
+from lengthlens.stats.distinct_product import ColumnProduct, GroupProducts
 from lengthlens.stats.estimate import cell_intervals
 from lengthlens.stats.metrics import INTERVAL_METRICS, METRIC_BY_NAME, SUM_FIELDS, SUM_INDEX, evaluate
-from lengthlens.stats.resample import (_t_statistics, bca_interval, item_counts, jackknife_sums, percentile_interval,
+from lengthlens.stats.resample import (DrawCache, _t_statistics, bca_interval, item_counts, jackknife_sums, percentile_interval,
                                        studentized_interval)
 
 
@@ -231,43 +231,44 @@ def test_metrics_and_ses_agree_with_central_differences(log, slice_, monkeypatch
             assert np.isnan(se).any() and np.isfinite(se).any()
 
 
-@pytest.mark.parametrize("subset", [False, True])
 @pytest.mark.parametrize("odd", [False, True])
-def test_resampled_columns_equal_the_unique_columns_product(odd, subset):
-    """The product of np.unique's columns, read back per cell; ``odd``: entries that send np.unique's own sort;
-    ``subset``: only some columns asked for, out of order (only those are multiplied)."""
+def test_column_product_multiplies_each_distinct_column_once(odd):
+    """Blocks added one after another (a group's cells, then censoring-like columns that repeat some of them) give
+    counts @ X for every column, each distinct column once; ``odd``: -0.0 (its own column, same sums), NaN, negatives."""
     rng = np.random.default_rng(8)
     X = _group_sums(rng, 57, 5)
     if odd:
-        X[3, 2, SUM_INDEX["T"]] = -0.0  # equal to 0.0 as a float
+        X[3, 2, SUM_INDEX["T"]] = -0.0
         X[5, 1, SUM_INDEX["L"]] = np.nan
+        X[7, 0, SUM_INDEX["A"]] = -3.0
     counts = item_counts(57, 501, rng).astype(float)  # odd B: the kernel's remainder rows too
-    cols = [SUM_INDEX[f] for f in ("R", "L_star", "n", "T")] if subset else list(range(len(SUM_FIELDS)))
-    got = resampled_columns(X, counts, cols)
-    assert sorted(got) == sorted(cols)
-    uniq, inverse = np.unique(X.reshape(57, -1), axis=1, return_inverse=True)
-    want = (counts @ uniq)[:, inverse.ravel()].reshape(501, 5, -1)
-    for c in cols:
-        # the same dot products, their terms maybe added in another order: last bit
-        np.testing.assert_allclose(np.broadcast_to(got[c], (5, 501)), want[:, :, c].T, rtol=1e-14, atol=0,
-                                   err_msg=SUM_FIELDS[c])
-    assert got[SUM_INDEX["L_star"]].shape == (1, 501)  # the baseline's column: one row for every cell
-    assert got[SUM_INDEX["R"]].shape == (5, 501)
+    product = ColumnProduct(counts)
+    cells_block = X.reshape(57, -1)
+    other = np.stack([X[:, 0, SUM_INDEX["L"]], np.ones(57), X[:, 3, SUM_INDEX["L_star"]], rng.normal(size=57)], axis=1)
+    rows_cells = product.add(cells_block)
+    rows_other = product.add(other)
+    distinct = {c.tobytes() for c in np.ascontiguousarray(np.concatenate([cells_block, other], axis=1).T)}
+    assert product.n_distinct == len(distinct) < cells_block.shape[1]
+    assert rows_other[0] == rows_cells[SUM_INDEX["L"]] and rows_other[2] == rows_cells[SUM_INDEX["L_star"]]
+    for block, rows in ((cells_block, rows_cells), (other, rows_other)):
+        want = counts @ block
+        # the same dot products, their terms maybe added in another order: last bit (integer sums exact)
+        np.testing.assert_allclose(product.sums(rows).T, want, rtol=1e-14, atol=0)
+    per_cell = rows_cells.reshape(5, -1)
+    assert product.per_cell(per_cell[:, SUM_INDEX["L_star"]]).shape == (1, 501)  # the baseline's: one row for all
+    assert product.per_cell(per_cell[:, SUM_INDEX["R"]]).shape == (5, 501)
+    with pytest.raises(RuntimeError):
+        product.add(other)  # after the product was taken: its rows would not exist
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_unique_columns_equal_numpys(seed):
-    """The same distinct columns in the same order and layout as np.unique(axis=1): then the product is the same call."""
-    rng = np.random.default_rng(seed)
-    n, m = int(rng.integers(1, 40)), int(rng.integers(1, 120))
-    X2 = rng.choice([0.0, 1.0, 2.0, 0.5, 1e-300, 3.7e5, np.inf], size=(n, m))  # few values: many repeats and ties
-    X2[:, rng.integers(0, m, size=m // 3)] = X2[:, rng.integers(0, m, size=m // 3)]
-    if seed >= 4:  # negatives, -0.0 and NaN: numpy's own sort
-        X2[0, 0], X2[-1, -1], X2[n // 2, m // 2] = -1.5, -0.0, np.nan
-    want, want_inverse = np.unique(X2, axis=1, return_inverse=True)
-    got, inverse = unique_columns(X2)
-    assert _same_bits(got, want) and got.strides == want.strides
-    assert np.array_equal(inverse, want_inverse.ravel())
+def test_group_products_share_one_product_per_item_set():
+    """The draws are the cell table's (DrawCache.item_counts), one ColumnProduct per (items, complete)."""
+    draws = DrawCache(seed=3, n_resamples=200, keep=False)
+    products = GroupProducts(draws, ("t", "d", "ds"))
+    full, again, part = products.over(["a", "b", "c"], True), products.over(("a", "b", "c"), True), products.over(["a", "c"], False)
+    assert full is again and part is not full
+    assert np.array_equal(full.counts, draws.item_counts(("t", "d", "ds"), ("a", "b", "c"), True))
+    assert np.array_equal(part.counts, draws.item_counts(("t", "d", "ds"), ("a", "c"), False))
 
 
 @pytest.mark.parametrize("n_items", [1, 2, 3, 30, 255, 256, 1319, 70_000])
