@@ -9,7 +9,8 @@ import pytest
 from scipy import optimize, stats
 
 from lengthlens.analyses.censoring import censoring_cell
-from lengthlens.stats.aft import fit_aft, fit_aft_many
+from lengthlens.stats.aft import fit_aft
+from lengthlens.stats.aft_many import fit_aft_many
 from lengthlens.stats.aft_sandwich import aft_sandwich, aft_scores
 
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Callable, Literal
 import numpy as np
 import polars as pl
 
-from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, aft_estimates_many, prepare_cell
+from lengthlens.analyses.censoring import DEFAULT_AFT_RESAMPLES, prepare_cell
+from lengthlens.analyses.censoring_aft import aft_estimates_many
 from lengthlens.data.runset import RunSet
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.stats.distinct_product import GroupProducts
