@@ -73,7 +73,12 @@ class ColumnProduct:
         """The sums of one field over cells, rows (n_cells,): (n_cells, B), or a (1, B) view when every
         cell has the same column (it broadcasts)."""
         product = self.product()
-        return product[rows[0]][None, :] if (rows == rows[0]).all() else product[rows]
+        if (rows == rows[0]).all():
+            return product[rows[0]][None, :]
+        step = rows[1] - rows[0] if len(rows) > 1 else 1
+        if step > 0 and (np.diff(rows) == step).all():  # evenly spaced (cells whose columns all differ): a view
+            return product[rows[0]:rows[-1] + 1:step]
+        return product[rows]
 
 
 class GroupProducts:

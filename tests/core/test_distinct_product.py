@@ -261,6 +261,18 @@ def test_column_product_multiplies_each_distinct_column_once(odd):
         product.add(other)  # after the product was taken: its rows would not exist
 
 
+@pytest.mark.parametrize("rows", [[0, 2, 4], [1, 3, 5], [5, 3, 1], [0, 1, 3], [2], [2, 2, 2]])
+def test_per_cell_reads_the_rows_in_order(rows):
+    """Evenly spaced rows come back as a view, others gathered, one repeated row as one broadcastable row."""
+    counts = np.random.default_rng(0).integers(0, 3, (50, 7)).astype(float)
+    X = np.random.default_rng(1).normal(size=(7, 6))
+    product = ColumnProduct(counts)
+    product.add(X)
+    got = product.per_cell(np.array(rows))
+    want = (counts @ X).T[rows[:1] if len(set(rows)) == 1 else rows]
+    np.testing.assert_allclose(got, want, rtol=1e-14)
+
+
 def test_group_products_share_one_product_per_item_set():
     """The draws are the cell table's (DrawCache.item_counts), one ColumnProduct per (items, complete)."""
     draws = DrawCache(seed=3, n_resamples=200, keep=False)
