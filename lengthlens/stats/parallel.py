@@ -10,6 +10,9 @@ order given, bit for bit those of a plain loop. Two ways:
 - processes (what ``lengthlens report`` uses): worker processes started with ``spawn`` (not fork:
   polars' thread pool does not survive a fork) that scale with the cores; each costs an
   interpreter and its imports once (:func:`start_processes` starts them early, while the runs load).
+  The calling process is one of the workers: with ``workers`` n it starts n - 1 processes and
+  computes items itself, the smallest first, while they take the largest (an interpreter and
+  its imports cost about a second of CPU, which on 2 cores was half a second of the report).
 
 BLAS runs on one thread everywhere here: OpenBLAS's products differ in the last bit with its
 thread count, and the numbers must not depend on the cores of the machine or on ``workers``; a
@@ -19,6 +22,7 @@ second level of threads on the same cores would only add contention anyway.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Executor, ThreadPoolExecutor, wait
 from typing import TypeVar
@@ -107,12 +111,13 @@ def _keep_heap_pages() -> None:
 def start_processes(workers: int | None = None, modules: tuple[str, ...] = ()) -> int:
     """Start the worker processes now (they import ``modules`` while the caller goes on); return how many.
 
-    With one worker none is started. Calling it again with the same number reuses the running ones.
+    ``workers`` counts the caller, which computes items too (:func:`map_ordered`): n workers are n - 1
+    processes (none for one). Calling it again with the same number reuses the running ones.
     """
     global _processes
-    n = resolve_workers(workers)
-    if n <= 1:
-        return 1
+    n = resolve_workers(workers) - 1
+    if n < 1:
+        return 0
     if _processes is not None and _processes[0] == n:
         return n
     import multiprocessing
@@ -160,9 +165,9 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int | None = 
     if processes:
         from concurrent.futures.process import BrokenProcessPool
 
-        start_processes(resolve_workers(workers))
+        start_processes(n)
         try:
-            return _collect(_processes[1], fn, items, order, meanwhile)
+            return _collect(_processes[1], fn, items, order, meanwhile, caller_works=_processes[0])
         except BrokenProcessPool as e:  # a worker died (killed, or the caller's script cannot be re-imported)
             import warnings
 
@@ -185,15 +190,40 @@ def _once(fn: Callable[[], None]) -> Callable[[], None]:
 
 
 def _collect(pool: Executor, fn: Callable[[T], R], items: list[T], order,
-             meanwhile: Callable[[], None] | None = None) -> list[R]:
-    futures = {i: pool.submit(fn, items[i]) for i in order}
+             meanwhile: Callable[[], None] | None = None, caller_works: int = 0) -> list[R]:
+    """Every item's result, computed by ``pool`` in ``order``; with ``caller_works`` (the pool's process count)
+    this thread computes items too, from the end of ``order``, and hands the pool items from the front as
+    it goes, keeping each process one running and one or two waiting (not all at once: taking items back
+    would mean cancelling them, which a broken ProcessPoolExecutor of Python 3.11 trips over)."""
+    order = list(order)
+    if not caller_works:
+        futures = {i: pool.submit(fn, items[i]) for i in order}
+    else:
+        pending, futures, depth = deque(order), {}, 2 * caller_works + 1
+    done: dict[int, R] = {}
+
+    def hand_out() -> None:
+        while pending and sum(not f.done() for f in futures.values()) < depth:
+            i = pending.popleft()
+            futures[i] = pool.submit(fn, items[i])
+
     try:
+        if caller_works:
+            hand_out()
+            with _one_blas_thread():
+                while pending:
+                    i = pending.pop()
+                    done[i] = fn(items[i])
+                    if meanwhile is not None:  # after this thread's first item, as after the pool's first otherwise
+                        meanwhile()
+                        meanwhile = None
+                    hand_out()
         if meanwhile is not None:
             # Once a job has finished, every worker has had its first: this thread's work (imports, which hold the
             # GIL) no longer holds up the pool's own threads that deliver them (a worker started 0.45 s late).
             wait(list(futures.values()), return_when=FIRST_COMPLETED)
             meanwhile()
-        done = {i: futures[i].result() for i in order}
+        done.update({i: futures[i].result() for i in order if i in futures})
     except BaseException:
         for f in futures.values():  # stop what has not started
             f.cancel()

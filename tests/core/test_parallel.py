@@ -103,29 +103,39 @@ def test_draw_cache_hands_out_the_seeded_draws_from_any_thread(keep):
 
 
 def _square_unless_worker(x):
-    """Squares x; in a worker process, item 5 kills the process (a worker lost to the OOM killer, say)."""
+    """Squares x; in a worker process, item 0 (the first a worker takes: the caller takes from the end) kills the
+    process (a worker lost to the OOM killer, say). Each item takes a moment, as real ones do, so that the workers
+    get theirs while the caller computes."""
     import multiprocessing
     import os
 
-    if x == 5 and multiprocessing.parent_process() is not None:
+    time.sleep(0.05)
+    if x == 0 and multiprocessing.parent_process() is not None:
         os._exit(3)
     return x * x
 
 
-def _blas_threads_here(_):
+def _blas_threads_here(x):
     import os
 
     from threadpoolctl import threadpool_info
 
-    return os.getpid(), [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    time.sleep(0.2)  # long enough for the worker to take its items while the caller computes its own
+    return x, os.getpid(), [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
 
-def test_worker_processes_keep_the_order_and_one_blas_thread():
+def test_worker_processes_and_the_caller_keep_the_order_and_one_blas_thread():
+    """Two workers are this process and one worker process: the worker takes the largest items, this process
+    takes the smallest back from the queue; every result in its place, BLAS on one thread in both."""
+    import os
+
     try:
-        out = map_ordered(_blas_threads_here, range(6), workers=2, cost=lambda x: x, processes=True)
-        pids = {pid for pid, _ in out}
-        assert len(pids) >= 1 and not pids & {__import__("os").getpid()}  # computed elsewhere
-        assert all(n == [1] * len(n) for _, n in out)
+        out = map_ordered(_blas_threads_here, range(8), workers=2, cost=lambda x: x, processes=True)
+        assert [x for x, _, _ in out] == list(range(8))
+        assert parallel._processes[0] == 1  # the caller is the second worker
+        by = {x: pid for x, pid, _ in out}
+        assert by[0] == os.getpid() and by[7] != os.getpid()  # smallest here, largest in the worker process
+        assert all(n == [1] * len(n) for _, _, n in out)
         assert map_ordered(abs, [-3, 1, -2], workers=2, processes=True) == [3, 1, 2]
     finally:
         parallel.stop_processes()
