@@ -324,13 +324,13 @@ def console_main() -> int:
     out of that last collection. Output files are closed by then; atexit handlers (``weakref.finalize`` among them)
     and the flushing of stdout and stderr still run. Not done by :func:`main`, which scripts and tests call in-process.
     The command's own process computes groups of the pass beside its worker process, so it keeps freed heap as the
-    workers do (:func:`lengthlens.stats.parallel._keep_heap_pages`; its page faults cost ~0.5 s of system time).
+    workers do (:func:`lengthlens.stats.parallel.keep_heap_pages`; its page faults cost ~0.5 s of system time).
     """
     import gc
 
-    from lengthlens.stats.parallel import _keep_heap_pages
+    from lengthlens.stats.parallel import keep_heap_pages
 
-    _keep_heap_pages()
+    keep_heap_pages()
     code = main()
     gc.freeze()
     return code

@@ -177,20 +177,19 @@ _COLUMNS = [*CELL_KEY, "n_items", "n_runs", "chars_mean", "chars_mean_star", "ex
 
 def attribution_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float) -> list[dict]:
     """The attribution rows of one group's cells (``group_df``: that group's :func:`attribution_units`)."""
-    return plan_attribution_group(group_df, group, n_group, GroupProducts(draws, group), level)()
+    return plan_attribution_group(group_df, n_group, GroupProducts(draws, group), level)()
 
 
-def plan_attribution_group(group_df: pl.DataFrame, group: tuple, n_group: int, products: GroupProducts,
+def plan_attribution_group(group_df: pl.DataFrame, n_group: int, products: GroupProducts,
                            level: float) -> Callable[[], list[dict]]:
     """:func:`attribution_group` in two steps: the cells' sums are added to ``products`` now; the returned
     function, called once every analysis of the group has added its own, makes the rows."""
-    sums = plan_group_bootstrap_sums(group_df, group, n_group, _SUMMED, products)
+    cell_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
+    sums = plan_group_bootstrap_sums(cell_frames, n_group, _SUMMED, products)
 
     def finish() -> list[dict]:
-        by_cell = group_df.partition_by(list(CELL_KEY), maintain_order=True, as_dict=True)
         out = []
-        for key, point, boot, n_items in sums():
-            cell_units_df = by_cell[tuple(key[k] for k in CELL_KEY)]
+        for cell_units_df, (key, point, boot, n_items) in zip(cell_frames, sums()):
             item_share = cell_units_df.filter(pl.col("extra") != 0).select((pl.col("extra_thinking") / pl.col("extra")).alias("s"))["s"]
             n = cell_units_df.height
             out.append({

@@ -251,7 +251,7 @@ class PreparedCell:
         """The CensoringCell from the resampled sums ``S = counts @ X`` (B, 10).
 
         ``aft``: the cell's sandwich AFT estimates when the caller fitted several cells at once
-        (:func:`aft_estimates_many`); otherwise they are computed here.
+        (:func:`lengthlens.analyses.censoring_aft.aft_estimates_many`); otherwise they are computed here.
         """
         if aft_ci not in ("sandwich", "bootstrap"):
             raise ValueError(f"aft_ci must be 'sandwich' or 'bootstrap', not {aft_ci!r}")

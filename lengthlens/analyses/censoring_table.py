@@ -56,11 +56,11 @@ def censoring_options(n_resamples: int, n_resamples_aft: int, aft_ci: str) -> di
 def censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float,
                     opts: dict) -> list[dict]:
     """Censoring rows of one group's cells: one matrix product per item set for all their resampled sums."""
-    return plan_censoring_group(group_df, group, n_group, GroupProducts(draws, group), level, opts)()
+    return plan_censoring_group(group_df, n_group, GroupProducts(draws, group), level, opts)()
 
 
-def plan_censoring_group(group_df: pl.DataFrame, group: tuple, n_group: int, products: GroupProducts, level: float,
-                         opts: dict) -> Callable[[], list[dict]]:
+def plan_censoring_group(group_df: pl.DataFrame, n_group: int, products: GroupProducts, level: float, opts: dict
+                         ) -> Callable[[], list[dict]]:
     """:func:`censoring_group` in two steps: each cell's columns are added to ``products`` now; the returned
     function, called once every analysis of the group has added its own, reads the sums and makes the rows."""
     prepared, keys, rows_of = [], [], []

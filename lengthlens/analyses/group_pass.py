@@ -94,8 +94,8 @@ def group_job(job: tuple[tuple, pl.DataFrame, list[str], dict]) -> tuple:
     group, units, items, s = job
     # Every analysis adds its columns first, then each reads its sums: one product per item set for all three
     products = GroupProducts(DrawCache(s["seed"], s["n_resamples"], keep=False), group)
-    cells_part = plan_group_cells(unit_quantities(units), group, items, products, s["ci"], s["level"])
-    cens = plan_censoring_group(units, group, len(items), products, s["level"], s["censoring"])
+    cells_part = plan_group_cells(unit_quantities(units), items, products, s["ci"], s["level"])
+    cens = plan_censoring_group(units, len(items), products, s["level"], s["censoring"])
     attr_units = attribution_units(units)
-    attr = plan_attribution_group(attr_units, group, len(items), products, s["level"]) if attr_units.height else list
+    attr = plan_attribution_group(attr_units, len(items), products, s["level"]) if attr_units.height else list
     return cells_part(), cens(), attr()

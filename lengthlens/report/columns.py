@@ -246,11 +246,11 @@ def _acc_css(row: dict[str, Any]) -> str:
 KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
             Col("params", "params", "text", left=True)]
 
-#: Curated columns of the lead's per-cell tables (each shown when present; the CSVs keep every column).
 #: Table 4's p-value column: exact McNemar, or the item-level sign-flip test with several seeds per item.
 _PAIRED_P = Col("mcnemar_p", "paired p", "p",
                 title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)")
 
+#: Curated columns of the lead's per-cell tables (each shown when present; the CSVs keep every column).
 DESCRIBED: dict[str, list[Col]] = {
     "censoring": KEY_COLS + [
         Col("n_items", "items", "int"), Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),

@@ -58,7 +58,7 @@ def aft_sandwich(fit: AFTFit, lengths: np.ndarray, censored: np.ndarray, relaxed
     """Cluster-robust sandwich SE of beta and the t(G-1) Wald interval of lambda_aft (clusters = items).
 
     ``hessian``: the log-likelihood's (3, 3) Hessian in psi at the fit when the caller has it
-    (:func:`lengthlens.stats.aft.fit_aft_many` computes it at its last step); otherwise it is evaluated here.
+    (:func:`lengthlens.stats.aft_many.fit_aft_many` computes it at its last step); otherwise it is evaluated here.
     """
     clusters = np.asarray(clusters)
     G = int(np.unique(clusters).size)

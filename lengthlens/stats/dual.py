@@ -61,9 +61,14 @@ class Dual:
             grad = _combine({k: g * other.value for k, g in self.grad.items()},
                             {k: g * self.value for k, g in other.grad.items()}, np.add)
             return Dual(self.value * other.value, grad)
-        return Dual(self.value * other, {k: g * other for k, g in self.grad.items()})
+        return Dual(self.value * other, {k: _times(g, other) for k, g in self.grad.items()})
 
     __rmul__ = __mul__
+
+
+def _times(g: "float | np.ndarray", factor):
+    """A derivative times ``factor``: the factor itself when the derivative is the 1.0 of a sum (no array operation)."""
+    return factor if isinstance(g, float) and g == 1.0 else g * factor
 
 
 def _combine(a: Grad, b: Grad, op: Callable) -> Grad:
@@ -84,9 +89,9 @@ def divide(a, b, quotient: np.ndarray) -> Dual:
         inv = np.divide(1.0, vb)
     grad: Grad = {}
     if isinstance(a, Dual):
-        grad = {k: inv if isinstance(g, float) and g == 1.0 else g * inv for k, g in a.grad.items()}
+        grad = {k: _times(g, inv) for k, g in a.grad.items()}
     if isinstance(b, Dual):
         minus_q_inv = -(quotient * inv)
-        from_b = {k: minus_q_inv if isinstance(g, float) and g == 1.0 else g * minus_q_inv for k, g in b.grad.items()}
+        from_b = {k: _times(g, minus_q_inv) for k, g in b.grad.items()}
         grad = _combine(grad, from_b, np.add)
     return Dual(quotient, grad)

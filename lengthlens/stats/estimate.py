@@ -229,11 +229,11 @@ def group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], draws: D
                 level: float) -> tuple[list[Cell], np.ndarray]:
     """The cells of one group (sums by item, then intervals per item set with shared draws within a
     set) and their accuracy-change replicates (B, n_cells) for Table 3's mean."""
-    return plan_group_cells(group_df, group, items, GroupProducts(draws, group), ci, level)()
+    return plan_group_cells(group_df, items, GroupProducts(draws, group), ci, level)()
 
 
-def plan_group_cells(group_df: pl.DataFrame, group: tuple, items: list[str], products: GroupProducts, ci: str,
-                     level: float) -> Callable[[], tuple[list[Cell], np.ndarray]]:
+def plan_group_cells(group_df: pl.DataFrame, items: list[str], products: GroupProducts, ci: str, level: float
+                     ) -> Callable[[], tuple[list[Cell], np.ndarray]]:
     """:func:`group_cells` in two steps: its columns are added to ``products`` now; the returned function,
     called once every analysis of the group has added its own, reads the sums and makes the cells."""
     item_index = {it: i for i, it in enumerate(items)}

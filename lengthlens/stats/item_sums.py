@@ -72,15 +72,16 @@ def group_bootstrap_sums(group_df: pl.DataFrame, group: tuple, n_group: int, col
     intervals are consistent with the cell table's; cells on the same items share one matrix product.
     ``n_group``: the group's item count (a cell on all of them uses the group's draws).
     """
-    return plan_group_bootstrap_sums(group_df, group, n_group, columns, GroupProducts(draws, group))()
+    frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
+    return plan_group_bootstrap_sums(frames, n_group, columns, GroupProducts(draws, group))()
 
 
-def plan_group_bootstrap_sums(group_df: pl.DataFrame, group: tuple, n_group: int, columns: list[str],
+def plan_group_bootstrap_sums(cell_frames: list[pl.DataFrame], n_group: int, columns: list[str],
                               products: GroupProducts) -> Callable[[], list[tuple[dict, np.ndarray, np.ndarray, int]]]:
-    """:func:`group_bootstrap_sums` in two steps: the cells' columns are added to ``products``
-    now, their sums read by the returned function."""
+    """:func:`group_bootstrap_sums` in two steps, on the group's runs already split by cell (``cell_frames``, the
+    results in their order): the cells' columns are added to ``products`` now, their sums read by the returned function."""
     parts = []
-    for af in group_df.partition_by(list(CELL_KEY), maintain_order=True):
+    for af in cell_frames:
         own = tuple(sorted(set(af.get_column("item_id").to_list())))
         X = item_sums(af, columns, {it: i for i, it in enumerate(own)})
         product = products.over(own, complete=len(own) == n_group)

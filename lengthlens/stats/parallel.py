@@ -78,7 +78,7 @@ def _worker_start(modules: tuple[str, ...]) -> None:
 
     for name in _ONE_THREAD_ENV:  # read when numpy/polars are first imported, which in a spawned worker is below
         os.environ[name] = "1"
-    _keep_heap_pages()
+    keep_heap_pages()
     for m in modules:
         importlib.import_module(m)
     from threadpoolctl import threadpool_limits
@@ -90,7 +90,7 @@ def _worker_start(modules: tuple[str, ...]) -> None:
 _TOP_PAD = 256 << 20
 
 
-def _keep_heap_pages() -> None:
+def keep_heap_pages() -> None:
     """Let glibc's malloc keep up to :data:`_TOP_PAD` of freed heap in a worker process, to be reused.
 
     A group's work allocates and frees arrays of 0.1-100 MB many times; with glibc's default
@@ -165,7 +165,7 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], workers: int | None = 
     if processes:
         from concurrent.futures.process import BrokenProcessPool
 
-        start_processes(n)
+        start_processes(resolve_workers(workers))  # as the command line started them: reused, not restarted
         try:
             return _collect(_processes[1], fn, items, order, meanwhile, caller_works=_processes[0])
         except BrokenProcessPool as e:  # a worker died (killed, or the caller's script cannot be re-imported)
