@@ -1,7 +1,7 @@
 """The whole ``lengthlens report`` at paper scale, as a user runs it, against the loops people write by hand.
 
     python benchmarks/bench_report_full.py [--data DIR] [--n-resamples 10000] [--repeat 1]
-                                           [--study-cells N] [--scipy-cells N] [--skip-loops] [--report-args=ARGS]
+                                           [--study-cells N] [--scipy-cells N] [--skip-loops] [--floor] [--report-args=ARGS]
 
 Builds (once, into DIR) the paper-scale synthetic study as one flat Parquet file: 12 target-draft
 pairs x 6 datasets (1319, 30, 164, 400, 80, 503 items) x strict + 5 rules = 179,712 runs, 360 cells.
@@ -17,7 +17,11 @@ Then prints, in one run:
   ``scipy.stats.bootstrap`` once per cell and interval metric (both on a spread sample of cells,
   scaled to all cells when ``--study-cells``/``--scipy-cells`` is below 360);
 * the ratios against the targets: <= 6 s without the PDF, <= 12 s with it, peak <= 4 GB, and the
-  whole report >= 4x faster than the study-style loop.
+  whole report >= 4x faster than the study-style loop;
+* the floor (``--floor``): the report's pass over the groups in this process on one core, and within it
+  the CPU seconds of the two parts whose shapes fix the numbers (drawing the count matrices, and the
+  count-matrix products), set against the command's other stages: the least the command could take on
+  this machine with the same numbers even if everything else in the pass cost nothing.
 
 Exit status 0 when every target is met, 1 otherwise (the figures are printed either way).
 """
@@ -25,6 +29,7 @@ Exit status 0 when every target is met, 1 otherwise (the figures are printed eit
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import re
 import shlex
@@ -255,6 +260,88 @@ def calibration() -> str:
     return f"core speed: Python loop of 5M additions {py:.2f} s, one-thread matrix product {2 * 1500 ** 3 / min(gemm) / 1e9:.0f} GFLOP/s"
 
 
+def pass_floor(flat: Path, n_resamples: int) -> dict:
+    """The report's pass over the groups (cells, censoring, attribution) in this process on one core, with the CPU
+    seconds of drawing the count matrices and of the count-matrix products, and the products' size.
+
+    Those two are fixed by the numbers: the draws by the seed's stream, the products by the resamples, the items
+    and the distinct columns the metrics read (in float64, as the sums of non-integer values must stay the same to
+    the bit). The two methods are timed in place for this call only.
+    """
+    from threadpoolctl import threadpool_limits
+
+    import lengthlens as ll
+    from lengthlens.analyses.attribution import channel_units
+    from lengthlens.analyses.group_pass import group_pass
+    from lengthlens.analyses.analyse import analyse
+    from lengthlens.stats.distinct_product import ColumnProduct
+    from lengthlens.stats.resample import DrawCache
+
+    spent = {"draws": 0.0, "products": 0.0, "flop": 0.0, "n_products": 0, "columns": []}
+
+    def timed(cls: type, name: str, key: str, size=None):
+        original = getattr(cls, name)
+
+        def wrapper(self, *a, **k):
+            t = time.process_time()
+            try:
+                return original(self, *a, **k)
+            finally:
+                spent[key] += time.process_time() - t
+                if size is not None:
+                    size(self)
+        return original, wrapper
+
+    def product_size(self: ColumnProduct) -> None:
+        if self._product is not None and not getattr(self, "_bench_counted", False):
+            self._bench_counted = True
+            spent["n_products"] += 1
+            spent["columns"].append(self.n_distinct)
+            spent["flop"] += 2.0 * self.n_distinct * self.counts.shape[0] * self.counts.shape[1]
+
+    defaults = {k: p.default for k, p in inspect.signature(analyse).parameters.items()}
+    runs = ll.load(flat)
+    channels = channel_units(runs)
+    patched = [(DrawCache, "_float_counts", *timed(DrawCache, "_float_counts", "draws")),
+               (ColumnProduct, "product", *timed(ColumnProduct, "product", "products", product_size))]
+    for cls, name, _, wrapper in patched:
+        setattr(cls, name, wrapper)
+    try:
+        with threadpool_limits(1):  # as in the command's workers
+            t = time.process_time()
+            group_pass(runs, channels, n_resamples=n_resamples, seed=defaults["seed"], ci=defaults["ci"],
+                       confidence_level=defaults["confidence_level"], n_resamples_aft=defaults["n_resamples_aft"],
+                       aft_ci=defaults["aft_ci"], workers=1)
+            spent["pass"] = time.process_time() - t
+    finally:
+        for cls, name, original, _ in patched:
+            setattr(cls, name, original)
+    return spent
+
+
+def print_floor(floor: dict, no_pdf: dict, with_pdf: dict, cores: int | None = None) -> None:
+    """The pass's fixed part against the rest, and the least the command could take here with the same numbers
+    (``cores``: the machine's, by default)."""
+    fixed = floor["draws"] + floor["products"]
+    cols = floor["columns"]
+    print(f"the pass on one core (cells, censoring, attribution), in this process: {floor['pass']:6.1f} s CPU")
+    print(f"    drawing the count matrices                 {floor['draws']:6.1f} s")
+    print(f"    count-matrix products                      {floor['products']:6.1f} s   ({floor['n_products']} products of "
+          f"{min(cols, default=0)}-{max(cols, default=0)} distinct columns, {floor['flop'] / 1e9:.0f} GFLOP, "
+          f"{floor['flop'] / 1e9 / max(floor['products'], 1e-9):.0f} GFLOP/s)")
+    print(f"    everything else                            {floor['pass'] - fixed:6.1f} s")
+    cores = cores or os.cpu_count() or 1
+    st = no_pdf["stages"]
+    rest = sum(v for k, v in st.items() if k != "cells, censoring, attribution")
+    least = fixed / cores + rest
+    print(f"floor of --no-pdf on {cores} cores, were the pass only its draws and products: {fixed:.1f} s / {cores} cores "
+          f"+ the command's other stages {rest:.1f} s = {least:.1f} s + process start   target <= {TARGET_NO_PDF_S:.0f} s")
+    pdf = with_pdf["stages"].get("report.pdf")
+    if pdf is not None:
+        print(f"report.pdf alone (WeasyPrint, one core, after the rest): {pdf:.1f} s   target for the whole command "
+              f"<= {TARGET_PDF_S:.0f} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "lengthlens-paper-scale")
@@ -263,6 +350,7 @@ def main() -> int:
     ap.add_argument("--study-cells", type=int, default=None, help="time the study-style loop on N cells and scale")
     ap.add_argument("--scipy-cells", type=int, default=24, help="time scipy.stats.bootstrap on N cells and scale (default 24)")
     ap.add_argument("--skip-loops", action="store_true", help="only the report commands")
+    ap.add_argument("--floor", action="store_true", help="also time the pass on one core and its fixed part (draws, products)")
     ap.add_argument("--report-args", default="", help="more options for lengthlens report, as one string after '=': --report-args='--ci percentile'")
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
@@ -282,6 +370,8 @@ def main() -> int:
     met = no_pdf["wall"] <= TARGET_NO_PDF_S and with_pdf["wall"] <= TARGET_PDF_S and peak <= TARGET_PEAK_GB
     if not args.skip_loops:
         met &= loops(flat, args, no_pdf)
+    if args.floor:
+        print_floor(pass_floor(flat, args.n_resamples), no_pdf, with_pdf)
     print(f"outputs in {out}")
     return 0 if met else 1
 
