@@ -119,6 +119,35 @@ def test_quantiles_with_inf_match_numpy_and_keep_infinity():
     assert quantiles_with_inf(w, (0.99,))[0, 0] == np.inf
 
 
+def _sorted_quantiles(values: np.ndarray, q: float) -> np.ndarray:
+    """The oracle: sort every column, interpolate between the two order statistics around (n_valid - 1) q, an
+    infinite one taken as is (a plain loop over columns)."""
+    out = []
+    for col in values.T:
+        v = np.sort(col[~np.isnan(col)])
+        if not v.size:
+            out.append(np.nan)
+            continue
+        h = (v.size - 1) * q
+        a, b = v[int(np.floor(h))], v[int(np.ceil(h))]
+        out.append(a if a == b or np.isinf(a) else b if np.isinf(b) else a + (h - np.floor(h)) * (b - a))
+    return np.array(out)
+
+
+@pytest.mark.parametrize("n", [1, 2, 999, 10_000])
+def test_quantiles_with_inf_complete_and_incomplete_columns_match_a_sorting_loop(n):
+    """Complete columns take the partition path, columns with NaN the sort: both give the loop's values to the bit."""
+    rng = np.random.default_rng(n)
+    v = np.round(rng.standard_normal((n, 6)), 1)  # ties
+    v[rng.random(v.shape) < 0.01] = np.inf
+    v[rng.random(v.shape) < 0.01] = -np.inf
+    gapped = v.copy()
+    gapped[0, 2] = np.nan
+    for values in (v, gapped):
+        for q in (0.0, 0.025, 0.5, 0.95, 0.975, 1.0):
+            assert np.array_equal(quantiles_with_inf(values, (q,))[0], _sorted_quantiles(values, q), equal_nan=True)
+
+
 @pytest.mark.parametrize("n_cell,n_group", [(3, 12), (7, 30)])
 def test_subset_cell_is_a_paired_bootstrap_over_its_own_items(tmp_path, n_cell, n_group):
     """A cell on n_cell of its group's n_group items: resamples of exactly its own items, none dropped."""
