@@ -188,6 +188,7 @@ def cell_extras(af: pl.DataFrame, item_x: np.ndarray, ests: dict[str, Estimate],
     w2r, r2w = int(col["w2r"].sum()), int(col["r2w"].sum())
     p, test = paired_accuracy_test(col["n_graded"], col["c"], col["c_star"]) if n_graded else (None, None)
     hi = delta.confidence_interval.high if delta.confidence_interval is not None else np.nan
+    medians = medians_of_item_means(af, ["_rounds_ratio_unit", "_time_ratio_unit"])
     return {
         "drop_2pp": (drop_2pp(hi) if n_graded else None),
         "drop_2pp_point": (drop_2pp_point(delta.point) if n_graded else None),
@@ -195,17 +196,19 @@ def cell_extras(af: pl.DataFrame, item_x: np.ndarray, ests: dict[str, Estimate],
         "right_to_wrong": r2w if n_graded else None,
         "mcnemar_p": p,
         "accuracy_test": test,
-        "rounds_ratio_median_item": np.nan if "rounds_ratio" in why else median_of_item_means(af, "_rounds_ratio_unit"),
-        "time_ratio_median_item": np.nan if "time_ratio" in why else median_of_item_means(af, "_time_ratio_unit"),
+        **{f"{m}_median_item": np.nan if m in why else medians[f"_{m}_unit"] for m in ("rounds_ratio", "time_ratio")},
         "budget": None if budget is None else int(budget),
         "n_items_baseline": n_items_baseline,
         "unavailable": unavailable_note(why) or None,  # None (empty in cells.csv) when every metric is computed
     }
 
 
-def median_of_item_means(af: pl.DataFrame, column: str) -> float:
-    """Median over items of the mean of a per-run quantity over the item's runs (seeds), so items count once each."""
-    return float(af.group_by("item_id").agg(pl.col(column).mean()).get_column(column).median())
+def medians_of_item_means(af: pl.DataFrame, columns: list[str]) -> dict[str, float]:
+    """Per column, the median over items of the mean of a per-run quantity over the item's runs (seeds), so items
+    count once each; the columns in one pass over the items."""
+    means = af.group_by("item_id").agg(pl.col(c).mean() for c in columns)
+    medians = {c: means.get_column(c).median() for c in columns}
+    return {c: np.nan if m is None else float(m) for c, m in medians.items()}  # None: no item has the quantity
 
 
 def adjust_across_cells(cells_: list[Cell]) -> tuple[Cell, ...]:
