@@ -42,3 +42,14 @@ def test_item_sums_add_the_seeds_of_an_item() -> None:
     got = item_sums(frame, ["x", "y"], index)
     assert np.array_equal(got[:, 0], expected[:, 0])  # integers: exact in any order
     np.testing.assert_allclose(got[:, 1], expected[:, 1], rtol=1e-13)
+
+
+def test_medians_of_item_means_count_each_item_once() -> None:
+    from lengthlens.stats.estimate import medians_of_item_means
+
+    # item a: runs 1 and 3 (mean 2); b: 10 (mean 10); c: 4 and 6 and 8 (mean 6) -> median of {2, 10, 6} = 6,
+    # where the median over runs {1, 3, 10, 4, 6, 8} would be 5. The second column is logged for no run.
+    af = pl.DataFrame({"item_id": ["a", "a", "b", "c", "c", "c"], "r": [1.0, 3.0, 10.0, 4.0, 6.0, 8.0],
+                       "t": [None] * 6}, schema_overrides={"t": pl.Float64})
+    got = medians_of_item_means(af, ["r", "t"])
+    assert got["r"] == 6.0 and np.isnan(got["t"])
