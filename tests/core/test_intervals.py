@@ -136,7 +136,7 @@ def _sorted_quantiles(values: np.ndarray, q: float) -> np.ndarray:
 
 @pytest.mark.parametrize("n", [1, 2, 999, 10_000])
 def test_quantiles_with_inf_complete_and_incomplete_columns_match_a_sorting_loop(n):
-    """Complete columns take the partition path, columns with NaN the sort: both give the loop's values to the bit."""
+    """Complete columns and columns with NaN give the values of the loop to the bit."""
     rng = np.random.default_rng(n)
     v = np.round(rng.standard_normal((n, 6)), 1)  # ties
     v[rng.random(v.shape) < 0.01] = np.inf
