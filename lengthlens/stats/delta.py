@@ -81,10 +81,12 @@ def metric_and_se(name: str, sums: np.ndarray, moments: np.ndarray, pairs: tuple
     return metrics_and_ses((name,), s, m, n_items, log)[name]
 
 
-#: Numbers per slice when the SEs of many resamples are computed: arrays of 2^14 numbers (128 kB) stay in the
-#: core's cache and below malloc's fresh-pages threshold. On (5 cells x 10^4 resamples) alone, whole arrays ran
-#: 1.4-1.8x slower when their memory came fresh from the system; within cells() the two are within noise.
-_SLICE = 1 << 14
+#: Numbers per slice when the SEs of many resamples are computed: a group's arrays (n_cells x 10^4 resamples) up to
+#: twice this are done whole, larger ones in slices that bound the temporaries (2^16 numbers, 512 kB each). Each
+#: slice repeats every step's Python and numpy call overhead: in the paper-scale pass (one process, the workers'
+#: heap settings) the SEs took 2.45-2.56 s of CPU in slices of 2^14 (four per 5-cell group) and 1.64-1.71 s whole
+#: (four alternated pairs; with slices of 2^15, 2^17 or none, which also leave these groups whole, the same within noise).
+_SLICE = 1 << 16
 
 
 def metrics_and_ses(names: Sequence[str], s: Mapping[str, np.ndarray], moments: Mapping[tuple[int, int], np.ndarray],
