@@ -326,3 +326,24 @@ def test_t_statistics_equal_the_where_formula():
     tol = 1e-12 * (1.0 + np.abs(point))
     assert _same_bits(_t_statistics(point, reps, se, tol), _old_t(point, reps, se))
     assert _same_bits(_t_statistics(point, reps.T.copy().T, se.T.copy().T, tol), _old_t(point, reps, se))
+
+
+@pytest.mark.parametrize("slice_", [7, 100, 1 << 16])
+def test_metrics_and_ses_in_slices_are_the_whole_arrays_to_the_bit(slice_, monkeypatch):
+    """The SEs of the resamples are element-wise: any slice size gives the unsliced values and SEs bit for bit."""
+    rng = np.random.default_rng(11)
+    names = tuple(m for m in INTERVAL_METRICS if METRIC_BY_NAME[m].scale == "log")
+    pairs = moment_pairs(names)
+    X = _group_sums(rng, 30, 5, seeds=2)
+    Xe = np.concatenate([X, _old_item_products(X, pairs)], axis=2)
+    counts = item_counts(30, 2000, rng).astype(float)
+    boot = np.einsum("bi,icq->cbq", counts, Xe)  # (n_cells, B, fields + pairs): resamples on the last axis, as the pass has them
+    n_q = len(SUM_FIELDS)
+    s = {f: boot[..., i] for f, i in SUM_INDEX.items()}
+    moments = {p: boot[..., n_q + j] for j, p in enumerate(pairs)}
+    monkeypatch.setattr(delta, "_SLICE", 1 << 30)
+    whole = metrics_and_ses(names, s, moments, 30, log=True)
+    monkeypatch.setattr(delta, "_SLICE", slice_)
+    sliced = metrics_and_ses(names, s, moments, 30, log=True)
+    for name in names:
+        assert _same_bits(sliced[name][0], whole[name][0]) and _same_bits(sliced[name][1], whole[name][1]), name
