@@ -268,6 +268,8 @@ def pass_floor(flat: Path, n_resamples: int) -> dict:
     and the distinct columns the metrics read (in float64, as the sums of non-integer values must stay the same to
     the bit). The two methods are timed in place for this call only.
     """
+    from unittest import mock
+
     from threadpoolctl import threadpool_limits
 
     import lengthlens as ll
@@ -278,44 +280,38 @@ def pass_floor(flat: Path, n_resamples: int) -> dict:
     from lengthlens.stats.resample import DrawCache
 
     spent = {"draws": 0.0, "products": 0.0, "flop": 0.0, "n_products": 0, "columns": []}
+    float_counts, product = DrawCache._float_counts, ColumnProduct.product
 
-    def timed(cls: type, name: str, key: str, size=None):
-        original = getattr(cls, name)
+    def timed_float_counts(self: DrawCache, *args):
+        t = time.process_time()
+        try:
+            return float_counts(self, *args)
+        finally:
+            spent["draws"] += time.process_time() - t
 
-        def wrapper(self, *a, **k):
-            t = time.process_time()
-            try:
-                return original(self, *a, **k)
-            finally:
-                spent[key] += time.process_time() - t
-                if size is not None:
-                    size(self)
-        return original, wrapper
-
-    def product_size(self: ColumnProduct) -> None:
-        if self._product is not None and not getattr(self, "_bench_counted", False):
-            self._bench_counted = True
-            spent["n_products"] += 1
-            spent["columns"].append(self.n_distinct)
-            spent["flop"] += 2.0 * self.n_distinct * self.counts.shape[0] * self.counts.shape[1]
+    def timed_product(self: ColumnProduct):
+        first = self._product is None  # later calls read the product taken on the first
+        t = time.process_time()
+        try:
+            return product(self)
+        finally:
+            spent["products"] += time.process_time() - t
+            if first:
+                spent["n_products"] += 1
+                spent["columns"].append(self.n_distinct)
+                spent["flop"] += 2.0 * self.n_distinct * self.counts.shape[0] * self.counts.shape[1]
 
     defaults = {k: p.default for k, p in inspect.signature(analyse).parameters.items()}
     runs = ll.load(flat)
     channels = channel_units(runs)
-    patched = [(DrawCache, "_float_counts", *timed(DrawCache, "_float_counts", "draws")),
-               (ColumnProduct, "product", *timed(ColumnProduct, "product", "products", product_size))]
-    for cls, name, _, wrapper in patched:
-        setattr(cls, name, wrapper)
-    try:
-        with threadpool_limits(1):  # as in the command's workers
-            t = time.process_time()
-            group_pass(runs, channels, n_resamples=n_resamples, seed=defaults["seed"], ci=defaults["ci"],
-                       confidence_level=defaults["confidence_level"], n_resamples_aft=defaults["n_resamples_aft"],
-                       aft_ci=defaults["aft_ci"], workers=1)
-            spent["pass"] = time.process_time() - t
-    finally:
-        for cls, name, original, _ in patched:
-            setattr(cls, name, original)
+    with (mock.patch.object(DrawCache, "_float_counts", timed_float_counts),
+          mock.patch.object(ColumnProduct, "product", timed_product),
+          threadpool_limits(1)):  # BLAS on one thread, as in the command's workers
+        t = time.process_time()
+        group_pass(runs, channels, n_resamples=n_resamples, seed=defaults["seed"], ci=defaults["ci"],
+                   confidence_level=defaults["confidence_level"], n_resamples_aft=defaults["n_resamples_aft"],
+                   aft_ci=defaults["aft_ci"], workers=1)
+        spent["pass"] = time.process_time() - t
     return spent
 
 
