@@ -75,7 +75,7 @@ class ColumnProduct:
         product = self.product()
         if (rows == rows[0]).all():
             return product[rows[0]][None, :]
-        step = rows[1] - rows[0] if len(rows) > 1 else 1
+        step = rows[1] - rows[0]  # two rows at least: one row is the case above
         if step > 0 and (np.diff(rows) == step).all():  # evenly spaced (cells whose columns all differ): a view
             return product[rows[0]:rows[-1] + 1:step]
         return product[rows]
