@@ -1,5 +1,8 @@
 """Render the report's figures to SVG over several cores: forked worker processes, with a serial fallback.
 
+:func:`run_forked` (a part here, the others in forked children) also prints the PDF's parts
+(:mod:`lengthlens.report.print_parallel`).
+
 Each job is ``(key, make, weight, pinned)``: ``make()`` returns a matplotlib Figure, ``weight`` its rough cost,
 ``pinned`` keeps it in this process (e.g. a figure that runs polars, whose thread pool a forked child must not
 use). The jobs are split into balanced parts; this process renders the first part while forked children
@@ -24,9 +27,10 @@ from typing import Any
 
 Job = tuple[str, Callable[[], Any], float, bool]
 
-#: The jobs of the render in progress: set before the pool forks, so that children inherit them (closures
-#: over the analysis need no pickling) and receive only a part's index.
-_JOBS: list[list[Job]] = []
+#: The parts of the forked run in progress and the function run on each: set before the pool forks, so that
+#: children inherit them (closures over the analysis need no pickling) and receive only a part's index.
+_JOBS: list[Any] = []
+_RUN: Callable[[Any], Any] | None = None
 
 
 def default_workers() -> int:
@@ -68,29 +72,41 @@ def _render(part: list[Job]) -> list[tuple[str, str]]:
             gc.enable()
 
 
-def _render_child(k: int) -> list[tuple[str, str]]:
-    return _render(_JOBS[k])
-
-
 def render_svgs(jobs: list[Job], workers: int | None = None, *, timeout: float = 120.0) -> dict[str, str]:
     """``{key: svg}`` in the jobs' order, rendered by up to ``workers`` processes (default :func:`default_workers`)."""
     parts = balanced_parts(jobs, default_workers() if workers is None else workers)
     done: dict[str, str] = {}
-    if len(parts) > 1 and "fork" in multiprocessing.get_all_start_methods():
-        done.update(_render_forked(parts, timeout))
+    if len(parts) > 1 and can_fork():
+        for got in run_forked(parts, _render, timeout).values():
+            done.update(got)
     for part in parts:  # this process's part, or everything a child did not deliver
         if any(key not in done for key, *_ in part):
             done.update(_render([j for j in part if j[0] not in done]))
     return {key: done[key] for key, *_ in jobs}
 
 
-def _render_forked(parts: list[list[Job]], timeout: float) -> dict[str, str]:
-    """Render ``parts[1:]`` in forked children while this process renders ``parts[0]``; what arrived, on any failure."""
-    global _JOBS
+def can_fork() -> bool:
+    """Whether this platform has the ``fork`` start method (not Windows; macOS has it)."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def _run_child(k: int) -> Any:
+    assert _RUN is not None
+    return _RUN(_JOBS[k])
+
+
+def run_forked(parts: list[Any], run: Callable[[Any], Any], timeout: float) -> dict[int, Any]:
+    """``{k: run(parts[k])}``: ``parts[1:]`` in forked children while this process runs ``parts[0]``.
+
+    On any failure (a child that dies, raises or does not answer within ``timeout``, or an error here) the
+    children are stopped and what arrived is returned: the caller runs the missing parts itself, so that an
+    error is raised where it happens, in this process.
+    """
+    global _JOBS, _RUN
     from concurrent.futures import ProcessPoolExecutor
 
-    done: dict[str, str] = {}
-    _JOBS = parts
+    done: dict[int, Any] = {}
+    _JOBS, _RUN = parts, run
     pool = None
     try:
         pool = ProcessPoolExecutor(len(parts) - 1, mp_context=multiprocessing.get_context("fork"))
@@ -99,16 +115,16 @@ def _render_forked(parts: list[list[Job]], timeout: float) -> dict[str, str]:
             # use neither polars nor locks those threads hold, and a child that hangs is given up after ``timeout``.
             warnings.filterwarnings("ignore", message=r".*multi-threaded, use of fork\(\) may lead to deadlocks",
                                     category=DeprecationWarning)
-            futures = [pool.submit(_render_child, k) for k in range(1, len(parts))]
-        done.update(_render(parts[0]))
-        for f in futures:
-            done.update(f.result(timeout))
-    except Exception:  # noqa: BLE001 - a child that died, raised or hangs: the caller renders what is missing
+            futures = {k: pool.submit(_run_child, k) for k in range(1, len(parts))}
+        done[0] = run(parts[0])
+        for k, f in futures.items():
+            done[k] = f.result(timeout)
+    except Exception:  # noqa: BLE001 - a child that died, raised or hangs: the caller runs what is missing
         if pool is not None:
             for proc in list(getattr(pool, "_processes", {}).values()):
                 proc.terminate()
     finally:
-        _JOBS = []
+        _JOBS, _RUN = [], None
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
     return done
