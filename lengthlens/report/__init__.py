@@ -294,17 +294,23 @@ def _arm_cols(arms: pd.DataFrame):
     return [c for c in spec if c.name in arms.columns]
 
 
-def render_pdf(html: str, path: Path, *, max_rows: int | None = None) -> Path:
+def render_pdf(html: str, path: Path, *, max_rows: int | None = None, workers: int | None = None) -> Path:
     """Print the report's HTML to PDF with WeasyPrint (A4; wide tables on landscape pages).
 
     What WeasyPrint gets is :func:`lengthlens.report.printing.print_html`: fixed table layout, lean markup, and
     per-cell secondary tables of more than ``max_rows`` rows (default
-    :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV.
+    :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV. With ``workers``
+    above 1 (default: the cores available) its major sections are printed in parallel and put together
+    (:mod:`lengthlens.report.print_parallel`): the same pages, text, outline and links as one process prints.
     """
+    from lengthlens.report.parallel import default_workers
+    from lengthlens.report.print_parallel import print_pdf
     from lengthlens.report.printing import PRINT_MAX_ROWS, print_html, printer
 
     html = print_html(html, PRINT_MAX_ROWS if max_rows is None else max_rows)
-    printer()(string=html, base_url=str(path.parent)).write_pdf(path)
+    workers = default_workers() if workers is None else workers
+    if not print_pdf(html, path, base_url=str(path.parent), workers=workers):
+        printer()(string=html, base_url=str(path.parent)).write_pdf(path)
     return path
 
 
@@ -320,7 +326,7 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
     """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``; return the paths.
 
     ``progress`` is called with the name of each stage as it starts (tables, figures, report.html, report.pdf, LaTeX).
-    ``workers``: processes rendering the figures (default: the cores available).
+    ``workers``: processes rendering the figures and printing the PDF (default: the cores available).
     """
     out = Path(out)
     say = progress or (lambda _stage: None)
@@ -332,7 +338,7 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
     written.append(html_path)
     if pdf:
         say("report.pdf")
-        written.append(render_pdf(html, out / "report.pdf"))
+        written.append(render_pdf(html, out / "report.pdf", workers=workers))
     if latex:
         say("LaTeX")
         written += write_latex(analysis, out)
