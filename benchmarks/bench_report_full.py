@@ -334,8 +334,8 @@ def print_floor(floor: dict, no_pdf: dict, with_pdf: dict, cores: int | None = N
           f"+ the command's other stages {rest:.1f} s = {least:.1f} s + process start   target <= {TARGET_NO_PDF_S:.0f} s")
     pdf = with_pdf["stages"].get("report.pdf")
     if pdf is not None:
-        print(f"report.pdf alone (WeasyPrint, one core, after the rest): {pdf:.1f} s   target for the whole command "
-              f"<= {TARGET_PDF_S:.0f} s")
+        print(f"report.pdf alone (WeasyPrint, after the rest; its parts over {cores} processes, the Cells table's part "
+              f"in one): {pdf:.1f} s   target for the whole command <= {TARGET_PDF_S:.0f} s")
 
 
 def main() -> int:

@@ -67,4 +67,4 @@ def test_print_floor_sets_the_fixed_part_against_the_other_stages(capsys: pytest
     # (4 + 4) / 2 cores + (1 + 3 + 0.5) = 8.5
     assert "8.0 s / 2 cores + the command's other stages 4.5 s = 8.5 s" in out
     assert "72 products of 172-187 distinct columns, 111 GFLOP, 28 GFLOP/s" in out
-    assert "report.pdf alone (WeasyPrint, one core, after the rest): 17.5 s" in out
+    assert "report.pdf alone (WeasyPrint, after the rest; its parts over 2 processes, the Cells table's part in one): 17.5 s" in out
