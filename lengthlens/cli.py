@@ -151,7 +151,7 @@ def _start_workers(args: argparse.Namespace, sources: list[Path]) -> None:
 
 
 def _prepare_writing(args: argparse.Namespace) -> None:
-    """Import what writing the report needs (matplotlib for the figures, WeasyPrint and its stylesheet for the PDF).
+    """Import what writing the report needs (matplotlib for the figures, WeasyPrint, its stylesheet and pypdf for the PDF).
 
     Called while the analysis' workers compute (``analyse(meanwhile=...)``), when this process only waits: these
     imports (1-2 s) would otherwise run alone after the analysis. A failure is left to the writing, which reports it.
@@ -160,6 +160,8 @@ def _prepare_writing(args: argparse.Namespace) -> None:
         if not args.no_figures:
             import lengthlens.report.plots  # noqa: F401
         if not args.no_pdf:
+            import pypdf  # noqa: F401 - merges the PDF's parts (report.print_parallel)
+
             from lengthlens.report.printing import printer
 
             printer()

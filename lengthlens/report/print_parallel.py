@@ -231,12 +231,15 @@ def _merge(head: str, start: str, parts: list[Part], base_url: str) -> bytes | N
     return _assemble(skeleton, skeleton_pdf, pages_before, start_anchors, parts)
 
 
+#: PDF points per CSS px, as WeasyPrint writes them.
+_SCALE = 0.75
+
+
 def _assemble(skeleton: Any, skeleton_pdf: bytes, pages_before: int, start_anchors: list[dict[str, tuple[float, float]]],
               parts: list[Part]) -> bytes:
-    """Put the pages together with pypdf and write the whole document's destinations and outline."""
+    """Put the pages together with pypdf and write the whole document's destinations, links and outline."""
     from pypdf import PdfReader, PdfWriter
-    from pypdf.generic import ArrayObject, DictionaryObject, Fit, FloatObject, NameObject, NumberObject, TextStringObject
-    from weasyprint.document import Document
+    from pypdf.generic import NameObject
 
     writer = PdfWriter()
     stamps = PdfReader(io.BytesIO(skeleton_pdf))
@@ -249,20 +252,46 @@ def _assemble(skeleton: Any, skeleton_pdf: bytes, pages_before: int, start_ancho
             added.merge_page(stamps.pages[k], over=True)
             added.compress_content_streams()  # the merge leaves the page's content uncompressed
             k += 1
-
     # Every page's anchors, bookmarks and height in the merged order, as WeasyPrint's own Document would have them.
     heights = [p.height for p in skeleton.pages]
     anchors = start_anchors + [a for part in parts for a in part.anchors]
     bookmarks = [list(p.bookmarks) for p in skeleton.pages[:pages_before]] + [b for part in parts for b in part.bookmarks]
-    scale = 0.75  # PDF points per CSS px, as WeasyPrint writes them
+    names = _named_destinations(writer, anchors, heights)
+    _relink(writer, names)
+    _outline(writer, bookmarks, heights)
+    writer.add_metadata({key: value for key, value in (stamps.metadata or {}).items()})
+    if "/Lang" in stamps.trailer["/Root"]:
+        writer.root_object[NameObject("/Lang")] = stamps.trailer["/Root"]["/Lang"]
+    writer.compress_identical_objects()  # drops the pages' replaced contents (and the parts' shared duplicates)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    return buffer.getvalue()
+
+
+def _named_destinations(writer: Any, anchors: list[dict[str, tuple[float, float]]], heights: list[float]) -> set[str]:
+    """Write every anchor's named destination (its first page, as WeasyPrint does); return their names."""
+    from pypdf.generic import ArrayObject, DictionaryObject, FloatObject, NameObject, NumberObject, TextStringObject
 
     names: dict[str, ArrayObject] = {}
     for i, page_anchors in enumerate(anchors):
         for name, (x, y) in page_anchors.items():
             if name not in names:
-                names[name] = ArrayObject([writer.pages[i].indirect_reference, NameObject("/XYZ"), FloatObject(x * scale),
-                                           FloatObject((heights[i] - y) * scale), NumberObject(0)])
-    for page in writer.pages:  # links to another part's anchors: named destinations again
+                names[name] = ArrayObject([writer.pages[i].indirect_reference, NameObject("/XYZ"), FloatObject(x * _SCALE),
+                                           FloatObject((heights[i] - y) * _SCALE), NumberObject(0)])
+    if names:
+        flat = ArrayObject()
+        for name in sorted(names):
+            flat += [TextStringObject(name), names[name]]
+        writer.root_object[NameObject("/Names")] = DictionaryObject(
+            {NameObject("/Dests"): DictionaryObject({NameObject("/Names"): flat})})
+    return set(names)
+
+
+def _relink(writer: Any, names: set[str]) -> None:
+    """Links to another part's anchors (:data:`_ELSEWHERE`) become links to their named destinations again."""
+    from pypdf.generic import ArrayObject, NameObject, TextStringObject
+
+    for page in writer.pages:
         annotations = page.get("/Annots")
         if annotations is None:
             continue
@@ -279,33 +308,24 @@ def _assemble(skeleton: Any, skeleton_pdf: bytes, pages_before: int, start_ancho
                 annotation[NameObject("/Dest")] = TextStringObject(name)
             kept.append(ref)
         page[NameObject("/Annots")] = kept
-    if names:
-        flat = ArrayObject()
-        for name in sorted(names):
-            flat += [TextStringObject(name), names[name]]
-        writer._root_object[NameObject("/Names")] = DictionaryObject(
-            {NameObject("/Dests"): DictionaryObject({NameObject("/Names"): flat})})
+
+
+def _outline(writer: Any, bookmarks: list[list[Any]], heights: list[float]) -> None:
+    """The PDF outline WeasyPrint would write for pages with these bookmarks (its own tree-making, its destinations)."""
+    from pypdf.generic import Fit
+    from weasyprint.document import Document
 
     class _Pages:  # what Document.make_bookmark_tree reads of a document: its pages' bookmarks and heights
         def __init__(self) -> None:
             self.pages = [_Page(b, h) for b, h in zip(bookmarks, heights)]
 
-    tree = Document.make_bookmark_tree(_Pages(), scale, transform_pages=True)  # type: ignore[arg-type]
-
-    def outline(subtrees: list, parent: Any) -> None:
+    def add(subtrees: list, parent: Any) -> None:
         for label, (page, x, y), children, state in subtrees:
             item = writer.add_outline_item(title=label, page_number=page, parent=parent, fit=Fit.xyz(x, y, 0),
                                           is_open=state != "closed")
-            outline(children, item)
+            add(children, item)
 
-    outline(tree, None)
-    writer.add_metadata({key: value for key, value in (stamps.metadata or {}).items()})
-    if "/Lang" in stamps.trailer["/Root"]:
-        writer._root_object[NameObject("/Lang")] = stamps.trailer["/Root"]["/Lang"]
-    writer.compress_identical_objects()  # drops the pages' replaced contents (and the parts' shared duplicates)
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    return buffer.getvalue()
+    add(Document.make_bookmark_tree(_Pages(), _SCALE, transform_pages=True), None)  # type: ignore[arg-type]
 
 
 @dataclass
