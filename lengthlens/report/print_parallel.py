@@ -17,7 +17,7 @@ document is done afterwards, from the parts' page counts:
 
 The result has the serial print's pages, text, footers, outline, destinations and links (tests compare them).
 Anything this cannot do exactly (no ``fork``, one worker, one part, a page size the skeleton does not reproduce,
-markup it cannot split, pypdf missing) prints the serial way instead.
+markup it cannot split, an error in the merge) prints the serial way instead.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from __future__ import annotations
 import io
 import logging
 import re
-from dataclasses import dataclass, field
+from types import SimpleNamespace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ class Part:
     pdf: bytes
     sizes: list[tuple[float, float]]  # each page's width and height, CSS px
     anchors: list[dict[str, tuple[float, float]]]  # each page's anchors, CSS px
-    bookmarks: list[list[Any]] = field(default_factory=list)  # each page's WeasyPrint bookmarks
+    bookmarks: list[list[Any]]  # each page's WeasyPrint bookmarks
 
 
 def split_parts(html: str) -> tuple[str, str, list[str]] | None:
@@ -115,10 +116,10 @@ def _links_elsewhere(document: Any) -> None:
                        else (kind, target, *rest)) for kind, target, *rest in page.links]
 
 
-def _print_part(head: str, base_url: str, index: int, fragment: str, style: str) -> Part:
+def _print_part(head: str, base_url: str, index: int, fragment: str) -> Part:
     from lengthlens.report.printing import printer
 
-    document = printer()(string=_document(head, fragment, style), base_url=base_url).render()
+    document = printer()(string=_document(head, fragment, _NO_FOOTERS), base_url=base_url).render()
     anchors = [{name: (a[0], a[1]) for name, a in page.anchors.items()} for page in document.pages]
     _links_elsewhere(document)
     return Part(index, document.write_pdf(), [(p.width, p.height) for p in document.pages], anchors,
@@ -127,7 +128,7 @@ def _print_part(head: str, base_url: str, index: int, fragment: str, style: str)
 
 def _print_parts(job: tuple[str, str, list[tuple[int, str]]]) -> list[Part]:
     head, base_url, fragments = job
-    return [_print_part(head, base_url, i, fragment, _NO_FOOTERS) for i, fragment in fragments]
+    return [_print_part(head, base_url, i, fragment) for i, fragment in fragments]
 
 
 def _start_ids(start: str) -> set[str]:
@@ -160,18 +161,12 @@ def print_pdf(html: str, path: Path, *, base_url: str, workers: int, timeout: fl
     split = split_parts(html)
     if split is None or workers < 2 or not can_fork() or html.count("target-counter(") > 1:
         return False
-    try:
-        import pypdf  # noqa: F401
-    except ImportError:  # pragma: no cover - a declared dependency; a broken install prints serially
-        return False
     head, start, fragments = split
     if len(fragments) < 2:
         return False
     # The skeleton and the merge run here after this process's parts: a pinned job of their weight keeps them in mind.
     jobs = [("merge", None, _MERGE_COST, True)] + [(str(i), None, _weight(f), False) for i, f in enumerate(fragments)]
     groups = [[int(key) for key, *_ in part if key != "merge"] for part in balanced_parts(jobs, workers)]
-    if len(groups) < 2:
-        return False
     work = [(head, base_url, [(i, fragments[i]) for i in group]) for group in groups]
     done = run_forked(work, _print_parts, timeout)
     parts = {p.index: p for k in range(len(work)) for p in (done[k] if k in done else _print_parts(work[k]))}
@@ -192,20 +187,16 @@ def _merge(head: str, start: str, parts: list[Part], base_url: str) -> bytes | N
     from lengthlens.report.printing import printer
 
     sizes = [s for p in parts for s in p.sizes]
-    owner: dict[str, tuple[int, int]] = {}  # anchor -> (part, page in part)
-    for k, part in enumerate(parts):
-        for j, anchors in enumerate(part.anchors):
-            for name in anchors:
-                owner.setdefault(name, (k, j))
-    offsets = [0]
-    for part in parts:
-        offsets.append(offsets[-1] + len(part.sizes))
+    page_of: dict[str, int] = {}  # anchor -> its first page among the parts' pages (from 0)
+    for i, anchors in enumerate(a for part in parts for a in part.anchors):
+        for name in anchors:
+            page_of.setdefault(name, i)
     # The contents' numbers depend on the start's own pages: how many there are (1 for the report) and where the
     # start's own sections are. Guess, print, and print again with what the print showed (a page number's digits do
     # not move the start's page breaks, so the second print agrees with itself).
     pages_before, start_page = 1, dict.fromkeys(_start_ids(start), 1)
     for _attempt in range(3):
-        numbers = {name: pages_before + offsets[k] + j + 1 for name, (k, j) in owner.items()} | start_page
+        numbers = {name: pages_before + i + 1 for name, i in page_of.items()} | start_page
         skeleton = printer()(string=_document(head, _skeleton_body(start, numbers, sizes), _TOC_NUMBERS),
                              base_url=base_url).render()
         first_blank = next((i for i, p in enumerate(skeleton.pages) if "ll-blank-start" in p.anchors), None)
@@ -315,9 +306,8 @@ def _outline(writer: Any, bookmarks: list[list[Any]], heights: list[float]) -> N
     from pypdf.generic import Fit
     from weasyprint.document import Document
 
-    class _Pages:  # what Document.make_bookmark_tree reads of a document: its pages' bookmarks and heights
-        def __init__(self) -> None:
-            self.pages = [_Page(b, h) for b, h in zip(bookmarks, heights)]
+    # what Document.make_bookmark_tree reads of a document: its pages' bookmarks and heights
+    document = SimpleNamespace(pages=[SimpleNamespace(bookmarks=b, height=h) for b, h in zip(bookmarks, heights)])
 
     def add(subtrees: list, parent: Any) -> None:
         for label, (page, x, y), children, state in subtrees:
@@ -325,11 +315,5 @@ def _outline(writer: Any, bookmarks: list[list[Any]], heights: list[float]) -> N
                                           is_open=state != "closed")
             add(children, item)
 
-    add(Document.make_bookmark_tree(_Pages(), _SCALE, transform_pages=True), None)  # type: ignore[arg-type]
-
-
-@dataclass
-class _Page:
-    bookmarks: list
-    height: float
+    add(Document.make_bookmark_tree(document, _SCALE, transform_pages=True), None)  # type: ignore[arg-type]
 
