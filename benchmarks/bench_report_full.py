@@ -21,7 +21,10 @@ Then prints, in one run:
 * the floor (``--floor``): the report's pass over the groups in this process on one core, and within it
   the CPU seconds of the two parts whose shapes fix the numbers (drawing the count matrices, and the
   count-matrix products), set against the command's other stages: the least the command could take on
-  this machine with the same numbers even if everything else in the pass cost nothing.
+  this machine with the same numbers even if everything else in the pass cost nothing; and the whole
+  command once more on one core (``--workers 1``), whose figures and report.pdf stages, with the draws and
+  products, are the work that stays as long as the numbers and the report's content stay: set against the
+  CPU seconds the targets leave on this machine's cores (6 s x cores, 12 s x cores).
 
 Exit status 0 when every target is met, 1 otherwise (the figures are printed either way).
 """
@@ -315,9 +318,9 @@ def pass_floor(flat: Path, n_resamples: int) -> dict:
     return spent
 
 
-def print_floor(floor: dict, no_pdf: dict, with_pdf: dict, cores: int | None = None) -> None:
+def print_floor(floor: dict, no_pdf: dict, with_pdf: dict, cores: int | None = None, one_core: dict | None = None) -> None:
     """The pass's fixed part against the rest, and the least the command could take here with the same numbers
-    (``cores``: the machine's, by default)."""
+    (``cores``: the machine's, by default; ``one_core``: the command with the PDF run with ``--workers 1``)."""
     fixed = floor["draws"] + floor["products"]
     cols = floor["columns"]
     print(f"the pass on one core (cells, censoring, attribution), in this process: {floor['pass']:6.1f} s CPU")
@@ -336,6 +339,30 @@ def print_floor(floor: dict, no_pdf: dict, with_pdf: dict, cores: int | None = N
     if pdf is not None:
         print(f"report.pdf alone (WeasyPrint, after the rest; its parts over {cores} processes, the Cells table's part "
               f"in one): {pdf:.1f} s   target for the whole command <= {TARGET_PDF_S:.0f} s")
+    if one_core is not None:
+        print_budget(fixed, one_core, cores)
+
+
+def print_budget(fixed: float, one_core: dict, cores: int) -> None:
+    """The work that stays while the numbers and the report's content stay, against the CPU seconds the targets leave.
+
+    On ``cores`` cores a command of W CPU seconds takes at least W / cores of wall time, so a target of S seconds
+    leaves S x cores of CPU. What stays: the pass's draws and products (``fixed``, timed in place), and the
+    figures' and report.pdf's drawing, timed as stages of a one-core run (matplotlib and WeasyPrint on the
+    report's figures and pages; the parallel print needs more CPU than this, not less).
+    """
+    st = one_core["stages"]
+    figures, pdf = st.get("figures", 0.0), st.get("report.pdf", 0.0)
+    print(f"the whole command with the PDF on one core (--workers 1): {one_core['wall']:.1f} s wall, "
+          f"{one_core['cpu']:.1f} s CPU; figures {figures:.1f} s, report.pdf {pdf:.1f} s")
+    no_pdf = f"draws and products {fixed:.1f} s + figures {figures:.1f} s"
+    for label, parts, need, target in (("--no-pdf", no_pdf, fixed + figures, TARGET_NO_PDF_S),
+                                       ("with the PDF", f"{no_pdf} + report.pdf {pdf:.1f} s", fixed + figures + pdf, TARGET_PDF_S)):
+        budget = target * cores
+        verdict = ("over: the target cannot be met here with these numbers and this report" if need > budget
+                   else "within: this work does not rule the target out")
+        print(f"CPU that stays, {label}: {parts} = {need:.1f} s; the target leaves {target:.0f} s x {cores} cores = "
+              f"{budget:.1f} s: {verdict}")
 
 
 def main() -> int:
@@ -346,7 +373,7 @@ def main() -> int:
     ap.add_argument("--study-cells", type=int, default=None, help="time the study-style loop on N cells and scale")
     ap.add_argument("--scipy-cells", type=int, default=24, help="time scipy.stats.bootstrap on N cells and scale (default 24)")
     ap.add_argument("--skip-loops", action="store_true", help="only the report commands")
-    ap.add_argument("--floor", action="store_true", help="also time the pass on one core and its fixed part (draws, products)")
+    ap.add_argument("--floor", action="store_true", help="also time the pass on one core and its fixed part (draws, products), and the command on one core")
     ap.add_argument("--report-args", default="", help="more options for lengthlens report, as one string after '=': --report-args='--ci percentile'")
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
@@ -367,7 +394,8 @@ def main() -> int:
     if not args.skip_loops:
         met &= loops(flat, args, no_pdf)
     if args.floor:
-        print_floor(pass_floor(flat, args.n_resamples), no_pdf, with_pdf)
+        one_core = time_report(flat, out / "one-core", args.n_resamples, pdf=True, repeat=1, extra=[*extra, "--workers", "1"])
+        print_floor(pass_floor(flat, args.n_resamples), no_pdf, with_pdf, one_core=one_core)
     print(f"outputs in {out}")
     return 0 if met else 1
 

@@ -68,3 +68,19 @@ def test_print_floor_sets_the_fixed_part_against_the_other_stages(capsys: pytest
     assert "8.0 s / 2 cores + the command's other stages 4.5 s = 8.5 s" in out
     assert "72 products of 172-187 distinct columns, 111 GFLOP, 28 GFLOP/s" in out
     assert "report.pdf alone (WeasyPrint, after the rest; its parts over 2 processes, the Cells table's part in one): 17.5 s" in out
+
+
+def test_print_budget_sets_the_work_that_stays_against_the_targets_cpu(capsys: pytest.CaptureFixture[str]) -> None:
+    floor = {"pass": 20.0, "draws": 4.0, "products": 4.0, "flop": 111e9, "n_products": 72, "columns": [172, 187]}
+    one_core = {"wall": 48.0, "cpu": 49.0, "stages": {"figures": 5.0, "report.pdf": 18.5}}
+    bench.print_floor(floor, {"stages": {}}, {"stages": {}}, cores=2, one_core=one_core)
+    out = capsys.readouterr().out
+    # --no-pdf: 4 + 4 + 5 = 13 s of CPU against 6 s x 2 cores = 12 s
+    assert ("CPU that stays, --no-pdf: draws and products 8.0 s + figures 5.0 s = 13.0 s; the target leaves 6 s x 2 "
+            "cores = 12.0 s: over") in out
+    # with the PDF: 13 + 18.5 = 31.5 s against 12 s x 2 = 24 s
+    assert "+ report.pdf 18.5 s = 31.5 s; the target leaves 12 s x 2 cores = 24.0 s: over" in out
+    # on 4 cores both budgets (24 s, 48 s) hold that work
+    bench.print_floor(floor, {"stages": {}}, {"stages": {}}, cores=4, one_core=one_core)
+    out = capsys.readouterr().out
+    assert out.count(": within: this work does not rule the target out") == 2
