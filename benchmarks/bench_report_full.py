@@ -355,9 +355,9 @@ def print_budget(fixed: float, one_core: dict, cores: int) -> None:
     figures, pdf = st.get("figures", 0.0), st.get("report.pdf", 0.0)
     print(f"the whole command with the PDF on one core (--workers 1): {one_core['wall']:.1f} s wall, "
           f"{one_core['cpu']:.1f} s CPU; figures {figures:.1f} s, report.pdf {pdf:.1f} s")
-    no_pdf = f"draws and products {fixed:.1f} s + figures {figures:.1f} s"
-    for label, parts, need, target in (("--no-pdf", no_pdf, fixed + figures, TARGET_NO_PDF_S),
-                                       ("with the PDF", f"{no_pdf} + report.pdf {pdf:.1f} s", fixed + figures + pdf, TARGET_PDF_S)):
+    drawing = f"draws and products {fixed:.1f} s + figures {figures:.1f} s"
+    for label, parts, need, target in (("--no-pdf", drawing, fixed + figures, TARGET_NO_PDF_S),
+                                       ("with the PDF", f"{drawing} + report.pdf {pdf:.1f} s", fixed + figures + pdf, TARGET_PDF_S)):
         budget = target * cores
         verdict = ("over: the target cannot be met here with these numbers and this report" if need > budget
                    else "within: this work does not rule the target out")

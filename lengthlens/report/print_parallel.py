@@ -116,11 +116,16 @@ def _links_elsewhere(document: Any) -> None:
                        else (kind, target, *rest)) for kind, target, *rest in page.links]
 
 
+def _page_anchors(page: Any) -> dict[str, tuple[float, float]]:
+    """A WeasyPrint page's anchors as ``{name: (x, y)}`` in CSS px (what a Part carries across processes)."""
+    return {name: (a[0], a[1]) for name, a in page.anchors.items()}
+
+
 def _print_part(head: str, base_url: str, index: int, fragment: str) -> Part:
     from lengthlens.report.printing import printer
 
     document = printer()(string=_document(head, fragment, _NO_FOOTERS), base_url=base_url).render()
-    anchors = [{name: (a[0], a[1]) for name, a in page.anchors.items()} for page in document.pages]
+    anchors = [_page_anchors(page) for page in document.pages]
     _links_elsewhere(document)
     return Part(index, document.write_pdf(), [(p.width, p.height) for p in document.pages], anchors,
                 [list(p.bookmarks) for p in document.pages])
@@ -215,7 +220,7 @@ def _merge(head: str, start: str, parts: list[Part], base_url: str) -> bytes | N
     if len(skeleton.pages) != pages_before + len(sizes) or any(
             abs(p.width - w) > 0.01 or abs(p.height - h) > 0.01 for p, (w, h) in zip(skeleton.pages[pages_before:], sizes)):
         return None
-    start_anchors = [{name: (a[0], a[1]) for name, a in p.anchors.items() if name != "ll-blank-start"}
+    start_anchors = [{name: xy for name, xy in _page_anchors(p).items() if name != "ll-blank-start"}
                      for p in skeleton.pages[:pages_before]]
     _links_elsewhere(skeleton)
     skeleton_pdf = skeleton.write_pdf()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 
 import pytest
@@ -11,7 +10,7 @@ from lengthlens.report import figure_svgs, figures
 from lengthlens.report import parallel as P
 from lengthlens.report.plot_style import LensFigure
 
-fork_only = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs the fork start method")
+fork_only = pytest.mark.skipif(not P.can_fork(), reason="needs the fork start method")
 
 
 @fork_only

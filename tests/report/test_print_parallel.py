@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import logging
-import multiprocessing
 import os
 from pathlib import Path
 
@@ -14,9 +13,10 @@ from pypdf import PdfReader
 
 from lengthlens.report import print_parallel as PP
 from lengthlens.report import render_pdf
+from lengthlens.report.parallel import can_fork
 from lengthlens.report.printing import print_html, printer
 
-fork_only = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs the fork start method")
+fork_only = pytest.mark.skipif(not can_fork(), reason="needs the fork start method")
 
 
 def pdf_facts(pdf: bytes) -> dict:
