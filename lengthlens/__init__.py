@@ -17,23 +17,23 @@ from lengthlens._version import __version__
 # do not pay for numpy, polars, pandas, scipy, pydantic, matplotlib or WeasyPrint before they are needed.
 _LAZY = {
     "load": "lengthlens.data.loading", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
-    "cells": "lengthlens.stats.estimate",
-    "Cell": "lengthlens.stats.results", "CellTable": "lengthlens.stats.results",
-    "ConfidenceInterval": "lengthlens.stats.results", "Estimate": "lengthlens.stats.results",
+    "cells": "lengthlens.analyses.cells", "Cell": "lengthlens.analyses.cells", "CellTable": "lengthlens.analyses.cells",
+    "ConfidenceInterval": "lengthlens.results", "Estimate": "lengthlens.results", "TestResult": "lengthlens.results",
     "arms": "lengthlens.analyses.tables", "table3": "lengthlens.analyses.tables", "alpha_selected": "lengthlens.analyses.tables",
-    "table4": "lengthlens.analyses.intervention", "compare": "lengthlens.analyses.intervention",
-    "attribution": "lengthlens.analyses.attribution",
+    "table4": "lengthlens.analyses.intervention", "compare": "lengthlens.analyses.compare",
+    "Comparison": "lengthlens.analyses.compare", "method_pairs": "lengthlens.analyses.compare",
+    "attribution": "lengthlens.analyses.analyse", "censoring_table": "lengthlens.analyses.analyse",
     "analyse": "lengthlens.analyses.analyse", "Analysis": "lengthlens.analyses.analyse",
 }
 
 if TYPE_CHECKING:  # what the names are, for type checkers and readers
-    from lengthlens.analyses.analyse import Analysis, analyse
-    from lengthlens.analyses.attribution import attribution
-    from lengthlens.analyses.intervention import compare, table4
+    from lengthlens.analyses.analyse import Analysis, analyse, attribution, censoring_table
+    from lengthlens.analyses.cells import Cell, CellTable, cells
+    from lengthlens.analyses.compare import Comparison, compare, method_pairs
+    from lengthlens.analyses.intervention import table4
     from lengthlens.analyses.tables import alpha_selected, arms, table3
     from lengthlens.data.loading import LoadError, RunSet, load
-    from lengthlens.stats.estimate import cells
-    from lengthlens.stats.results import Cell, CellTable, ConfidenceInterval, Estimate
+    from lengthlens.results import ConfidenceInterval, Estimate, TestResult
 
 
 def __getattr__(name: str):
@@ -51,5 +51,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["load", "cells", "arms", "table3", "alpha_selected", "table4", "compare", "attribution", "analyse", "Analysis", "RunSet",
-           "LoadError", "Cell", "CellTable", "ConfidenceInterval", "Estimate", "__version__"]
+__all__ = ["load", "cells", "arms", "table3", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
+           "censoring_table", "analyse", "Analysis", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
+           "ConfidenceInterval", "Estimate", "TestResult", "__version__"]

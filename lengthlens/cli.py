@@ -78,7 +78,7 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                         "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="worker processes for the analysis and the figures (default: the cores available, or "
+                   help="worker processes for the analysis of large inputs (default: the cores available, or "
                         "$LENGTHLENS_WORKERS); the numbers do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
@@ -135,53 +135,19 @@ def _nothing_to_analyse(runs) -> str | None:
     return None
 
 
-#: Flat files at least this large (bytes, in all) start the worker processes before loading: their runs are
-#: likely to be many enough for the analysis to use them (see group_pass.PROCESS_MIN_RUNS).
-_PRESTART_BYTES = 1 << 20
-
-
-def _start_workers(args: argparse.Namespace, sources: list[Path]) -> None:
-    """Start the analysis' worker processes now when the input looks large, so that their start-up overlaps the
-    loading of the runs (else they start when the analysis needs them, if it does)."""
-    from lengthlens.analyses import WORKER_MODULES  # not the pass' module: importing it takes a second
-    from lengthlens.stats.parallel import start_processes
-
-    if sum(p.stat().st_size for p in sources if p.is_file()) >= _PRESTART_BYTES:
-        start_processes(args.workers, WORKER_MODULES)
-
-
-def _prepare_writing(args: argparse.Namespace) -> None:
-    """Import what writing the report needs (matplotlib for the figures, WeasyPrint, its stylesheet and pypdf for the PDF).
-
-    Called while the analysis' workers compute (``analyse(meanwhile=...)``), when this process only waits: these
-    imports (1-2 s) would otherwise run alone after the analysis. A failure is left to the writing, which reports it.
-    """
-    try:
-        if not args.no_figures:
-            import lengthlens.report.plots  # noqa: F401
-        if not args.no_pdf:
-            import pypdf  # noqa: F401 - merges the PDF's parts (report.print_parallel)
-
-            from lengthlens.report.printing import printer
-
-            printer()
-    except Exception:  # noqa: BLE001 - the same import fails again where the report needs it, with its message
-        pass
-
-
-def analyse_from_args(runs, args: argparse.Namespace, progress=None, meanwhile=None):
-    """lengthlens.analyses.analyse.analyse with the shared command-line options."""
+def analyse_from_args(runs, args: argparse.Namespace, progress=None):
+    """lengthlens.analyses.analyse.analyse with the shared command-line options (worker processes: the cores, by default)."""
     from lengthlens.analyses.analyse import analyse
+    from lengthlens.analyses.engine import resolve_workers
 
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
                    proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small,
-                   progress=progress, workers=args.workers, processes=True, meanwhile=meanwhile, **extra)
+                   progress=progress, workers=resolve_workers(args.workers), **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from lengthlens.report import write_report
-    from lengthlens.stats.parallel import stop_processes
+    from lengthlens.report import wording, write_report
 
     out = Path(args.out)
     sources: list[Path] = [Path(s) for s in args.runs]
@@ -196,7 +162,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print("lengthlens report: give RUNS (raw-layout folders or flat files) or --example", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    _start_workers(args, sources)
     progress("load")
     runs = load_from_args(sources, args, bar=progress.enabled and progress.tty)
     progress.close()
@@ -207,22 +172,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(runs.summary(), file=sys.stderr)
         print(f"lengthlens report: {empty}", file=sys.stderr)
         return 1
-    analysis = analyse_from_args(runs, args, progress=progress, meanwhile=lambda: _prepare_writing(args))
-    stop_processes(wait=False)  # the pass is done: the workers exit while the report is written, not at the end
+    analysis = analyse_from_args(runs, args, progress=progress)
     written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
-                           progress=progress, workers=args.workers)
+                           progress=progress)
     progress.close()
     if not args.quiet:
         print(runs.summary())
         print()
-        print(analysis.headline())
+        print(wording.headline(analysis))
         t3 = analysis.tables["table3"]
         if not t3.empty:
             cols = ["method", "n_cells", "gain_mean", "lambda_mean", "rounds_ratio_mean", "rounds_ratio_median",
                     "time_ratio_mean", "n_lambda_lo_gt_1", "n_graded", "n_drop_2pp", "n_drop_2pp_point"]
             print()
             print(t3[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        for line in analysis.summary_lines():
+        for line in wording.summary_lines(analysis):
             print(line)
         print(f"\nloaded in {t_load:.1f}s, {time.perf_counter() - t0:.1f}s in all; wrote {len(written)} files to {out}:")
         print("  " + " ".join(p.name for p in written))
@@ -319,23 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def console_main() -> int:
-    """The ``lengthlens`` command: :func:`main`, then an exit that leaves its objects to the operating system.
-
-    At exit Python collects every reference cycle still alive, and a report's figures and frames are large webs of
-    them: 0.6-0.7 s after a paper-scale report, for memory the process gives back anyway. ``gc.freeze()`` keeps them
-    out of that last collection. Output files are closed by then; atexit handlers (``weakref.finalize`` among them)
-    and the flushing of stdout and stderr still run. Not done by :func:`main`, which scripts and tests call in-process.
-    The command's own process computes groups of the pass beside its worker process, so it keeps freed heap as the
-    workers do (:func:`lengthlens.stats.parallel.keep_heap_pages`; its page faults cost ~0.5 s of system time).
-    """
-    import gc
-
-    from lengthlens.stats.parallel import keep_heap_pages
-
-    keep_heap_pages()
-    code = main()
-    gc.freeze()
-    return code
+    """The ``lengthlens`` command."""
+    return main()
 
 
 if __name__ == "__main__":  # pragma: no cover

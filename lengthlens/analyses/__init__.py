@@ -1,8 +1,4 @@
-"""Stage 3, analyses: Table 3 and the arms table, censoring, attribution, Table 4 and compare, extra tokens.
+"""Stage 3, analyses: the engine and the analyses on it (cells, censoring, attribution, compare), Table 3, Table 4.
 
 ``analyse`` (in :mod:`lengthlens.analyses.analyse`) runs them all; modules here import from ``data`` and ``stats``.
 """
-
-#: What a worker process of the report's pass imports when it starts (the jobs' modules). Here, in a module that
-#: imports nothing, so that the command line can start the workers before it imports the analysis itself.
-WORKER_MODULES = ("lengthlens.analyses.group_pass",)

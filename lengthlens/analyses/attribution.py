@@ -9,105 +9,24 @@ from the same draws as the cell table; plus the per-item distribution of that sh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from lengthlens.data.channels import check_logged_counts, split_channels
-from lengthlens.data.runset import RunSet
-from lengthlens.data.pairing import CELL_KEY, cell_units
-from lengthlens.stats.distinct_product import GroupProducts
-from lengthlens.stats.item_sums import map_groups, plan_group_bootstrap_sums
-from lengthlens.stats.resample import (
-    DEFAULT_CONFIDENCE,
-    DEFAULT_N_RESAMPLES,
-    DEFAULT_SEED,
-    DrawCache,
-    percentile_interval,
-)
-from lengthlens.stats.results import frame_html
+from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings
+from lengthlens.data.channel_counts import disagreement_notes
+from lengthlens.data.pairing import CELL_KEY
+from lengthlens.results import Estimate, frame, frame_html
+from lengthlens.stats.intervals import Ratio
 
-if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+if TYPE_CHECKING:
     import pandas as pd
 
 #: Cells putting at least these shares of their extra length into thinking (by the share's lower limit) are counted.
 SHARE_THRESHOLDS = (0.90, 0.92)
-
-
-def run_channels(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
-    """Add per-run ``thinking_chars``, ``answer_chars``, ``thinking_closed``, ``channel_format`` from the text; see
-    :func:`run_channels_audited`, which also returns each disagreement's (target, cause, source)."""
-    out, disagreements, _causes = run_channels_audited(table)
-    return out, disagreements
-
-
-def run_channels_audited(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]]:
-    """Add per-run ``thinking_chars``, ``answer_chars``, ``thinking_closed``, ``channel_format`` from the text.
-
-    Runs without text fall back to the generator's logged counts (``chars_source`` says which).
-    Logged counts that the text cannot explain are returned as messages, never trusted blindly.
-    """
-    # Runs without text take their logged counts as columns; only runs with text are split, one by one (a flat
-    # file of counts has no text: 180k runs went through a Python loop for nothing).
-    logged = pl.col("text").is_null() & pl.col("analysis_chars").is_not_null() & pl.col("final_chars").is_not_null()
-    extra = table.select(
-        pl.lit(None, dtype=pl.String).alias("channel_format"),
-        pl.when(logged).then(pl.col("analysis_chars")).cast(pl.Int64).alias("thinking_chars"),
-        pl.when(logged).then(pl.col("final_chars")).cast(pl.Int64).alias("answer_chars"),
-        pl.when(logged).then(pl.col("reached_final_channel")).cast(pl.Boolean).alias("thinking_closed"),
-        pl.when(logged).then(pl.lit("logged")).alias("chars_source").cast(pl.String),
-    )
-    disagreements: list[str] = []
-    causes: list[tuple[str, str, str]] = []
-    positions = table.select(pl.arg_where(pl.col("text").is_not_null())).to_series()
-    if positions.len():
-        rows = {k: [] for k in ("channel_format", "thinking_chars", "answer_chars", "thinking_closed")}
-        texts = table[positions].select("text", "target", "analysis_chars", "final_chars", "reached_final_channel", "source")
-        for r in texts.iter_rows(named=True):
-            s = split_channels(r["text"], r["target"])
-            rows["channel_format"].append(s.format)
-            rows["thinking_chars"].append(s.thinking_chars)
-            rows["answer_chars"].append(s.answer_chars)
-            rows["thinking_closed"].append(s.thinking_closed)
-            msg = check_logged_counts(s, r["analysis_chars"], r["final_chars"], r["reached_final_channel"])
-            if msg:
-                disagreements.append(f"{r['source']}: {msg}")
-                causes.append((r["target"], disagreement_cause(s, r["analysis_chars"], r["final_chars"], msg), r["source"]))
-        rows["chars_source"] = ["text"] * positions.len()
-        extra = extra.with_columns(
-            extra[k].scatter(positions, pl.Series(k, v, dtype=extra.schema[k])) for k, v in rows.items())
-    return pl.concat([table, extra], how="horizontal"), disagreements, causes
-
-
-#: Known causes of logged channel counts that disagree with the text, as the note explains them.
-DISAGREEMENT_CAUSES = {
-    "harmony_counter": ("the generator counts GPT-OSS harmony channels, which this model's text (<think> tags) does not "
-                        "have, so it logs the whole text as analysis_chars and no final_chars"),
-    "no_final_header": ("the generator found no well-formed '<|channel|>final<|message|>' header and logged the whole "
-                        "text's length as final_chars"),
-    "other": "counts that the text cannot explain",
-}
-
-
-def disagreement_cause(split, analysis_chars: int | None, final_chars: int | None, msg: str) -> str:
-    """Which known cause (:data:`DISAGREEMENT_CAUSES`) explains one run's disagreeing logged counts."""
-    if split.format != "harmony" and analysis_chars == split.text_chars and not final_chars:
-        return "harmony_counter"
-    if "whole text's length" in msg:
-        return "no_final_header"
-    return "other"
-
-
-def disagreement_notes(causes: list[tuple[str, str, str]]) -> list[str]:
-    """One line per model (and cause): how many runs' logged channel counts disagree, why, and one example."""
-    groups: dict[tuple[str, str], list[str]] = {}
-    for target, cause, source in causes:
-        groups.setdefault((str(target), cause), []).append(source)
-    return [f"{target}: {len(srcs)} runs' logged channel counts disagree with their text (the text is used): "
-            f"{DISAGREEMENT_CAUSES[cause]}; e.g. {sorted(srcs)[0]}"
-            for (target, cause), srcs in sorted(groups.items())]
 
 
 @dataclass(frozen=True)
@@ -129,114 +48,90 @@ class Attribution:
                         "thinking_share_lo", "thinking_share_hi"]], "Per cell")
 
 
-def channel_units(runs: RunSet) -> tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]]:
-    """The cell units (:func:`~lengthlens.data.pairing.cell_units`) with each side's channel counts, and the
-    count audits of :func:`run_channels_audited`. A report pairs the runs once, here, for every analysis
-    (the channel columns are extra columns the others ignore)."""
-    paired, disagreements, causes = run_channels_audited(runs.paired)
-    return cell_units(paired), disagreements, causes
+def _extra_mean(s):
+    return s.extra / s.one
 
 
-def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
-                confidence_level: float = DEFAULT_CONFIDENCE, draws: DrawCache | None = None,
-                table3_cells: pd.DataFrame | None = None,
-                channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]] | None = None,
-                workers: int | None = None) -> Attribution:
-    """Share of each cell's extra characters that is thinking, with intervals from the cell table's draws.
-
-    ``table3_cells`` (keys of the cells Table 3 uses) adds summary rows on those cells beside all cells.
-    ``channels``: :func:`channel_units` when the caller has it already. ``workers``: groups computed at
-    once (:mod:`lengthlens.stats.parallel`; the numbers do not depend on it).
-    """
-    channels = channel_units(runs) if channels is None else channels
-    draws = draws if draws is not None else DrawCache(seed, n_resamples, keep=False)
-    rows = map_groups(runs, attribution_units(channels[0]),
-                      lambda df, group, items: attribution_group(df, group, len(items), draws, confidence_level), workers)
-    return attribution_result([r for part in rows for r in part], channels, table3_cells)
+def _share(s):
+    return s.extra_thinking / s.extra
 
 
-def attribution_units(units: pl.DataFrame) -> pl.DataFrame:
-    """The cell units whose channels are known on both sides, with the character sums attribution resamples."""
-    units = units.filter(pl.col("thinking_chars").is_not_null() & pl.col("thinking_chars_star").is_not_null())
-    return units.with_columns(
-        (pl.col("thinking_chars") + pl.col("answer_chars")).cast(pl.Float64).alias("chars"),
-        (pl.col("thinking_chars_star") + pl.col("answer_chars_star")).cast(pl.Float64).alias("chars_star"),
-        pl.lit(1.0).alias("one"),
-    ).with_columns(
-        (pl.col("chars") - pl.col("chars_star")).alias("extra"),
-        (pl.col("thinking_chars") - pl.col("thinking_chars_star")).cast(pl.Float64).alias("extra_thinking"),
-    )
-
-
-_SUMMED = ["chars", "chars_star", "extra", "extra_thinking", "one"]
+#: The statistics of a cell's resampled character sums: the mean extra length per paired run and the
+#: thinking share of the extra (differences of lengths, so on their own scale).
+STATISTICS = {"extra_chars_mean": Ratio(_extra_mean, "difference"), "thinking_share": Ratio(_share, "difference")}
 _COLUMNS = [*CELL_KEY, "n_items", "n_runs", "chars_mean", "chars_mean_star", "extra_chars", "extra_chars_thinking",
             "extra_chars_answer", "extra_chars_mean", "extra_chars_mean_lo", "extra_chars_mean_hi", "thinking_share",
             "thinking_share_lo", "thinking_share_hi", "thinking_share_reason", "item_share_median", "item_share_q25",
             "item_share_q75", "n_runs_share_defined"]
 
 
-def attribution_group(group_df: pl.DataFrame, group: tuple, n_group: int, draws: DrawCache, level: float) -> list[dict]:
-    """The attribution rows of one group's cells (``group_df``: that group's :func:`attribution_units`)."""
-    return plan_attribution_group(group_df, n_group, GroupProducts(draws, group), level)()
+@dataclass(frozen=True)
+class AttributionAnalysis:
+    """attribution.csv on the engine: per cell, where the extra characters go, with the share's interval.
 
-
-def plan_attribution_group(group_df: pl.DataFrame, n_group: int, products: GroupProducts,
-                           level: float) -> Callable[[], list[dict]]:
-    """:func:`attribution_group` in two steps: the cells' sums are added to ``products`` now; the returned
-    function, called once every analysis of the group has added its own, makes the rows."""
-    cell_frames = group_df.partition_by(list(CELL_KEY), maintain_order=True)
-    sums = plan_group_bootstrap_sums(cell_frames, n_group, _SUMMED, products)
-
-    def finish() -> list[dict]:
-        out = []
-        for cell_units_df, (key, point, boot, n_items) in zip(cell_frames, sums()):
-            item_share = cell_units_df.filter(pl.col("extra") != 0).select((pl.col("extra_thinking") / pl.col("extra")).alias("s"))["s"]
-            n = cell_units_df.height
-            out.append({
-                **key, "n_items": n_items, "n_runs": n,
-                "chars_mean": point[0] / n, "chars_mean_star": point[1] / n,
-                "extra_chars": point[2], "extra_chars_thinking": point[3], "extra_chars_answer": point[2] - point[3],
-                **share_with_interval(point, boot, level),
-                "item_share_median": float(item_share.median()) if item_share.len() else np.nan,
-                "item_share_q25": float(item_share.quantile(0.25, "linear")) if item_share.len() else np.nan,
-                "item_share_q75": float(item_share.quantile(0.75, "linear")) if item_share.len() else np.nan,
-                "n_runs_share_defined": item_share.len(),
-            })
-        return out
-
-    return finish
-
-
-def attribution_result(rows: list[dict], channels: tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]],
-                       table3_cells: pd.DataFrame | None = None) -> Attribution:
-    """The Attribution of every group's :func:`attribution_group` rows (in group order) and the channel audits."""
-    import pandas as pd
-    _units, disagreements, causes = channels
-    cells_df = pd.DataFrame(rows, columns=_COLUMNS)
-    return Attribution(cells=cells_df, summary=summarize(cells_df, table3_cells), logged_disagreements=tuple(disagreements),
-                       disagreement_notes=tuple(disagreement_notes(causes)))
-
-
-def share_with_interval(point: np.ndarray, boot: np.ndarray, confidence_level: float) -> dict:
-    """The thinking share of the extra length with its interval, left undefined (with the reason) when the
-    interval of the mean extra length per run includes 0: a share of a difference that may be nothing is noise.
-
-    ``point``/``boot`` hold sums of (chars, chars*, extra, extra_thinking, runs), point and per resample.
+    Uses the cell's runs whose channels are known on both sides (a cell without texts has no row).
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        extra_b = np.where(boot[:, 4] > 0, boot[:, 2] / np.where(boot[:, 4] > 0, boot[:, 4], 1), np.nan)
-        share_b = np.where(boot[:, 2] != 0, boot[:, 3] / np.where(boot[:, 2] != 0, boot[:, 2], 1), np.nan)
-    (e_lo, s_lo), (e_hi, s_hi), _ = percentile_interval(np.stack([extra_b, share_b], axis=1), confidence_level)
-    out = {"extra_chars_mean": point[2] / point[4] if point[4] else np.nan,
-           "extra_chars_mean_lo": float(e_lo), "extra_chars_mean_hi": float(e_hi),
-           "thinking_share": np.nan, "thinking_share_lo": np.nan, "thinking_share_hi": np.nan, "thinking_share_reason": ""}
-    if point[2] == 0:
+
+    fields = ("thinking_chars", "answer_chars", "thinking_chars_star", "answer_chars_star")
+
+    def plan(self, cell: CellRuns, settings: Settings) -> Plan | None:
+        f = cell.fields
+        known = ~np.isnan(f["thinking_chars"]) & ~np.isnan(f["thinking_chars_star"])
+        if not known.any():
+            return None
+        part = cell.subset(known) if not known.all() else cell
+        g = part.fields
+        chars, chars_star = g["thinking_chars"] + g["answer_chars"], g["thinking_chars_star"] + g["answer_chars_star"]
+        extra, extra_thinking = chars - chars_star, g["thinking_chars"] - g["thinking_chars_star"]
+        columns = {"chars": part.by_item(chars), "chars_star": part.by_item(chars_star), "extra": part.by_item(extra),
+                   "extra_thinking": part.by_item(extra_thinking), "one": part.runs_per_item()}
+        with np.errstate(all="ignore"):
+            share = (extra_thinking / extra)[extra != 0]
+        return Plan(part, columns, STATISTICS, share)
+
+    def finish(self, results: list[CellResult], settings: Settings) -> list[dict[str, Any]]:
+        rows = []
+        for r in results:
+            point, share = r.sums.point(), r.plan.data
+            n = int(point["one"])
+            rows.append({
+                **r.cell.key, "n_items": r.cell.n_items, "n_runs": n,
+                "chars_mean": point["chars"] / n, "chars_mean_star": point["chars_star"] / n,
+                "extra_chars": point["extra"], "extra_chars_thinking": point["extra_thinking"],
+                "extra_chars_answer": point["extra"] - point["extra_thinking"],
+                **share_with_interval(r.estimates["extra_chars_mean"], r.estimates["thinking_share"], point["extra"]),
+                "item_share_median": float(np.quantile(share, 0.5)) if share.size else np.nan,
+                "item_share_q25": float(np.quantile(share, 0.25)) if share.size else np.nan,
+                "item_share_q75": float(np.quantile(share, 0.75)) if share.size else np.nan,
+                "n_runs_share_defined": int(share.size),
+            })
+        return rows
+
+    def collect(self, rows: list[dict[str, Any]], settings: Settings) -> pd.DataFrame:
+        return frame(rows, columns=_COLUMNS)
+
+
+def share_with_interval(extra_mean: Estimate, share: Estimate, extra: float) -> dict[str, Any]:
+    """The thinking share of the extra length with its interval, left undefined (with the reason) when the
+    interval of the mean extra length per run includes 0: a share of a difference that may be nothing is noise."""
+    out = {"extra_chars_mean": extra_mean.point, "extra_chars_mean_lo": extra_mean.low,
+           "extra_chars_mean_hi": extra_mean.high, "thinking_share": np.nan, "thinking_share_lo": np.nan,
+           "thinking_share_hi": np.nan, "thinking_share_reason": ""}
+    e_lo, e_hi = extra_mean.low, extra_mean.high
+    if extra == 0:
         out["thinking_share_reason"] = "no extra length"
     elif not (np.isfinite(e_lo) and np.isfinite(e_hi)) or e_lo <= 0 <= e_hi:
         out["thinking_share_reason"] = "the interval of the extra length includes 0"
     else:
-        out.update(thinking_share=point[3] / point[2], thinking_share_lo=float(s_lo), thinking_share_hi=float(s_hi))
+        out.update(thinking_share=share.point, thinking_share_lo=share.low, thinking_share_hi=share.high)
     return out
+
+
+def attribution_result(cells_df: pd.DataFrame, disagreements: Sequence[str], causes: Sequence[tuple[str, str, str]],
+                       table3_cells: pd.DataFrame | None = None) -> Attribution:
+    """The Attribution from the per-cell rows, the channel audits and (for the summary's second scope) Table 3's cells."""
+    return Attribution(cells=cells_df, summary=summarize(cells_df, table3_cells), logged_disagreements=tuple(disagreements),
+                       disagreement_notes=tuple(disagreement_notes(causes)))
 
 
 def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -> pd.DataFrame:

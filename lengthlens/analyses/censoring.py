@@ -1,60 +1,75 @@
 """Censoring per cell: censored shares, Kaplan–Meier quantiles and censoring-aware length ratios.
 
 Relaxed verification rules hit the token budget more often than the lossless baseline, so the
-plain ratio ``lambda = mean(L) / mean(L*)`` (censored runs counted at the budget) *understates*
-length inflation. Per cell (a relaxed arm paired with its baseline on the same items) this gives
-the censored fraction of both sides, KM quantiles (:mod:`lengthlens.stats.survival`), the
-restricted mean up to a common horizon, plain λ on the pairs where neither side is censored, and
-the AFT time ratio (:mod:`lengthlens.stats.aft`), with paired item-level bootstrap intervals that
-reuse the group's count matrix.
+plain ratio λ = mean(L) / mean(L*) (censored runs counted at the budget) *understates* length
+inflation. Per cell (a relaxed arm paired with its baseline on the same items) this gives the
+censored share of both sides, Kaplan–Meier quantiles (:mod:`lengthlens.stats.survival`), the
+restricted mean up to a common horizon, λ on the pairs where neither side is censored, and the AFT
+time ratio (:mod:`lengthlens.stats.aft`: a ratio of geometric means, not of means). The ratios'
+intervals come from the engine's draws and interval code, as the cell table's do;
+:class:`CensoringAnalysis` is the analysis, :func:`survival_curves` what the survival figure draws.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import polars as pl
 
-from lengthlens.analyses.censoring_aft import _aft_estimates, _percentile_pair
-from lengthlens.stats.aft import _DISTS, DEFAULT_AFT_RESAMPLES, AFTFit
-from lengthlens.stats.aft_bootstrap import AFTBootstrap
-from lengthlens.stats.survival import (
-    KaplanMeier,
-    _html,
-    kaplan_meier,
-    restricted_means_many,
-)
+from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings
+from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
+from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES, DISTS, AFTBootstrap, AFTFit, aft_sandwich, fit_aft, fit_aft_bootstrap, fit_aft_many
+from lengthlens.stats.intervals import Ratio, quantiles_with_inf
+from lengthlens.stats.survival import KaplanMeier, kaplan_meier, restricted_means_many
 
-if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CensoringCell", "PreparedCell", "censoring_cell", "prepare_cell", "DEFAULT_AFT_RESAMPLES"]
+__all__ = ["AFT_CI_METHODS", "CensoringAnalysis", "CensoringCell", "SurvivalCurve", "survival_curves"]
+
+AFT_CI_METHODS = ("sandwich", "bootstrap")
+_NAN = float("nan")
 
 
-# ---------------------------------------------------------------------------------------------
-# One cell
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------------------------------------
+# The statistics of a cell's resampled sums (module level: the engine caches what they depend on)
+# ------------------------------------------------------------------------------------------------
+
+def _lambda_plain(s):
+    return s.L / s.Ls
+
+
+def _lambda_uncensored(s):
+    return s.L_keep / s.Ls_keep
+
+
+def _rmst_ratio(s):
+    return (s.L_tau / s.one) / (s.Ls_tau / s.one)
+
+
+STATISTICS = {"lambda_plain": Ratio(_lambda_plain), "lambda_uncensored_pairs": Ratio(_lambda_uncensored),
+              "rmst_ratio": Ratio(_rmst_ratio)}
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
 class CensoringCell:
-    """Censoring diagnostics and censoring-aware length ratios of one relaxed arm vs its baseline.
+    """Censoring diagnostics and censoring-aware length ratios of one relaxed arm against its baseline.
 
     Ratios are relaxed / baseline. ``lambda_plain`` counts censored runs at their budget (a lower
-    bound on the truth); ``lambda_uncensored_pairs`` keeps only pairs where neither side is
-    censored (biased too — it drops the longest relaxed completions — shown for contrast);
-    ``rmst_ratio`` compares restricted means up to ``rmst_tau`` (equal to plain lambda when both
-    arms share one budget); ``lambda_aft[dist]`` is the AFT time ratio (see the module docstring
-    for what it estimates). Intervals: paired percentile bootstrap over the cell's items from
-    ``counts`` for the ratios; for AFT the cluster-robust sandwich (``aft_ci_method="sandwich"``)
-    or refits on the first ``n_resamples_aft`` rows (``"bootstrap"``).
+    bound on the truth; the cell table's λ); ``lambda_uncensored_pairs`` keeps only pairs where
+    neither side is censored (biased too: it drops the longest relaxed completions; shown for
+    contrast); ``rmst_ratio`` compares restricted means up to ``rmst_tau`` (equal to plain λ when both
+    arms share one budget); ``aft[dist]`` is the AFT fit and ``lambda_aft[dist]`` its time ratio, a
+    ratio of geometric means (see :mod:`lengthlens.stats.aft`), with a cluster-robust sandwich
+    interval or bootstrap refits.
     """
 
     n_items: int
     n_runs: int
-    n_runs_star: int
     budget: float | None
     budget_star: float | None
     #: True when runs had different budgets (within or across arms): only then do KM and the
@@ -67,282 +82,298 @@ class CensoringCell:
     rmst_tau: float
     rmst: float
     rmst_star: float
-    rmst_ratio: float
-    rmst_ratio_ci: tuple[float, float]
-    lambda_plain: float
-    lambda_plain_ci: tuple[float, float]
-    lambda_uncensored_pairs: float
-    lambda_uncensored_pairs_ci: tuple[float, float]
+    rmst_ratio: Estimate
+    lambda_plain: Estimate
+    lambda_uncensored_pairs: Estimate
     n_uncensored_pairs: int
-    aft: dict[str, AFTFit]
-    aft_ci: dict[str, tuple[float, float]]
-    aft_boot: dict[str, AFTBootstrap | None] = field(repr=False)
+    aft: Mapping[str, AFTFit]
+    lambda_aft: Mapping[str, Estimate]
+    aft_boot: Mapping[str, AFTBootstrap | None]
     n_resamples: int
     n_resamples_aft: int
     confidence_level: float
     aft_ci_method: str = "sandwich"
 
     def to_row(self) -> dict[str, Any]:
-        """Flat columns for OUT/censoring.csv (None/NaN where not identified)."""
+        """Flat columns for OUT/censoring.csv (NaN where not identified)."""
         row: dict[str, Any] = {
-            "n_items": self.n_items,
-            "n_runs": self.n_runs,
-            "n_runs_star": self.n_runs_star,
-            "budget": self.budget,
-            "budget_star": self.budget_star,
-            "budgets_differ": self.budgets_differ,
-            "censored_frac": self.censored_frac,
+            "n_items": self.n_items, "n_runs": self.n_runs, "n_runs_star": self.n_runs, "budget": self.budget,
+            "budget_star": self.budget_star, "budgets_differ": self.budgets_differ, "censored_frac": self.censored_frac,
             "censored_frac_star": self.censored_frac_star,
         }
         for side, km in (("", self.km), ("_star", self.km_star)):
             for name, q in (("q25", km.q25), ("median", km.median), ("q75", km.q75)):
-                row[f"km_{name}{side}"] = q.value
-                row[f"km_{name}{side}_lo"] = q.ci_low
-                row[f"km_{name}{side}_hi"] = q.ci_high
-                row[f"km_{name}{side}_reason"] = q.reason
-        row.update(
-            rmst_tau=self.rmst_tau,
-            rmst=self.rmst,
-            rmst_star=self.rmst_star,
-            rmst_ratio=self.rmst_ratio,
-            rmst_ratio_lo=self.rmst_ratio_ci[0],
-            rmst_ratio_hi=self.rmst_ratio_ci[1],
-            lambda_plain=self.lambda_plain,
-            lambda_plain_lo=self.lambda_plain_ci[0],
-            lambda_plain_hi=self.lambda_plain_ci[1],
-            lambda_uncensored_pairs=self.lambda_uncensored_pairs,
-            lambda_uncensored_pairs_lo=self.lambda_uncensored_pairs_ci[0],
-            lambda_uncensored_pairs_hi=self.lambda_uncensored_pairs_ci[1],
-            n_uncensored_pairs=self.n_uncensored_pairs,
-        )
-        for dist in _DISTS:
-            fit, ci, boot = self.aft[dist], self.aft_ci[dist], self.aft_boot[dist]
+                row[f"km_{name}{side}"] = q.point
+                row[f"km_{name}{side}_lo"] = q.low
+                row[f"km_{name}{side}_hi"] = q.high
+                row[f"km_{name}{side}_reason"] = q.note
+        row.update(rmst_tau=self.rmst_tau, rmst=self.rmst, rmst_star=self.rmst_star)
+        for name in ("rmst_ratio", "lambda_plain", "lambda_uncensored_pairs"):
+            est = getattr(self, name)
+            row.update({name: est.point, f"{name}_lo": est.low, f"{name}_hi": est.high})
+            if name == "lambda_uncensored_pairs":
+                row["n_uncensored_pairs"] = self.n_uncensored_pairs
+        for dist in DISTS:
+            fit, est, boot = self.aft[dist], self.lambda_aft[dist], self.aft_boot[dist]
             p = f"lambda_aft_{dist}"
             row[p] = fit.lambda_aft
-            row[f"{p}_lo"], row[f"{p}_hi"] = ci
+            row[f"{p}_lo"], row[f"{p}_hi"] = est.low, est.high
             row[f"{p}_sigma"] = fit.sigma
             row[f"{p}_converged"] = fit.converged
             row[f"{p}_boot_infinite"] = boot.n_infinite if boot is not None else None
             row[f"{p}_boot_failed"] = boot.n_failed if boot is not None else None
             row[f"{p}_reason"] = fit.reason
-        row["n_resamples"] = self.n_resamples
-        row["n_resamples_aft"] = self.n_resamples_aft
-        row["aft_ci"] = self.aft_ci_method
-        row["confidence_level"] = self.confidence_level
+        row.update(n_resamples=self.n_resamples, n_resamples_aft=self.n_resamples_aft, aft_ci=self.aft_ci_method,
+                   confidence_level=self.confidence_level)
         return row
 
     def to_frame(self) -> pd.DataFrame:
         """The ratios side by side: plain, uncensored pairs, restricted mean, AFT log-normal and Weibull."""
-        import pandas as pd
-        rows = [
-            ("plain (censored at budget)", self.lambda_plain, *self.lambda_plain_ci),
-            (f"uncensored pairs (n={self.n_uncensored_pairs})", self.lambda_uncensored_pairs,
-             *self.lambda_uncensored_pairs_ci),
-            (f"restricted mean ratio (tau={self.rmst_tau:g})", self.rmst_ratio, *self.rmst_ratio_ci),
-        ]
-        rows += [(f"AFT {d} time ratio", self.aft[d].lambda_aft, *self.aft_ci[d]) for d in _DISTS]
-        return pd.DataFrame(rows, columns=["estimate", "lambda", "lo", "hi"])
+        rows = [("plain (censored at budget)", self.lambda_plain),
+                (f"uncensored pairs (n={self.n_uncensored_pairs})", self.lambda_uncensored_pairs),
+                (f"restricted mean ratio (tau={self.rmst_tau:g})", self.rmst_ratio)]
+        rows += [(f"AFT {d} time ratio (geometric means)", self.lambda_aft[d]) for d in DISTS]
+        return frame([{"estimate": name, "lambda": e.point, "lo": e.low, "hi": e.high, "interval": e.method}
+                      for name, e in rows])
 
     def _repr_html_(self) -> str:
-        note = (
-            f"{self.n_items} items; censored {self.censored_frac:.0%} (relaxed) vs "
-            f"{self.censored_frac_star:.0%} (baseline); {self.confidence_level:.0%} paired percentile "
-            f"bootstrap ({self.n_resamples} resamples); AFT: "
-            + (f"bootstrap ({self.n_resamples_aft} refits)." if self.aft_ci_method == "bootstrap"
-               else "cluster-robust sandwich by item, t(G-1).")
-        )
-        return _html("Length ratio with censoring", self.to_frame(), note)
-
-
-def _budget_summary(budget, n: int) -> tuple[np.ndarray | None, float | None]:
-    if budget is None:
-        return None, None
-    b = np.broadcast_to(np.asarray(budget, dtype=float), (n,))
-    return b, float(b.max())
-
-
-def _ratio_ci(num: np.ndarray, den: np.ndarray, level: float) -> tuple[float, float]:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = num / den
-    return _percentile_pair(r, level)
-
-
-def censoring_cell(
-    L: np.ndarray,
-    censored: np.ndarray,
-    budget: float | np.ndarray | None,
-    L_star: np.ndarray,
-    censored_star: np.ndarray,
-    budget_star: float | np.ndarray | None,
-    counts: np.ndarray,
-    *,
-    item_index: np.ndarray | None = None,
-    item_index_star: np.ndarray | None = None,
-    n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
-    confidence_level: float = 0.95,
-    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
-) -> CensoringCell:
-    """All censoring-aware length summaries of one cell, with intervals from the shared ``counts``.
-
-    ``L``/``censored``/``budget`` describe the relaxed arm's runs, the ``_star`` arguments the
-    lossless baseline's; ``budget`` is a scalar or one value per run (None if unknown; it is then
-    only missing from the report). ``counts`` (B, n_items) is the cell's item bootstrap matrix
-    (float64 avoids a copy). With one run per item (``item_index=None``) arrays are aligned by item.
-    With several runs per item pass ``item_index`` (run -> counts column); ``item_index_star``
-    defaults to it, meaning both arms' arrays are aligned run by run (same item and seed), so
-    "pairs" are runs. If the arms' runs are not aligned, pass ``item_index_star`` and pairs become
-    items: an item counts as an uncensored pair when none of its runs on either side is censored.
-    ``aft_ci``: ``sandwich`` (default; cluster-robust by item, t(G-1), one fit) or ``bootstrap``
-    (refits on the first ``n_resamples_aft`` rows of ``counts``, percentile interval).
-    """
-    prepared = prepare_cell(L, censored, budget, L_star, censored_star, budget_star, counts, item_index=item_index,
-                            item_index_star=item_index_star, confidence_level=confidence_level)
-    return prepared.finish(prepared.d.counts @ prepared.X, n_resamples_aft=n_resamples_aft, aft_ci=aft_ci)
-
-
-def prepare_cell(L, censored, budget, L_star, censored_star, budget_star, counts, *, item_index=None,
-                 item_index_star=None, confidence_level: float = 0.95) -> "PreparedCell":
-    """Everything of :func:`censoring_cell` before its one matrix product: validation, Kaplan–Meier, tau and
-    the per-item columns whose resampled sums give the ratio intervals (``PreparedCell.X``).
-
-    The censoring table stacks the columns of every cell that shares an item set and multiplies
-    the counts once per item set, not once per cell.
-    """
-    d = _CellData.build(L, censored, L_star, censored_star, counts, item_index, item_index_star)
-    km = kaplan_meier(d.L, d.c, confidence_level=confidence_level)
-    km_s = kaplan_meier(d.Ls, d.cs, confidence_level=confidence_level)
-    b_run, b_max = _budget_summary(budget, len(d.L))
-    bs_run, bs_max = _budget_summary(budget_star, len(d.Ls))
-    tau = min([km.horizon, km_s.horizon] + [b for b in (b_max, bs_max) if b is not None])
-    if not math.isfinite(tau):
-        tau = max(km.max_time, km_s.max_time)
-    keep, keep_s, n_pairs = d.uncensored_pairs()
-    one, one_s = np.ones(len(d.L)), np.ones(len(d.Ls))
-    cols = [(d.L, d.idx), (one, d.idx), (d.Ls, d.idx_s), (one_s, d.idx_s),
-            (d.L * keep, d.idx), (one * keep, d.idx), (d.Ls * keep_s, d.idx_s), (one_s * keep_s, d.idx_s),
-            (np.minimum(d.L, tau), d.idx), (np.minimum(d.Ls, tau), d.idx_s)]
-    n = d.counts.shape[1]
-    X = np.stack([np.bincount(index, weights=values, minlength=n) for values, index in cols], axis=1)
-    budgets_differ = (None if b_run is None or bs_run is None
-                      else bool(np.unique(np.concatenate([b_run, bs_run])).size > 1))
-    return PreparedCell(d, km, km_s, float(tau), b_max, bs_max, budgets_differ, keep, keep_s, n_pairs, X,
-                        confidence_level)
+        note = (f"{self.n_items} items; censored {self.censored_frac:.0%} (relaxed) vs {self.censored_frac_star:.0%} "
+                f"(baseline); {self.confidence_level:.0%} intervals from {self.n_resamples} paired item resamples; AFT: "
+                + (f"bootstrap ({self.n_resamples_aft} refits)." if self.aft_ci_method == "bootstrap"
+                   else "cluster-robust sandwich by item, t(G-1)."))
+        return frame_html(self.to_frame(), "Length ratio with censoring") + f"<p><small>{note}</small></p>"
 
 
 @dataclass(frozen=True, eq=False)
-class PreparedCell:
-    """A cell ready for its resampled sums ``counts @ X`` (see :func:`prepare_cell`)."""
+class _Prepared:
+    """A cell's censoring data before its resampled sums: the runs, Kaplan–Meier and the horizon."""
 
-    d: "_CellData"
+    L: np.ndarray
+    c: np.ndarray
+    Ls: np.ndarray
+    cs: np.ndarray
+    item: np.ndarray
     km: KaplanMeier
     km_s: KaplanMeier
     tau: float
     budget: float | None
     budget_star: float | None
     budgets_differ: bool | None
-    keep: np.ndarray
-    keep_s: np.ndarray
     n_pairs: int
-    X: np.ndarray
-    level: float
 
-    def finish(self, S: np.ndarray, *, n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
-               aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", aft: tuple | None = None) -> CensoringCell:
-        """The CensoringCell from the resampled sums ``S = counts @ X`` (B, 10).
 
-        ``aft``: the cell's sandwich AFT estimates when the caller fitted several cells at once
-        (:func:`lengthlens.analyses.censoring_aft.aft_estimates_many`); otherwise they are computed here.
-        """
-        if aft_ci not in ("sandwich", "bootstrap"):
-            raise ValueError(f"aft_ci must be 'sandwich' or 'bootstrap', not {aft_ci!r}")
-        d = self.d
-        rmst, rmst_s = self.km.restricted_mean(self.tau), self.km_s.restricted_mean(self.tau)
-        n_aft = min(n_resamples_aft, d.counts.shape[0]) if aft_ci == "bootstrap" else 0
-        if aft is not None and n_aft:
-            raise ValueError("precomputed AFT estimates are sandwich ones: aft_ci='bootstrap' refits here")
-        fits, cis, boots = aft if aft is not None else _aft_estimates(d, n_aft, self.level)
-        return CensoringCell(
-            n_items=d.counts.shape[1], n_runs=len(d.L), n_runs_star=len(d.Ls), budget=self.budget,
-            budget_star=self.budget_star, budgets_differ=self.budgets_differ, censored_frac=float(d.c.mean()),
-            censored_frac_star=float(d.cs.mean()), km=self.km, km_star=self.km_s, rmst_tau=self.tau, rmst=rmst,
-            rmst_star=rmst_s, rmst_ratio=rmst / rmst_s, **_ratio_estimates(self, S),
-            aft=fits, aft_ci=cis, aft_boot=boots, n_resamples=d.counts.shape[0], n_resamples_aft=n_aft,
-            confidence_level=self.level, aft_ci_method=aft_ci,
-        )
+def _max_or_none(values: np.ndarray | None) -> float | None:
+    if values is None:
+        return None
+    known = values[~np.isnan(values)]
+    return float(known.max()) if known.size else None
+
+
+def prepare(L: np.ndarray, censored: np.ndarray, budget: np.ndarray | None, L_star: np.ndarray,
+            censored_star: np.ndarray, budget_star: np.ndarray | None, item: np.ndarray, n_items: int,
+            confidence_level: float) -> tuple[_Prepared, dict[str, np.ndarray]]:
+    """A cell's Kaplan–Meier, horizon and the per-item columns whose resampled sums give its ratios.
+
+    The arrays are the cell's paired runs (aligned: run k of each side is one pair); ``item`` each
+    run's item. ``budget``/``budget_star`` per run (NaN or None where unknown).
+    """
+    L, Ls = np.asarray(L, dtype=float), np.asarray(L_star, dtype=float)
+    c, cs = np.asarray(censored, dtype=bool), np.asarray(censored_star, dtype=bool)
+    km = kaplan_meier(L, c, confidence_level=confidence_level)
+    km_s = kaplan_meier(Ls, cs, confidence_level=confidence_level)
+    b_max, bs_max = _max_or_none(budget), _max_or_none(budget_star)
+    tau = min([km.horizon, km_s.horizon] + [b for b in (b_max, bs_max) if b is not None])
+    if not math.isfinite(tau):
+        tau = max(km.max_time, km_s.max_time)
+    keep = ~c & ~cs
+    known = [b[~np.isnan(b)] for b in (budget, budget_star) if b is not None]
+    budgets_differ = None if len(known) < 2 else bool(np.unique(np.concatenate(known)).size > 1)
+
+    def by_item(v: np.ndarray) -> np.ndarray:
+        return np.bincount(item, weights=v.astype(float), minlength=n_items)
+
+    columns = {"L": by_item(L), "Ls": by_item(Ls), "one": by_item(np.ones(len(L))),
+               "L_keep": by_item(L * keep), "Ls_keep": by_item(Ls * keep),
+               "L_tau": by_item(np.minimum(L, tau)), "Ls_tau": by_item(np.minimum(Ls, tau))}
+    prepared = _Prepared(L, c, Ls, cs, item, km, km_s, float(tau), b_max, bs_max, budgets_differ, int(keep.sum()))
+    return prepared, columns
+
+
+def _ratio_cell(p: _Prepared, est: Mapping[str, Estimate], counts: np.ndarray, level: float) -> dict[str, Any]:
+    """Plain λ, λ on uncensored pairs and the restricted-mean ratio, each with its interval."""
+    out: dict[str, Any] = {"lambda_plain": est["lambda_plain"], "n_uncensored_pairs": p.n_pairs}
+    out["lambda_uncensored_pairs"] = (est["lambda_uncensored_pairs"] if p.n_pairs
+                                      else Estimate(_NAN, ConfidenceInterval(_NAN, _NAN), note="no uncensored pair"))
+    rmst, rmst_s = p.km.restricted_mean(p.tau), p.km_s.restricted_mean(p.tau)
+    if not (np.any(p.c & (p.L < p.tau)) or np.any(p.cs & (p.Ls < p.tau))):
+        # Censoring only at or beyond tau: KM up to tau is the empirical law, and the restricted mean a mean of min(L, tau).
+        out["rmst_ratio"] = est["rmst_ratio"]
+    else:  # a restricted mean of a weighted KM per resample: not a function of sums, so its percentile interval
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = (restricted_means_many(p.L, (~p.c).astype(float), counts[:, p.item], p.tau)
+                     / restricted_means_many(p.Ls, (~p.cs).astype(float), counts[:, p.item], p.tau))
+        lo, hi = quantiles_with_inf(ratio, ((1 - level) / 2, 1 - (1 - level) / 2))
+        out["rmst_ratio"] = Estimate(rmst / rmst_s, ConfidenceInterval(float(lo), float(hi)), method="percentile",
+                                     confidence_level=level, note="restricted means of weighted Kaplan–Meier curves")
+    out.update(rmst=rmst, rmst_star=rmst_s)
+    return out
+
+
+def _aft_inputs(p: _Prepared) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Both arms pooled for the AFT fits: lengths, censored flags, relaxed indicator and item (cluster) per run."""
+    return (np.concatenate([p.L, p.Ls]), np.concatenate([p.c, p.cs]),
+            np.concatenate([np.ones(len(p.L)), np.zeros(len(p.Ls))]), np.concatenate([p.item, p.item]))
+
+
+def _not_fitted(dist: str, lengths: np.ndarray, cens: np.ndarray) -> AFTFit:
+    return AFTFit(dist, _NAN, _NAN, _NAN, _NAN, _NAN, _NAN, float(len(lengths)), float((~cens).sum()), False, 0,
+                  "AFT not fitted: a completion of length 0 (log-length undefined)")
+
+
+def _aft_estimates(prepared: Sequence[_Prepared], counts: Sequence[np.ndarray], level: float, aft_ci: str,
+                   n_boot: int) -> list[tuple[dict, dict, dict]]:
+    """Per cell and law: the AFT fit, its time ratio with its interval, and the bootstrap refits (None with the sandwich).
+
+    With the sandwich interval each law is fitted to all of a group's cells at once (one Newton over
+    one weight row per cell: the same fits, their sums in another order).
+    """
+    inputs = [_aft_inputs(p) for p in prepared]
+    out: list[tuple[dict, dict, dict]] = [({}, {}, {}) for _ in prepared]
+    for dist in DISTS:
+        fitted = [j for j, (lengths, *_) in enumerate(inputs) if bool(np.all(lengths > 0))]
+        for j in sorted(set(range(len(inputs))) - set(fitted)):
+            fits, ests, boots = out[j]
+            fits[dist], boots[dist] = _not_fitted(dist, *inputs[j][:2]), None
+            ests[dist] = Estimate(_NAN, ConfidenceInterval(_NAN, _NAN), note=fits[dist].reason)
+        if aft_ci == "sandwich":
+            many = fit_aft_many([inputs[j][:3] for j in fitted], dist, with_hessians=True)
+            for j, (fit, hessian) in zip(fitted, many):
+                fits, ests, boots = out[j]
+                sw = aft_sandwich(fit, *inputs[j], level, hessian=hessian)
+                fits[dist], boots[dist] = fit, None
+                ests[dist] = Estimate(fit.lambda_aft, sw.ci, standard_error=sw.beta_se, method="sandwich",
+                                      confidence_level=level, note=sw.reason)
+            continue
+        for j in fitted:
+            fits, ests, boots = out[j]
+            lengths, cens, x, items = inputs[j]
+            fit = fits[dist] = fit_aft(lengths, cens, x, None, dist)
+            boot = boots[dist] = fit_aft_bootstrap(lengths, cens, x, counts[j][:n_boot][:, items], dist, start=fit)
+            lo, hi = quantiles_with_inf(np.exp(boot.beta), ((1 - level) / 2, 1 - (1 - level) / 2))
+            ests[dist] = Estimate(fit.lambda_aft, ConfidenceInterval(float(lo), float(hi)), method="percentile",
+                                  confidence_level=level, undefined_resamples=boot.n_failed)
+    return out
+
+
+@dataclass(frozen=True)
+class CensoringAnalysis:
+    """censoring.csv on the engine: per cell, censored shares, KM quantiles and censoring-aware length ratios.
+
+    ``aft_ci``: ``sandwich`` (cluster-robust by item, one fit) or ``bootstrap`` (refits on the first
+    ``n_resamples_aft`` draws). Cells whose lengths or censoring are not known on every run have no row
+    (cells.csv's ``unavailable`` says which).
+    """
+
+    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich"
+    n_resamples_aft: int = DEFAULT_AFT_RESAMPLES
+
+    fields = ("output_tokens", "output_tokens_star", "censored", "censored_star", "max_new_tokens", "max_new_tokens_star")
+
+    def __post_init__(self) -> None:
+        if self.aft_ci not in AFT_CI_METHODS:
+            raise ValueError(f"aft_ci must be one of {AFT_CI_METHODS}, not {self.aft_ci!r}")
+
+    def plan(self, cell: CellRuns, settings: Settings) -> Plan | None:
+        f = cell.fields
+        if any(np.isnan(f[c]).any() for c in ("output_tokens", "output_tokens_star", "censored", "censored_star")):
+            return None
+        prepared, columns = prepare(f["output_tokens"], f["censored"] > 0, f.get("max_new_tokens"), f["output_tokens_star"],
+                                    f["censored_star"] > 0, f.get("max_new_tokens_star"), cell.item, cell.n_items,
+                                    settings.confidence_level)
+        return Plan(cell, columns, STATISTICS, prepared)
+
+    def finish(self, results: list[CellResult], settings: Settings) -> list[dict[str, Any]]:
+        level = settings.confidence_level
+        n_aft = min(self.n_resamples_aft, settings.n_resamples) if self.aft_ci == "bootstrap" else 0
+        aft = _aft_estimates([r.plan.data for r in results], [r.sums.counts for r in results], level, self.aft_ci, n_aft)
+        rows = []
+        for r, (fits, ests, boots) in zip(results, aft):
+            p: _Prepared = r.plan.data
+            ratios = _ratio_cell(p, r.estimates, r.sums.counts, level)
+            cell = CensoringCell(
+                n_items=r.cell.n_items, n_runs=len(p.L), budget=p.budget, budget_star=p.budget_star,
+                budgets_differ=p.budgets_differ, censored_frac=float(p.c.mean()), censored_frac_star=float(p.cs.mean()),
+                km=p.km, km_star=p.km_s, rmst_tau=p.tau, **ratios, aft=fits, lambda_aft=ests, aft_boot=boots,
+                n_resamples=settings.n_resamples, n_resamples_aft=n_aft, confidence_level=level, aft_ci_method=self.aft_ci)
+            rows.append({**r.cell.key, **cell.to_row()})
+        return rows
+
+    def collect(self, rows: list[dict[str, Any]], settings: Settings) -> pd.DataFrame:
+        return frame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# Survival curves for the figure
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class SurvivalCurve:
+    """Kaplan–Meier survival P(L > x) of one arm's completion lengths: the step function and its censoring marks."""
+
+    times: np.ndarray
+    survival: np.ndarray
+    censored_times: np.ndarray
+    censored_survival: np.ndarray
+    n_runs: int
+    n_censored: int
 
 
 @dataclass(frozen=True, eq=False)
-class _CellData:
-    """One cell's runs, validated: lengths, censored flags and counts columns per arm."""
+class DatasetSurvival:
+    """One dataset's survival curves, strict first, with its budgets."""
 
-    L: np.ndarray
-    c: np.ndarray
-    Ls: np.ndarray
-    cs: np.ndarray
-    idx: np.ndarray
-    idx_s: np.ndarray
-    aligned: bool
-    counts: np.ndarray
-
-    @classmethod
-    def build(cls, L, censored, L_star, censored_star, counts, item_index, item_index_star) -> "_CellData":
-        L, Ls = np.asarray(L, dtype=float), np.asarray(L_star, dtype=float)
-        c, cs = np.asarray(censored, dtype=bool), np.asarray(censored_star, dtype=bool)
-        counts = np.asarray(counts, dtype=float)  # no copy when the caller passes float64
-        if counts.ndim != 2:
-            raise ValueError("counts must be (B, n_items)")
-        n_items = counts.shape[1]
-        aligned = item_index_star is None
-        if item_index is None:
-            if item_index_star is not None:
-                raise ValueError("item_index_star needs item_index")
-            if not (len(L) == len(Ls) == n_items):
-                raise ValueError("with item_index=None both arms need one run per item (= counts columns)")
-            idx = idx_s = np.arange(n_items)
-        else:
-            idx = np.asarray(item_index, dtype=int)
-            idx_s = idx if aligned else np.asarray(item_index_star, dtype=int)
-        if not (L.shape == c.shape == idx.shape and Ls.shape == cs.shape == idx_s.shape):
-            raise ValueError("lengths, censored flags and item indices must align within each arm")
-        if aligned and len(L) != len(Ls):
-            raise ValueError("aligned arms (no item_index_star) need the same number of runs")
-        if idx.min() < 0 or max(idx.max(), idx_s.max()) >= n_items:
-            raise ValueError("item_index out of range of counts columns")
-        return cls(L, c, Ls, cs, idx, idx_s, aligned, counts)
-
-    def uncensored_pairs(self) -> tuple[np.ndarray, np.ndarray, int]:
-        """Runs kept on each side for lambda on uncensored pairs, and the number of pairs."""
-        if self.aligned:
-            keep = ~self.c & ~self.cs
-            return keep, keep, int(keep.sum())
-        n = self.counts.shape[1]
-        bad = np.zeros(n, dtype=bool)
-        bad[self.idx[self.c]] = True
-        bad[self.idx_s[self.cs]] = True
-        has, has_s = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        has[self.idx], has_s[self.idx_s] = True, True
-        return ~bad[self.idx], ~bad[self.idx_s], int(np.sum(~bad & has & has_s))
+    curves: Mapping[str, SurvivalCurve]
+    budgets: tuple[int, ...]
+    n_runs: int
+    n_censored: int
 
 
-def _ratio_estimates(p: PreparedCell, S: np.ndarray) -> dict[str, Any]:
-    """Plain lambda, lambda on uncensored pairs and the restricted-mean ratio's interval from ``S = counts @ X``."""
-    d, tau, level = p.d, p.tau, p.level
-    # Censoring only at or beyond tau: KM up to tau is the empirical law, so the restricted mean is
-    # a weighted mean of min(L, tau) for every resample (columns 8 and 9 of S).
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rm_b = (S[:, 8] / S[:, 1] if not np.any(d.c & (d.L < tau))
-                else restricted_means_many(d.L, (~d.c).astype(float), d.counts[:, d.idx], tau))
-        rms_b = (S[:, 9] / S[:, 3] if not np.any(d.cs & (d.Ls < tau))
-                 else restricted_means_many(d.Ls, (~d.cs).astype(float), d.counts[:, d.idx_s], tau))
-        out: dict[str, Any] = {
-            "rmst_ratio_ci": _ratio_ci(rm_b, rms_b, level),
-            "lambda_plain": float(d.L.mean() / d.Ls.mean()),
-            "lambda_plain_ci": _ratio_ci(S[:, 0] / S[:, 1], S[:, 2] / S[:, 3], level),
-            "n_uncensored_pairs": p.n_pairs,
-        }
-        if p.n_pairs:
-            out["lambda_uncensored_pairs"] = float(d.L[p.keep].mean() / d.Ls[p.keep_s].mean())
-            out["lambda_uncensored_pairs_ci"] = _ratio_ci(S[:, 4] / S[:, 5], S[:, 6] / S[:, 7], level)
-        else:
-            out["lambda_uncensored_pairs"], out["lambda_uncensored_pairs_ci"] = math.nan, (math.nan, math.nan)
+def survival_curve(lengths: np.ndarray, censored: np.ndarray) -> SurvivalCurve:
+    """The Kaplan–Meier step function starting at (0, 1), and the height of the curve at each distinct censoring length."""
+    L, c = np.asarray(lengths, dtype=float), np.asarray(censored, dtype=bool)
+    km = kaplan_meier(L, c) if (~c).any() else None
+    times = np.concatenate([[0.0], km.times]) if km is not None else np.array([0.0])
+    surv = np.concatenate([[1.0], km.survival]) if km is not None else np.array([1.0])
+    if L.size and L.max() > times[-1]:  # the curve runs on, flat, to the longest run (a censored one)
+        times, surv = np.append(times, L.max()), np.append(surv, surv[-1])
+    ct = np.unique(L[c])
+    cs = surv[np.clip(np.searchsorted(times, ct, side="right") - 1, 0, len(surv) - 1)]
+    return SurvivalCurve(times, surv, ct, cs, int(L.size), int(c.sum()))
+
+
+def survival_curves(paired: pl.DataFrame, arms: pl.DataFrame) -> dict[str, DatasetSurvival]:
+    """Per dataset, the survival curves of the strict baseline and of each rule's arms in ``arms`` (pairs pooled).
+
+    ``paired``: the paired runs (one row per run, with ``censored``); ``arms``: the (target, draft,
+    dataset, method, params) the figure shows (Table 3's choice). The strict curve pools every strict
+    run of the dataset, each rule's curve its chosen arms' runs.
+    """
+    keys = ["target", "draft", "dataset", "method", "params"]
+    if paired.is_empty() or arms.is_empty():
+        return {}
+    strict = paired.filter(pl.col("method") == "strict")
+    relaxed = paired.join(arms.select(keys).unique(), on=keys, how="semi")
+    data = pl.concat([strict, relaxed]).select("dataset", "method", "output_tokens", "censored", "max_new_tokens")
+    data = data.drop_nulls(["output_tokens", "censored"])
+    out = {}
+    for ds in sorted(data.get_column("dataset").unique().to_list()):
+        d = data.filter(pl.col("dataset") == ds)
+        methods = ["strict", *sorted(m for m in d.get_column("method").unique().to_list() if m != "strict")]
+        curves = {}
+        for m in methods:
+            g = d.filter(pl.col("method") == m)
+            if g.height:
+                curves[m] = survival_curve(g.get_column("output_tokens").to_numpy(), g.get_column("censored").to_numpy())
+        budgets = tuple(sorted(int(b) for b in d.get_column("max_new_tokens").drop_nulls().unique().to_list()))
+        out[ds] = DatasetSurvival(curves, budgets, d.height, int(d.get_column("censored").sum()))
     return out

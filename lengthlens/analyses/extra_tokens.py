@@ -31,11 +31,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import polars as pl
 
 from lengthlens.data.schema import ARM_KEY
+
+if TYPE_CHECKING:
+    from lengthlens.data.runset import RunSet
 
 #: Token traces exist for single-turn raw runs only: a run is (arm, item, seed) here.
 UNIT_KEY = ("item_id", "seed")
@@ -304,3 +308,22 @@ __all__ = [
     "COUNT_COLUMNS", "PROPOSALS_FILE", "PROPOSAL_SCHEMA", "STAT_COLUMNS", "ExtraTokens", "extra_token_stats",
     "extra_tokens", "proposal_files", "scan_proposals",
 ]
+
+
+def extra_tokens_table(runs: "RunSet", units: pl.DataFrame) -> pd.DataFrame | None:
+    """OUT/extra_tokens.csv: per cell, tokens accepted only because of the relaxation (None without proposals).
+
+    ``units``: the report's paired runs (arm keys, unit keys and both sides' ``source``); token traces
+    live in raw run folders, so runs from flat records ("file:line" sources) are left out.
+    """
+    def raw(col: str) -> pl.Expr:
+        return ~pl.col(col).str.contains(r":\d+$").fill_null(True)
+
+    paired = runs.paired.filter(raw("source"))
+    if paired.is_empty():
+        return None
+    units = units.filter(raw("source") & raw("source_star"))
+    stats = extra_token_stats(paired, units=units.select(*ARM_KEY, "item_id", "seed", "turn"))
+    if stats is None or stats.is_empty() or stats["n_runs_with_proposals"].sum() == 0:
+        return None
+    return stats.to_pandas()

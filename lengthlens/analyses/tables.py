@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from lengthlens.data.loading import RunSet
+from lengthlens.analyses.cells import CellTable
 from lengthlens.data.pairing import with_derived
+from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
-from lengthlens.stats.resample import percentile_interval
-from lengthlens.stats.results import CellTable
+from lengthlens.stats.intervals import percentile_interval
 from lengthlens.stats.survival import kaplan_meier
 
 
@@ -50,9 +50,9 @@ def arms(runs: RunSet) -> pd.DataFrame:
         km = kaplan_meier(part["output_tokens"].to_numpy(), part["censored"].to_numpy()) if part is not None else None
         for q in ("q25", "median", "q75"):
             est = getattr(km, q) if km is not None else None
-            km_cols[f"km_{q}"].append(np.nan if est is None or est.value is None else est.value)
-            km_cols[f"km_{q}_lo"].append(np.nan if est is None or est.ci_low is None else est.ci_low)
-            km_cols[f"km_{q}_hi"].append(np.nan if est is None or est.ci_high is None else est.ci_high)
+            km_cols[f"km_{q}"].append(np.nan if est is None else est.point)
+            km_cols[f"km_{q}_lo"].append(np.nan if est is None else est.low)
+            km_cols[f"km_{q}_hi"].append(np.nan if est is None else est.high)
     for name, values in km_cols.items():
         out[name] = values
     return out
@@ -177,8 +177,8 @@ def _accuracy_counts(d: pd.DataFrame, graded: pd.Series) -> dict:
         "n_graded": int(graded.sum()),
         "n_drop_2pp": int(g["drop_2pp"].astype(bool).sum()),
         "n_drop_2pp_point": int(g["drop_2pp_point"].astype(bool).sum()) if "drop_2pp_point" in g else np.nan,
-        "n_drop_holm": int((worse & (col("mcnemar_p_holm").astype(float) < SIGNIFICANCE)).sum()),
-        "n_drop_bh": int((worse & (col("mcnemar_q_bh").astype(float) < SIGNIFICANCE)).sum()),
+        "n_drop_holm": int((worse & (col("accuracy_p_holm").astype(float) < SIGNIFICANCE)).sum()),
+        "n_drop_bh": int((worse & (col("accuracy_q_bh").astype(float) < SIGNIFICANCE)).sum()),
     }
 
 

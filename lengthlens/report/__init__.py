@@ -101,32 +101,15 @@ def figures(analysis: Analysis) -> dict[str, Any]:
 
     The forest plot comes as one figure per dataset, keyed ``lambda_forest:<dataset>``.
     """
-    return {key: make() for key, make, _weight, _pinned in _figure_jobs(analysis)}
+    return {key: make() for key, make in _figure_jobs(analysis)}
 
 
-#: Rough cost of each figure, to balance the workers: (fixed, per cell) CPU centiseconds of drawing and SVG, a line
-#: through two measurements in one process on the 2-core machine: the study's real logs (30 cells, one pair) and
-#: paper scale (360 cells, 12 pairs). The illusion figure grows with its panels (one per pair), the others barely;
-#: a forest plot is one dataset's (~20 cs at either size).
-_FIGURE_COST = {"gain_vs_lambda": (12.0, 0.40), "survival": (46.0, 0.091), "attribution": (29.5, 0.085),
-                "rounds_vs_time": (13.3, 0.058), "accuracy_vs_gain": (11.7, 0.051), "lambda_forest": (19.0, 0.0)}
-#: Figures rendered in the report's own process, never in a forked child: survival runs polars, whose thread
-#: pool is not safe to use after a fork (its polars part runs here while the children draw).
-_FIGURE_PINNED = {"survival"}
-
-
-def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any], float, bool]]:
-    """What :func:`figures` draws, as ``(key, make, weight, pinned)`` jobs: ``make()`` draws the figure."""
+def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any]]]:
+    """What :func:`figures` draws, as ``(key, make)``: ``make()`` draws the figure."""
     from lengthlens.report import plots as F
 
-    jobs = []
+    jobs: list[tuple[str, Callable[[], Any]]] = []
     cells = analysis.tables["cells"]
-
-    def job(key: str, make: Callable[[], Any]) -> None:
-        base = key.partition(":")[0]
-        fixed, per_cell = _FIGURE_COST.get(base, (10.0, 0.05))
-        jobs.append((key, make, fixed + per_cell * len(cells), base in _FIGURE_PINNED))
-
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
@@ -134,24 +117,19 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any], float
             continue
         if key == "lambda_forest" and not cells.empty:
             for ds in sorted(cells["dataset"].unique()):
-                job(f"{key}:{ds}", lambda fn=fn, ds=ds: fn(cells, dataset=ds))
+                jobs.append((f"{key}:{ds}", lambda fn=fn, ds=ds: fn(cells, dataset=ds)))
             continue
         if not _plottable(cells, _FIGURE_NEEDS.get(key, ())):
             continue
-        job(key, lambda fn=fn: fn(analysis))
+        jobs.append((key, lambda fn=fn: fn(analysis)))
     return jobs
 
 
-def figure_svgs(analysis: Analysis, *, workers: int | None = None) -> dict[str, str]:
-    """The report's figures as SVG strings (:func:`~lengthlens.report.plot_style.to_svg`), keyed as by :func:`figures`.
+def figure_svgs(analysis: Analysis) -> dict[str, str]:
+    """The report's figures as SVG strings (:func:`~lengthlens.report.plot_style.to_svg`), keyed as by :func:`figures`."""
+    from lengthlens.report.plot_style import to_svg
 
-    Rendered by up to ``workers`` processes (default: the cores this process may use; 1 renders here, one
-    after the other): forked children render balanced parts (see :mod:`lengthlens.report.parallel`); the
-    strings are the same, byte for byte, whatever ``workers``.
-    """
-    from lengthlens.report.parallel import render_svgs
-
-    return render_svgs(_figure_jobs(analysis), workers)
+    return {key: to_svg(make()) for key, make in _figure_jobs(analysis)}
 
 
 def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
@@ -166,12 +144,11 @@ def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
     return head + [k for k in keys if k not in head]
 
 
-def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset(), *,
-                   workers: int | None = None) -> dict[str, dict[str, str]]:
+def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict[str, dict[str, str]]:
     from lengthlens.report import context as ctx
     from lengthlens.report import plots as F
 
-    svgs = figure_svgs(analysis, workers=workers)
+    svgs = figure_svgs(analysis)
     blocks = {}
     for i, key in enumerate(_figure_order(list(svgs), sections), start=1):
         base, _, ds = key.partition(":")
@@ -207,16 +184,13 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
 
 
 def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
-                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None,
-                workers: int | None = None) -> str:
-    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html".
-
-    ``workers``: processes rendering the figures (:func:`figure_svgs`).
-    """
+                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html"."""
     import pandas as pd
 
     from lengthlens.report import context as ctx
-    from lengthlens.report.columns import CELL_COLS, grouped_html, table_html
+    from lengthlens.report import wording
+    from lengthlens.report.columns import cell_columns, grouped_html, table_html
 
     say = progress or (lambda _stage: None)
     t0 = time.perf_counter()
@@ -225,7 +199,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     optional = _group_tables(analysis)
     if with_figures:
         say("figures")
-    figs = _figure_blocks(analysis, set(optional), workers=workers) if with_figures else {}
+    figs = _figure_blocks(analysis, set(optional)) if with_figures else {}
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
     say("report.html")
@@ -239,10 +213,10 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     sections += [("methods", "Methods"), ("limitations", "Limitations"), ("arms", "Appendix: arms")]
     arms = analysis.tables.get("arms", pd.DataFrame())
     html = _env().get_template("report.html.j2").render(
-        a=analysis, headline=analysis.headline(), numbers=ctx.headline_numbers(analysis),
+        a=analysis, headline=wording.headline(analysis), numbers=ctx.headline_numbers(analysis),
         prov=ctx.provenance(analysis, generated), settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
-        cells_html=grouped_html(cells, CELL_COLS, css="cells"), cells_note=ctx.group_note(cells),
+        cells_html=grouped_html(cells, cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
@@ -294,23 +268,17 @@ def _arm_cols(arms: pd.DataFrame):
     return [c for c in spec if c.name in arms.columns]
 
 
-def render_pdf(html: str, path: Path, *, max_rows: int | None = None, workers: int | None = None) -> Path:
+def render_pdf(html: str, path: Path, *, max_rows: int | None = None) -> Path:
     """Print the report's HTML to PDF with WeasyPrint (A4; wide tables on landscape pages).
 
     What WeasyPrint gets is :func:`lengthlens.report.printing.print_html`: fixed table layout, lean markup, and
     per-cell secondary tables of more than ``max_rows`` rows (default
-    :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV. With ``workers``
-    above 1 (default: the cores available) its major sections are printed in parallel and put together
-    (:mod:`lengthlens.report.print_parallel`): the same pages, text, outline and links as one process prints.
+    :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV.
     """
-    from lengthlens.report.parallel import default_workers
-    from lengthlens.report.print_parallel import print_pdf
     from lengthlens.report.printing import PRINT_MAX_ROWS, print_html, printer
 
     html = print_html(html, PRINT_MAX_ROWS if max_rows is None else max_rows)
-    workers = default_workers() if workers is None else workers
-    if not print_pdf(html, path, base_url=str(path.parent), workers=workers):
-        printer()(string=html, base_url=str(path.parent)).write_pdf(path)
+    printer()(string=html, base_url=str(path.parent)).write_pdf(path)
     return path
 
 
@@ -322,23 +290,32 @@ def write_latex(analysis: Analysis, out: Path) -> list[Path]:
 
 
 def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex: bool = False, figures: bool = True,
-                 progress: Callable[[str], None] | None = None, workers: int | None = None) -> list[Path]:
+                 progress: Callable[[str], None] | None = None) -> list[Path]:
     """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``; return the paths.
 
-    ``progress`` is called with the name of each stage as it starts (tables, figures, report.html, report.pdf, LaTeX).
-    ``workers``: processes rendering the figures and printing the PDF (default: the cores available).
+    Parameters
+    ----------
+    analysis : what :func:`lengthlens.analyse` computed.
+    out : the output folder (created if missing).
+    pdf, latex, figures : write report.pdf; the booktabs tables; the figures.
+    progress : called with the name of each stage as it starts (tables, figures, report.html, report.pdf, LaTeX).
+
+    Returns
+    -------
+    list of Path
+        The files written.
     """
     out = Path(out)
     say = progress or (lambda _stage: None)
     say("tables (CSV)")
     written = write_csvs(analysis, out)
-    html = render_html(analysis, with_figures=figures, progress=say, workers=workers)
+    html = render_html(analysis, with_figures=figures, progress=say)
     html_path = out / "report.html"
     html_path.write_text(html, encoding="utf-8")
     written.append(html_path)
     if pdf:
         say("report.pdf")
-        written.append(render_pdf(html, out / "report.pdf", workers=workers))
+        written.append(render_pdf(html, out / "report.pdf"))
     if latex:
         say("LaTeX")
         written += write_latex(analysis, out)

@@ -29,7 +29,7 @@ LABELS: dict[str, str] = {
     "extra_chars": "extra chars", "extra_chars_thinking": "extra chars thinking", "thinking_share": "thinking share",
     "fired": "fired", "correct_before": "correct before", "correct_after": "correct after",
     "wrong_to_right": "wrong→right", "right_to_wrong": "right→wrong", "still_capped": "still capped",
-    "mcnemar_p": "paired p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
+    "accuracy_p": "paired p", "mcnemar_p": "paired p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
     "budget": "budget",
 }
 
@@ -217,37 +217,53 @@ TABLE3_COLS = [
     Col("n_measured_win_time_loses", "R/R*<1, T/T*≥1", "int", title="measured rounds win but time loses"),
 ]
 
-CELL_COLS = [
-    Col("dataset", left=True, kind="text"),
-    Col("method", "rule", "text", left=True), Col("params", "params", "text", left=True),
-    Col("n_items", "items", "int"),
-    Col("l_bar", "ℓ̄", "f2"), Col("l_bar_star", "ℓ̄*", "f2"),
-    Col("gain", "gain", "f2", ci="gain"),
-    Col("lambda", "λ", "f2", ci="lambda", css=_gt("lambda_lo", 1.0, "loss")),
-    Col("rounds_ratio", "R/R*", "f2", ci="rounds_ratio", css=loss_if_gt1("rounds_ratio")),
-    Col("rounds_ratio_predicted", "λ/gain", "f2"),
-    Col("time_ratio", "T/T*", "f2", ci="time_ratio", css=loss_if_gt1("time_ratio")),
-    Col("time_per_round_ratio", "time/round", "f2", ci="time_per_round_ratio"),
-    Col("accuracy_delta_pp", "Δacc pp", "f1", ci="accuracy_delta", css=lambda r: _acc_css(r)),
-    Col("n_graded", "graded", "int", css=lambda r: "partial" if r.get("graded_partial") else "",
-        title="runs graded on both sides (only these enter accuracy)"),
-    Col("mcnemar_p_holm", "p Holm", "p"),
-    Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
-]
+def verdict_css(name: str, lo: str | None = None, hi: str | None = None, better: str | None = None,
+                reference: float = 1.0) -> Callable[[dict[str, Any]], str]:
+    """The one colouring rule of every estimate: "loss" when its whole interval lies on the worse side of
+    ``reference``, "win" when it lies wholly on the better side, nothing when the interval crosses it or is missing."""
+    lo, hi = lo or f"{name}_lo", hi or f"{name}_hi"
+
+    def css(row: dict[str, Any]) -> str:
+        low, high = row.get(lo), row.get(hi)
+        if better is None or _nan(low) or _nan(high):
+            return ""
+        above, below = low > reference, high < reference
+        if better == "lower":
+            return "loss" if above else ("win" if below else "")
+        return "loss" if below else ("win" if above else "")
+    return css
+
+
+def cell_columns() -> list[Col]:
+    """The report's cell table: keys, then every registry metric marked for it (label, format, interval, colour)."""
+    from lengthlens.stats.metrics import registry
+
+    cols = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
+            Col("params", "params", "text", left=True), Col("n_items", "items", "int")]
+    for m in registry().metrics:
+        if not m.table:
+            continue
+        css = verdict_css(m.name, f"{m.stem}_lo", f"{m.stem}_hi", m.better, m.reference) if m.interval else None
+        if m.name == "accuracy_delta_pp":
+            css = _acc_css
+        cols.append(Col(m.name, m.label, m.fmt, ci=m.stem if m.interval else None, css=css, title=m.description))
+    return cols + [Col("n_graded", "graded", "int", css=lambda r: "partial" if r.get("graded_partial") else "",
+                       title="runs graded on both sides (only these enter accuracy)"),
+                   Col("accuracy_p_holm", "p Holm", "p")]
 
 
 def _acc_css(row: dict[str, Any]) -> str:
-    """Accuracy change: grey italic when the cell is graded on fewer than half its items, red on a 2-point drop."""
+    """Accuracy change: grey italic when the cell is graded on fewer than half its items, else the verdict colour."""
     if row.get("graded_partial"):
         return "partial"
-    return "loss" if row.get("drop_2pp") else ""
+    return verdict_css("accuracy_delta_pp", "accuracy_delta_lo", "accuracy_delta_hi", "higher", 0.0)(row)
 
 
 KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
             Col("params", "params", "text", left=True)]
 
 #: Table 4's p-value column: exact McNemar, or the item-level sign-flip test with several seeds per item.
-_PAIRED_P = Col("mcnemar_p", "paired p", "p",
+_PAIRED_P = Col("accuracy_p", "paired p", "p",
                 title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)")
 
 #: Curated columns of the lead's per-cell tables (each shown when present; the CSVs keep every column).
@@ -258,8 +274,8 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("lambda_plain", "λ plain", "f2", ci="lambda_plain"),
         Col("lambda_uncensored_pairs", "λ uncensored pairs", "f2", ci="lambda_uncensored_pairs"),
         Col("lambda_aft_lognormal", "λ AFT log-normal", "f2", ci="lambda_aft_lognormal",
-            css=_gt("lambda_aft_lognormal_lo", 1.0, "loss")),
-        Col("lambda_aft_weibull", "λ AFT Weibull", "f2", ci="lambda_aft_weibull", css=_gt("lambda_aft_weibull_lo", 1.0, "loss")),
+            css=verdict_css("lambda_aft_lognormal", better="lower")),
+        Col("lambda_aft_weibull", "λ AFT Weibull", "f2", ci="lambda_aft_weibull", css=verdict_css("lambda_aft_weibull", better="lower")),
     ],
     "attribution": KEY_COLS + [
         Col("n_items", "items", "int"), Col("chars_mean", "chars", "int"), Col("chars_mean_star", "chars*", "int"),

@@ -14,27 +14,7 @@ import polars as pl
 
 from lengthlens._version import __version__
 from lengthlens.analyses.methods import LOSSLESS_METHODS
-from lengthlens.stats.metrics import ACCURACY_DROP_PP, METRICS
-
-#: Formula of each cell metric as printed in the Methods section (names as in cells.csv).
-FORMULAS: dict[str, str] = {
-    "l_bar": "ℓ̄ = (1/n) Σᵢ Aᵢ / Rᵢ",
-    "l_bar_star": "ℓ̄* = (1/n) Σᵢ A*ᵢ / R*ᵢ",
-    "l_bar_pooled": "Σᵢ Aᵢ / Σᵢ Rᵢ",
-    "l_bar_pooled_star": "Σᵢ A*ᵢ / Σᵢ R*ᵢ",
-    "gain": "gain = (ℓ̄ + 1) / (ℓ̄* + 1)",
-    "lambda": "λ = (Σᵢ Lᵢ) / (Σᵢ L*ᵢ)",
-    "rounds_ratio": "R/R* = (Σᵢ Rᵢ) / (Σᵢ R*ᵢ)",
-    "gain_pooled": "(Σᵢ Aᵢ / Σᵢ Rᵢ + 1) / (Σᵢ A*ᵢ / Σᵢ R*ᵢ + 1)",
-    "rounds_ratio_predicted": "λ / gain_pooled",
-    "time_per_round_ratio": "(T/T*) / (R/R*)",
-    "time_ratio": "T/T* = (Σᵢ Tᵢ) / (Σᵢ T*ᵢ)",
-    "accuracy": "Σᵢ cᵢ / n_graded",
-    "accuracy_star": "Σᵢ c*ᵢ / n_graded",
-    "accuracy_delta_pp": "100 · (Σᵢ cᵢ − Σᵢ c*ᵢ) / n_graded",
-    "censored_frac": "(1/n) Σᵢ 1[run i stopped at its budget]",
-    "censored_frac_star": "(1/n) Σᵢ 1[baseline run i stopped at its budget]",
-}
+from lengthlens.stats.metrics import ACCURACY_DROP_PP, registry
 
 _SKIP_NORMALIZE = [
     (r"duplicate of .*", "duplicate of another run"),
@@ -168,17 +148,19 @@ def _generated() -> str:
 
 
 def definitions() -> list[dict[str, str]]:
-    """Every cell metric with its formula and meaning, in the order of metrics.METRICS, plus derived flags."""
-    rows = [{"name": m.name, "formula": FORMULAS.get(m.name, ""), "description": m.description,
-             "interval": "yes" if m.interval else "no"} for m in METRICS]
+    """Every cell metric with its formula and meaning, in the registry's order, plus derived flags."""
+    rows = [{"name": m.name, "formula": m.formula, "description": m.description,
+             "interval": "yes" if m.interval else "no"} for m in registry().metrics]
     rows.append({"name": "drop_2pp", "formula": f"upper interval limit of accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
-                 "description": "the whole interval of the accuracy change lies at least two points down (graded cells only)",
+                 "description": f"the whole interval of the accuracy change lies at least {ACCURACY_DROP_PP:g} points down "
+                 "(graded cells only)",
                  "interval": "no"})
     rows.append({"name": "drop_2pp_point", "formula": f"accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
                  "description": "the study's point rule (fires on noise in ~1/3 of unchanged 12–30-item cells)", "interval": "no"})
-    rows.append({"name": "mcnemar_p", "formula": "exact McNemar on runs; sign-flip test on per-item mean differences "
+    rows.append({"name": "accuracy_p", "formula": "exact McNemar on runs; sign-flip test on per-item mean differences "
                  "when an item has several seeds (accuracy_test)",
-                 "description": "paired accuracy test; mcnemar_p_holm / mcnemar_q_bh adjust it over every graded cell",
+                 "description": "paired accuracy test; accuracy_p_holm / accuracy_q_bh adjust it over every graded cell "
+                 "(mcnemar_p, mcnemar_p_holm, mcnemar_q_bh: their old names, kept for one release)",
                  "interval": "no"})
     rows.append({"name": "n_graded", "formula": "Σᵢ 1[run i and its baseline run both graded]",
                  "description": "units graded on both sides: the only ones accuracy uses", "interval": "no"})

@@ -77,8 +77,8 @@ def table4_tex(t4: pd.DataFrame) -> str:
                  ("wrong_to_right", r"W$\to$R"), ("right_to_wrong", r"R$\to$W"), ("still_capped", "Still capped")):
         if c in t4.columns:
             cols.append((c, h, "int"))
-    if "mcnemar_p" in t4.columns:
-        cols.append(("mcnemar_p", "Paired $p$", "p"))
+    if "accuracy_p" in t4.columns:
+        cols.append(("accuracy_p", "Paired $p$", "p"))
     total = next((str(v) for v in t4[label_col].astype(str) if v.lower() in ("total", "all")), None)
     return booktabs(t4, cols, caption="Force-commit interventions: runs where the intervention fired, correctness before "
                     "and after, and the paired test on the discordant runs (McNemar's exact test; the item-level sign-flip "

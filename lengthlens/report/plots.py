@@ -39,7 +39,7 @@ from lengthlens.report.plot_style import (
     to_svg,
     with_benchmark,
 )
-from lengthlens.report.plot_survival import _km_curve, _survival_data, fig_survival  # noqa: F401 - re-exported
+from lengthlens.report.plot_survival import fig_survival  # noqa: F401 - re-exported
 
 
 def _with_ci(df: pd.DataFrame) -> pd.DataFrame:

@@ -74,7 +74,7 @@ def _point_columns() -> dict[str, str]:
     """Interval stem -> point-estimate column (accuracy_delta -> accuracy_delta_pp)."""
     from lengthlens.stats.metrics import METRICS
 
-    return {(m.ci_name or m.name): m.name for m in METRICS}
+    return {m.stem: m.name for m in METRICS}
 
 
 _POINT_OF = _point_columns()
@@ -115,12 +115,12 @@ def _num(v: Any) -> Any:
 
 def _cells_and_settings(obj: Any, settings: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Cells frame and bootstrap settings from an Analysis, a CellTable, a RunSet (cells computed) or a cells DataFrame."""
+    from lengthlens.analyses.cells import CellTable
     from lengthlens.data.loading import RunSet
-    from lengthlens.stats.results import CellTable
 
     settings = dict(settings or {})
     if isinstance(obj, RunSet):
-        from lengthlens.stats.estimate import cells as compute_cells
+        from lengthlens.analyses.cells import cells as compute_cells
         from lengthlens.stats.resample import (
             DEFAULT_CONFIDENCE,
             DEFAULT_N_RESAMPLES,

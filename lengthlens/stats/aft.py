@@ -18,20 +18,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Sequence
 
 import numpy as np
 from scipy import special
 
-from lengthlens.stats.survival import _html
+from lengthlens.results import ConfidenceInterval, frame, frame_html
 
-if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AFTFit", "DEFAULT_AFT_RESAMPLES", "fit_aft"]
+__all__ = ["AFTBootstrap", "AFTFit", "AFTSandwich", "DEFAULT_AFT_RESAMPLES", "DISTS", "aft_sandwich", "aft_scores", "fit_aft",
+           "fit_aft_bootstrap", "fit_aft_many"]
 
 Dist = Literal["lognormal", "weibull"]
-_DISTS: tuple[Dist, ...] = ("lognormal", "weibull")
+#: The two laws every censoring analysis fits.
+DISTS: tuple[Dist, ...] = ("lognormal", "weibull")
 _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 #: Default number of bootstrap resamples for the AFT fits. 1000 rows give percentile limits of a
@@ -298,11 +300,11 @@ class AFTFit:
 
     def to_frame(self) -> pd.DataFrame:
         """One row with the estimates."""
-        import pandas as pd
-        return pd.DataFrame([self.__dict__])
+        return frame([self.__dict__])
 
     def _repr_html_(self) -> str:
-        return _html(f"AFT ({self.dist}) time ratio", self.to_frame(), self.reason)
+        return frame_html(self.to_frame(), f"AFT ({self.dist}) time ratio") + (f"<p><small>{self.reason}</small></p>"
+                                                                              if self.reason else "")
 
 
 def _as_weights(weights, n: int) -> np.ndarray:
@@ -366,8 +368,8 @@ def fit_aft(
     Integer ``weights`` act exactly like repeating runs (a bootstrap resample is
     ``weights = counts[b, item_of_run]``).
     """
-    if dist not in _DISTS:
-        raise ValueError(f"dist must be one of {_DISTS}")
+    if dist not in DISTS:
+        raise ValueError(f"dist must be one of {DISTS}")
     y, event, x = _prepare(lengths, censored, relaxed_indicator)
     w = _as_weights(weights, len(y))
     W = w[None, :]
@@ -397,3 +399,199 @@ def fit_aft(
         n_iter=int(iters[0]),
         reason="" if conv[0] else "Newton did not converge",
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Several data sets at once
+# ---------------------------------------------------------------------------------------------
+
+
+def fit_aft_many(data: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], dist: Dist = "lognormal",
+                 with_hessians: bool = False) -> list:
+    """:func:`~lengthlens.stats.aft.fit_aft` (unweighted) of several independent data sets at once: one Newton over one weight row each.
+
+    ``data`` holds (lengths, censored, relaxed_indicator) per data set. Each row weighs its own runs
+    1 and every other run 0, so each row maximises its own likelihood and the fits are
+    fit_aft's; a row's sums include the zeros, in another order, so they can differ in the
+    last bits. A report fits two laws in each of hundreds of cells, where the cost of a fit of a
+    few hundred runs was its Python overhead, paid once per group of cells this way.
+    ``with_hessians``: (fit, Hessian of the log-likelihood in psi at the fit, None without an MLE)
+    pairs, for the sandwich interval.
+    """
+    fits = _fit_many(data, dist)
+    return fits if with_hessians else [fit for fit, _ in fits]
+
+
+def _fit_many(data: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], dist: Dist
+              ) -> list[tuple[AFTFit, np.ndarray | None]]:
+    """:func:`fit_aft_many`'s fits, each with the Hessian of its log-likelihood in psi at the fit (None without an MLE)."""
+    if dist not in DISTS:
+        raise ValueError(f"dist must be one of {DISTS}")
+    prepared = [_prepare(*d) for d in data]
+    out: list[tuple[AFTFit, np.ndarray | None] | None] = [None] * len(prepared)
+    regular = []
+    for j, (y, event, x) in enumerate(prepared):
+        lim, irregular = _separation(np.ones((1, len(y))), event, x)
+        if irregular[0]:
+            out[j] = (_no_mle(dist, float(lim[0]), float(len(y)), float(event.sum())), None)
+        else:
+            regular.append(j)
+    if regular:
+        sizes = [len(prepared[j][0]) for j in regular]
+        ends = np.cumsum(sizes)
+        W = np.zeros((len(regular), int(ends[-1])))
+        for r, (start, end) in enumerate(zip(ends - sizes, ends)):
+            W[r, start:end] = 1.0
+        y, event, x = (np.concatenate([prepared[j][k] for j in regular]) for k in range(3))
+        problem = _AFTProblem(y, event, x, W, dist)
+        psi0 = np.stack([_start_values(prepared[j][0], prepared[j][2], np.ones(n), dist) for j, n in zip(regular, sizes)])
+        psi, conv, iters = _newton(problem, psi0, np.ones(len(regular), dtype=bool))
+        ll, _, hess = problem.evaluate(psi)
+        for r, j in enumerate(regular):
+            yj, ej, _ = prepared[j]
+            g, a0, a1 = psi[r]
+            sigma, a, beta = 1.0 / g, a0 / g, a1 / g
+            fit = AFTFit(dist=dist, intercept=float(a), beta=float(beta), sigma=float(sigma),
+                         lambda_aft=float(math.exp(beta)), beta_se=_model_beta_se(hess[r], g, a1),
+                         loglik=float(ll[r] - yj[ej].sum()),  # Jacobian of T -> log T for the events
+                         n_obs=float(len(yj)), n_events=float(ej.sum()), converged=bool(conv[r]), n_iter=int(iters[r]),
+                         reason="" if conv[r] else "Newton did not converge")
+            out[j] = (fit, hess[r])
+    return out  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# Cluster-robust (sandwich) interval
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AFTSandwich:
+    """Cluster-robust SE of beta = log(lambda_aft) and the t(G-1) interval for lambda_aft."""
+
+    dist: str
+    beta_se: float
+    n_clusters: int
+    ci: ConfidenceInterval
+    reason: str = ""
+
+
+def _psi(fit: AFTFit) -> np.ndarray:
+    return np.array([1.0 / fit.sigma, fit.intercept / fit.sigma, fit.beta / fit.sigma])
+
+
+def aft_scores(fit: AFTFit, lengths: np.ndarray, censored: np.ndarray, relaxed_indicator: np.ndarray) -> np.ndarray:
+    """(n_runs, 3) per-run scores d loglik / d psi at the fit, psi = (1/sigma, a/sigma, beta/sigma)."""
+    y, event, x = _prepare(lengths, censored, relaxed_indicator)
+    psi = _psi(fit)
+    V = np.stack([y, -np.ones_like(y), -x], axis=1)
+    z = V @ psi
+    if fit.dist == "lognormal":
+        mills = np.exp(-0.5 * z * z - _LOG_SQRT_2PI - special.log_ndtr(-z))
+        coef = np.where(event, -z, -mills)
+    else:  # minimum extreme value: events z - e^z, censored -e^z
+        coef = np.where(event, 1.0 - np.exp(z), -np.exp(z))
+    scores = coef[:, None] * V
+    scores[:, 0] += event / psi[0]
+    return scores
+
+
+def aft_sandwich(fit: AFTFit, lengths: np.ndarray, censored: np.ndarray, relaxed_indicator: np.ndarray,
+                 clusters: np.ndarray, confidence_level: float = 0.95, hessian: np.ndarray | None = None) -> AFTSandwich:
+    """Cluster-robust sandwich SE of beta and the t(G-1) Wald interval of lambda_aft (clusters = items).
+
+    ``hessian``: the log-likelihood's (3, 3) Hessian in psi at the fit when the caller has it
+    (:func:`fit_aft_many` computes it at its last step); otherwise it is evaluated here.
+    """
+    clusters = np.asarray(clusters)
+    G = int(np.unique(clusters).size)
+    nan = ConfidenceInterval(math.nan, math.nan)
+    if not fit.converged or not math.isfinite(fit.beta):
+        return AFTSandwich(fit.dist, math.nan, G, nan, fit.reason or "no finite ML fit")
+    if G < 2:
+        return AFTSandwich(fit.dist, math.nan, G, nan, "one item: no cluster-robust variance")
+    if hessian is None:
+        y, event, x = _prepare(lengths, censored, relaxed_indicator)
+        hessian = _AFTProblem(y, event, x, np.ones((1, len(y))), fit.dist).evaluate(_psi(fit)[None, :])[2][0]
+    _, inverse = np.unique(clusters, return_inverse=True)
+    U = np.zeros((G, 3))
+    np.add.at(U, inverse.ravel(), aft_scores(fit, lengths, censored, relaxed_indicator))
+    try:
+        bread = np.linalg.inv(-hessian)
+    except np.linalg.LinAlgError:
+        return AFTSandwich(fit.dist, math.nan, G, nan, "singular information matrix")
+    cov = bread @ (U.T @ U) @ bread * (G / (G - 1))
+    g, _, a1 = _psi(fit)
+    jac = np.array([-a1 / g**2, 0.0, 1.0 / g])  # beta = alpha1 / gamma
+    se = float(math.sqrt(max(jac @ cov @ jac, 0.0)))
+    t = float(special.stdtrit(G - 1, 1 - (1 - confidence_level) / 2))
+    return AFTSandwich(fit.dist, se, G, ConfidenceInterval(math.exp(fit.beta - t * se), math.exp(fit.beta + t * se)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bootstrap refits
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
+class AFTBootstrap:
+    """Bootstrap replicates of beta for one AFT distribution (one per weight row).
+
+    ``beta`` holds +/-inf for resamples where an arm has no finished run (the MLE runs off to
+    infinity; these count as extreme values in the percentile interval) and NaN for resamples that
+    failed to converge or are undefined, which are dropped and counted in ``n_failed``.
+    """
+
+    dist: str
+    beta: np.ndarray
+    converged: np.ndarray
+    n_infinite: int
+    n_failed: int
+
+    def to_frame(self) -> pd.DataFrame:
+        """The replicates, one row per resample."""
+        return frame({"beta": self.beta, "lambda_aft": np.exp(self.beta), "converged": self.converged})
+
+    def _repr_html_(self) -> str:
+        summary = frame([{"dist": self.dist, "n": len(self.beta), "n_infinite": self.n_infinite,
+                                 "n_failed": self.n_failed}])
+        return frame_html(summary, "AFT bootstrap replicates")
+
+
+def fit_aft_bootstrap(
+    lengths: np.ndarray,
+    censored: np.ndarray,
+    relaxed_indicator: np.ndarray,
+    weight_rows: np.ndarray,
+    dist: Dist = "lognormal",
+    start: AFTFit | None = None,
+) -> AFTBootstrap:
+    """Refit the AFT model for every row of ``weight_rows`` (B, n_runs), vectorised across rows.
+
+    All rows are solved together by damped Newton from the point fit ``start`` (a warm start:
+    resamples sit near it, so 3–6 iterations usually suffice).
+    """
+    y, event, x = _prepare(lengths, censored, relaxed_indicator)
+    W = np.asarray(weight_rows, dtype=float)
+    if W.ndim != 2 or W.shape[1] != len(y):
+        raise ValueError("weight_rows must have shape (B, n_runs)")
+    if start is None or not start.converged:
+        start = fit_aft(np.exp(y), ~event, x, None, dist)
+    B = W.shape[0]
+    beta = np.full(B, np.nan)
+    lim, irregular = _separation(W, event, x)
+    beta[irregular] = lim[irregular]
+    # Resamples where each arm shows a single length (e.g. one item drawn every time in a small
+    # cell) have no spread: sigma's MLE is 0 and beta is not identified. They stay NaN (failed).
+    irregular = irregular | _no_spread(W, y, x)
+    converged = np.zeros(B, dtype=bool)
+    if start.converged and np.any(~irregular):
+        psi0 = np.tile([1.0 / start.sigma, start.intercept / start.sigma, start.beta / start.sigma], (B, 1))
+        problem = _AFTProblem(y, event, x, W, dist)
+        psi, conv, _ = _newton(problem, psi0, ~irregular)
+        ok = conv & ~irregular
+        beta[ok] = psi[ok, 2] / psi[ok, 0]
+        converged = ok
+    n_inf = int(np.sum(np.isinf(beta)))
+    return AFTBootstrap(dist=dist, beta=beta, converged=converged, n_infinite=n_inf,
+                        n_failed=int(np.sum(np.isnan(beta))))

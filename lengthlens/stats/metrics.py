@@ -1,221 +1,385 @@
-"""Every cell metric, defined once, as a function of sums over the cell's paired runs.
+"""The metric registry: every per-run quantity and every cell metric, defined once, one row each.
 
-Each metric is a ratio or difference of sums, so the same definition serves the point estimate
-(sums over all paired runs), each bootstrap resample (sums weighted by item counts) and the
-jackknife (sums minus one item). The definitions are the study's:
+A cell pairs each relaxed run with the strict baseline run of the same item and seed. A
+:class:`Quantity` is a number per paired run (e.g. ``L`` = the relaxed run's output tokens); the
+cell's sums of quantities over its paired runs (an item's seeds added up, since the item is the
+resampling unit) are what every :class:`Metric` is a function of, written with plain operators.
+The same definition serves the point estimate (sums over all items), each bootstrap resample
+(sums weighted by item counts), the jackknife, and, evaluated on dual numbers, the exact gradient
+the delta-method standard errors need.
 
-- ``l_bar``: mean over the cell's runs of per-run l_bar = accepted_tokens / draft_rounds
-  (accepted draft tokens per verifier round, bonus token excluded); ``l_bar_pooled`` =
-  sum(accepted) / sum(rounds). Starred names are the strict baseline on the same items.
-- ``gain`` = (l_bar + 1) / (l_bar* + 1): the theoretical per-round gain, not a speed-up (the
-  paper's, from the mean of per-run l_bar); ``gain_pooled`` = (l_bar_pooled + 1) / (l_bar_pooled* + 1).
-- ``lambda`` = mean(output_tokens) / mean(output_tokens*), a ratio of means.
-- ``rounds_ratio`` = mean(draft_rounds) / mean(draft_rounds*); ``time_ratio`` likewise for wall time.
-- ``rounds_ratio_predicted`` = lambda / gain_pooled, the length-correction identity R/R* = lambda / gain:
-  exact with the pooled l_bar when every round emits its accepted tokens plus one (A + R = L).
-- ``time_per_round_ratio`` = (T/T*) / (R/R*): wall time per verifier round, relaxed over strict.
-- ``accuracy_delta_pp`` = 100 (accuracy - accuracy*) on runs graded on both sides.
-- ``censored_frac``: share of runs that stopped at the token budget.
+Everything else is generated from the rows: which run fields a metric needs (and why it is empty
+where they are not logged), the Methods section and the column labels of the report, the columns
+of cells.csv and the field → metric table of the docs. To add a metric, add a row to
+:data:`METRICS` (and, if it sums a new per-run number, a row to :data:`QUANTITIES`).
+
+Definitions (the study's): ``l_bar`` is the mean over the cell's runs of per-run accepted draft
+tokens per verifier round (bonus token excluded); ``gain`` = (ℓ̄ + 1) / (ℓ̄* + 1), the theoretical
+per-round gain, not a speed-up; ``lambda`` = mean output length ratio; ``rounds_ratio`` = R/R*, the
+primary cost measure; ``rounds_ratio_predicted`` = λ / gain_pooled, the length-correction identity
+(exact when every round emits its accepted tokens plus one); ``time_per_round_ratio`` =
+(T/T*) / (R/R*); ``accuracy_delta_pp`` = 100 (accuracy − accuracy*) on pairs graded on both sides.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Literal
 
 import numpy as np
 
-from lengthlens.stats.dual import Dual, divide
+from lengthlens.stats.dual import Dual
 
-#: Per-run quantities summed over a cell's paired runs (columns of the item-sum matrix).
-#: ``_star`` = the strict baseline run of the same item and seed.
-SUM_FIELDS: tuple[str, ...] = (
-    "n", "L", "L_star", "R", "R_star", "T", "T_star",
-    "lbar", "lbar_star", "n_lbar", "n_lbar_star", "A", "A_star",
-    "n_graded", "c", "c_star", "cens", "cens_star", "w2r", "r2w",
-)
-SUM_INDEX = {name: i for i, name in enumerate(SUM_FIELDS)}
-
-Sums = Mapping[str, np.ndarray]
+__all__ = ["ACCURACY_DROP_PP", "METRICS", "QUANTITIES", "Metric", "Quantity", "Registry", "REGISTRY", "Sums",
+           "drop_2pp", "drop_2pp_point", "extended", "registry"]
 
 
-def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a / b, NaN where b is 0. Divides once and masks in place: this runs ~10^4 times per report on
-    (resamples x cells) arrays, where np.where's extra temporaries cost 20x. On a :class:`Dual` (the
-    delta-method SEs) the same value, with its derivatives."""
-    if isinstance(a, Dual) or isinstance(b, Dual):
-        return divide(a, b, _div(a.value if isinstance(a, Dual) else a, b.value if isinstance(b, Dual) else b))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.asarray(np.true_divide(a, b, dtype=float))
-    zero = np.asarray(b) == 0
-    if r.ndim == 0:
-        return np.asarray(np.nan) if zero else r
-    if zero.any():
-        r[np.broadcast_to(zero, r.shape)] = np.nan
-    return r
+class Sums(dict):
+    """Named arrays, also readable as attributes: ``s.L`` is ``s["L"]`` (how definitions read their inputs)."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no sum or run field named {name!r}") from None
 
 
-def l_bar(s: Sums) -> np.ndarray:
-    return _div(s["lbar"], s["n_lbar"])
+@dataclass(frozen=True)
+class Quantity:
+    """A number per paired run, summed over a cell's runs.
+
+    ``of`` maps the paired runs' fields (float arrays named as in the run record, the baseline's with
+    a ``_star`` suffix, NaN where not logged, booleans as 0/1; ``r.one`` is all ones) to one value per
+    run. ``inputs`` are the run fields without which the value is unknown: a metric that sums this
+    quantity is left empty in a cell where one of them is missing on either side of a pair.
+    """
+
+    name: str
+    of: Callable[[Sums], np.ndarray]
+    inputs: tuple[str, ...] = ()
+    description: str = ""
 
 
-def l_bar_star(s: Sums) -> np.ndarray:
-    return _div(s["lbar_star"], s["n_lbar_star"])
-
-
-def l_bar_pooled(s: Sums) -> np.ndarray:
-    return _div(s["A"], s["R"])
-
-
-def l_bar_pooled_star(s: Sums) -> np.ndarray:
-    return _div(s["A_star"], s["R_star"])
-
-
-def gain(s: Sums) -> np.ndarray:
-    return _div(l_bar(s) + 1.0, l_bar_star(s) + 1.0)
-
-
-def gain_pooled(s: Sums) -> np.ndarray:
-    return _div(l_bar_pooled(s) + 1.0, l_bar_pooled_star(s) + 1.0)
-
-
-def length_ratio(s: Sums) -> np.ndarray:
-    return _div(s["L"], s["L_star"])
-
-
-def rounds_ratio(s: Sums) -> np.ndarray:
-    return _div(s["R"], s["R_star"])
-
-
-def rounds_ratio_predicted(s: Sums) -> np.ndarray:
-    return _div(length_ratio(s), gain_pooled(s))
-
-
-def time_ratio(s: Sums) -> np.ndarray:
-    return _div(s["T"], s["T_star"])
-
-
-def time_per_round_ratio(s: Sums) -> np.ndarray:
-    return _div(time_ratio(s), rounds_ratio(s))
-
-
-def accuracy(s: Sums) -> np.ndarray:
-    return _div(s["c"], s["n_graded"])
-
-
-def accuracy_star(s: Sums) -> np.ndarray:
-    return _div(s["c_star"], s["n_graded"])
-
-
-def accuracy_delta_pp(s: Sums) -> np.ndarray:
-    c = s["c"] if isinstance(s["c"], Dual) else np.asarray(s["c"], float)
-    return 100.0 * _div(c - s["c_star"], s["n_graded"])
-
-
-def censored_frac(s: Sums) -> np.ndarray:
-    return _div(s["cens"], s["n"])
-
-
-def censored_frac_star(s: Sums) -> np.ndarray:
-    return _div(s["cens_star"], s["n"])
+IntervalKind = Literal["ratio", "difference"]
 
 
 @dataclass(frozen=True)
 class Metric:
-    """A named cell metric; ``interval`` says whether cells.csv carries its bootstrap interval."""
+    """A cell metric: its definition over sums of quantities, and how it is estimated and shown.
+
+    ``interval``: ``"ratio"`` (a positive ratio or mean: the default interval is the studentized
+    bootstrap on the log scale), ``"difference"`` (a difference of proportions, on its own scale), or
+    None (a point estimate only). ``better``: whether lower or higher values favour the relaxed rule
+    (``reference`` is the break-even value), which the report's colouring and verdicts read; ``fmt``
+    is the report's number format (``f2`` = 2 decimals); ``ci_stem`` names the interval's columns in
+    cells.csv when they are not ``<name>_lo``/``<name>_hi``; ``table``: shown in the report's cell table.
+    """
 
     name: str
-    fn: Callable[[Sums], np.ndarray]
-    interval: bool
-    ci_name: str | None = None  # column stem of the interval when it differs from ``name``
-    description: str = ""
-    #: Scale of the studentized interval: "log" for positive ratios and means, "identity" for
-    #: differences (which keep the percentile interval, see README "Intervals").
-    scale: str = "log"
+    of: Callable[[Sums], np.ndarray]
+    label: str
+    formula: str
+    description: str
+    interval: IntervalKind | None = "ratio"
+    fmt: str = "f2"
+    better: Literal["lower", "higher"] | None = None
+    reference: float = 1.0
+    ci_stem: str | None = None
+    table: bool = True
+
+    @property
+    def stem(self) -> str:
+        """The column stem of the interval: ``<stem>_lo``, ``<stem>_hi``."""
+        return self.ci_stem or self.name
+
+    @property
+    def scale(self) -> str:
+        """The scale of the studentized interval: log for ratios, identity for differences."""
+        return "log" if self.interval == "ratio" else "identity"
+
+
+@dataclass(frozen=True)
+class Registry:
+    """The quantities and metrics, with what is derived from them (inputs, reasons, evaluation)."""
+
+    quantities: tuple[Quantity, ...]
+    metrics: tuple[Metric, ...]
+    #: How a derived input is named in the reasons.
+    input_words: Mapping[str, str] = field(default_factory=lambda: {"censored": "finish_reason or max_new_tokens"})
+
+    def __post_init__(self) -> None:
+        names = [q.name for q in self.quantities]
+        if len(set(names)) != len(names):
+            raise ValueError(f"quantities defined twice: {sorted({n for n in names if names.count(n) > 1})}")
+        mnames = [m.name for m in self.metrics]
+        if len(set(mnames)) != len(mnames):
+            raise ValueError(f"metrics defined twice: {sorted({n for n in mnames if mnames.count(n) > 1})}")
+        for m in self.metrics:  # every metric reads only known quantities (found by evaluating it once)
+            self.sums_of(m.name)
+
+    # --- look-up ------------------------------------------------------------------------------
+    def metric(self, name: str) -> Metric:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(f"no metric named {name!r}")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics)
+
+    @property
+    def interval_metrics(self) -> tuple[str, ...]:
+        return tuple(m.name for m in self.metrics if m.interval is not None)
+
+    @property
+    def quantity_names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.quantities)
+
+    def sums_of(self, name: str) -> tuple[str, ...]:
+        """The quantities a metric sums: those with a derivative when its definition is evaluated on duals."""
+        return _dependencies(self.metric(name).of, self.quantity_names)
+
+    def inputs_of(self, name: str) -> tuple[str, ...]:
+        """The run fields a metric needs on both sides of every paired run of a cell."""
+        q = {x.name: x for x in self.quantities}
+        return tuple(dict.fromkeys(f for s in self.sums_of(name) for f in q[s].inputs))
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Every run field some metric needs (their absence is counted per cell)."""
+        return tuple(sorted({f for q in self.quantities for f in q.inputs}))
+
+    def fields_read(self) -> tuple[str, ...]:
+        """The paired-run fields the quantities read (both sides), found by evaluating each once."""
+        return _fields_read(self.quantities)
+
+    # --- evaluation ---------------------------------------------------------------------------
+    def quantities_of(self, runs: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+        """Every quantity per paired run, from the runs' fields (float arrays, NaN where not logged); NaN -> 0."""
+        r = Sums(runs)
+        r.setdefault("one", np.ones(n))
+        out = {}
+        with np.errstate(all="ignore"):
+            for q in self.quantities:
+                v = np.asarray(q.of(r), dtype=np.float64)
+                v = np.broadcast_to(v, (n,)).copy() if v.shape != (n,) else v.copy()
+                v[np.isnan(v)] = 0.0  # an unknown value adds nothing; the metrics it feeds are left empty
+                out[q.name] = v
+        return out
+
+    def evaluate(self, sums: Mapping[str, Any], names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """Metrics (all, or those named) from sums of quantities (arrays of any shape); undefined values are NaN."""
+        s = Sums(sums)
+        wanted = self.names if names is None else tuple(names)
+        with np.errstate(all="ignore"):
+            return {m.name: finite_or_nan(m.of(s)) for m in self.metrics if m.name in wanted}
+
+    def unavailable(self, missing: Mapping[str, int], n_runs: int) -> dict[str, str]:
+        """Metric -> why it is empty, given how many of a cell's ``n_runs`` paired runs lack each input field.
+
+        ``missing[f]`` counts the pairs where field ``f`` is not logged on either side.
+        """
+        out: dict[str, str] = {}
+        for m in self.metrics:
+            lacking: dict[int, list[str]] = {}
+            for f in sorted(self.inputs_of(m.name)):
+                if missing.get(f, 0):
+                    lacking.setdefault(missing[f], []).append(self.input_words.get(f, f))
+            if lacking:
+                out[m.name] = "; ".join(f"{' and '.join(fs)} not logged on {k} of {n_runs} paired runs"
+                                        for k, fs in sorted(lacking.items(), reverse=True))
+        return out
+
+
+def finite_or_nan(values: Any) -> np.ndarray:
+    """``values`` as a float array with every non-finite entry (a zero denominator) NaN: undefined."""
+    v = np.array(values.value if isinstance(values, Dual) else values, dtype=np.float64)
+    if v.ndim == 0:
+        return v if np.isfinite(v) else np.asarray(np.nan)
+    bad = ~np.isfinite(v)
+    if bad.any():
+        v[bad] = np.nan
+    return v
+
+
+@lru_cache(maxsize=4096)
+def _dependencies(fn: Callable[[Sums], Any], keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The keys ``fn`` has a derivative by, evaluated once on duals of distinct positive values (cached)."""
+    probe = Sums({k: Dual.variable(np.float64(50.0 + 3.0 * i), k) for i, k in enumerate(keys)})
+    with np.errstate(all="ignore"):
+        out = fn(probe)
+    return tuple(k for k in keys if isinstance(out, Dual) and k in out.grad)
+
+
+class _Recorder(Sums):
+    """Run fields by name that remembers which were read (every field reads as ones)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: list[str] = []
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name != "one":
+            self.read.append(name)
+        return np.ones(2)
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        return self[name]
+
+
+def _fields_read(quantities: Iterable[Quantity]) -> tuple[str, ...]:
+    rec = _Recorder()
+    with np.errstate(all="ignore"):
+        for q in quantities:
+            q.of(rec)
+    return tuple(dict.fromkeys(rec.read))
+
+
+# ------------------------------------------------------------------------------------------------
+# The quantities: one number per paired run (relaxed run, and ``_star`` for its baseline run).
+# ------------------------------------------------------------------------------------------------
+
+def _graded(r: Sums) -> np.ndarray:
+    """1 where both runs of the pair have a verdict."""
+    return (~np.isnan(r.correct) & ~np.isnan(r.correct_star)).astype(float)
+
+
+def _l_bar_run(accepted: np.ndarray, rounds: np.ndarray) -> np.ndarray:
+    """Per-run accepted draft tokens per round, NaN where the run has no round."""
+    return np.where(rounds > 0, accepted / np.where(rounds > 0, rounds, 1.0), np.nan)
+
+
+QUANTITIES: tuple[Quantity, ...] = (
+    Quantity("n", lambda r: r.one, description="paired runs"),
+    Quantity("L", lambda r: r.output_tokens, ("output_tokens",), "output tokens of the relaxed run"),
+    Quantity("L_star", lambda r: r.output_tokens_star, ("output_tokens",), "output tokens of the baseline run"),
+    Quantity("R", lambda r: r.draft_rounds, ("draft_rounds",), "verifier rounds of the relaxed run"),
+    Quantity("R_star", lambda r: r.draft_rounds_star, ("draft_rounds",), "verifier rounds of the baseline run"),
+    Quantity("T", lambda r: r.wall_time_s, ("wall_time_s",), "wall time of the relaxed run (s)"),
+    Quantity("T_star", lambda r: r.wall_time_s_star, ("wall_time_s",), "wall time of the baseline run (s)"),
+    Quantity("lbar", lambda r: _l_bar_run(r.accepted_tokens, r.draft_rounds), ("accepted_tokens", "draft_rounds"),
+             "per-run ℓ̄ = accepted / rounds of the relaxed run (0 where it has no round)"),
+    Quantity("lbar_star", lambda r: _l_bar_run(r.accepted_tokens_star, r.draft_rounds_star),
+             ("accepted_tokens", "draft_rounds"), "per-run ℓ̄ of the baseline run"),
+    Quantity("n_lbar", lambda r: r.draft_rounds > 0, ("accepted_tokens", "draft_rounds"),
+             "1 where the relaxed run has a round (its ℓ̄ is defined)"),
+    Quantity("n_lbar_star", lambda r: r.draft_rounds_star > 0, ("accepted_tokens", "draft_rounds"),
+             "1 where the baseline run has a round"),
+    Quantity("A", lambda r: r.accepted_tokens, ("accepted_tokens",), "accepted draft tokens of the relaxed run"),
+    Quantity("A_star", lambda r: r.accepted_tokens_star, ("accepted_tokens",), "accepted draft tokens, baseline run"),
+    Quantity("n_graded", _graded, description="1 where both runs have a verdict"),
+    Quantity("c", lambda r: _graded(r) * (r.correct == 1), description="1 where both are graded and the relaxed run is correct"),
+    Quantity("c_star", lambda r: _graded(r) * (r.correct_star == 1),
+             description="1 where both are graded and the baseline run is correct"),
+    Quantity("w2r", lambda r: _graded(r) * (r.correct == 1) * (r.correct_star == 0), description="wrong → right pairs"),
+    Quantity("r2w", lambda r: _graded(r) * (r.correct == 0) * (r.correct_star == 1), description="right → wrong pairs"),
+    Quantity("cens", lambda r: r.censored, ("censored",), "1 where the relaxed run stopped at its token budget"),
+    Quantity("cens_star", lambda r: r.censored_star, ("censored",), "1 where the baseline run stopped at its budget"),
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# The metrics, in the order of cells.csv.
+# ------------------------------------------------------------------------------------------------
+
+def l_bar(s: Sums):
+    return s.lbar / s.n_lbar
+
+
+def l_bar_star(s: Sums):
+    return s.lbar_star / s.n_lbar_star
+
+
+def gain_pooled(s: Sums):
+    return (s.A / s.R + 1.0) / (s.A_star / s.R_star + 1.0)
+
+
+def length_ratio(s: Sums):
+    return s.L / s.L_star
+
+
+def rounds_ratio(s: Sums):
+    return s.R / s.R_star
+
+
+def time_ratio(s: Sums):
+    return s.T / s.T_star
 
 
 METRICS: tuple[Metric, ...] = (
-    Metric("l_bar", l_bar, True, description="mean per-run accepted draft tokens per round (relaxed arm)"),
-    Metric("l_bar_star", l_bar_star, False, description="the same for the strict baseline"),
-    Metric("l_bar_pooled", l_bar_pooled, False, description="sum(accepted) / sum(rounds), relaxed arm"),
-    Metric("l_bar_pooled_star", l_bar_pooled_star, False, description="sum(accepted) / sum(rounds), baseline"),
-    Metric("gain", gain, True, description="(l_bar + 1) / (l_bar* + 1): theoretical per-round gain"),
-    Metric("gain_pooled", gain_pooled, True,
-           description="(l_bar_pooled + 1) / (l_bar_pooled* + 1): the gain the length identity uses"),
-    Metric("lambda", length_ratio, True, description="mean completion length ratio (relaxed / strict)"),
-    Metric("rounds_ratio", rounds_ratio, True, description="mean verifier rounds ratio R/R*"),
-    Metric("rounds_ratio_predicted", rounds_ratio_predicted, True, description="lambda / gain_pooled"),
-    Metric("time_ratio", time_ratio, True, description="mean wall time ratio T/T*"),
-    Metric("time_per_round_ratio", time_per_round_ratio, True,
-           description="(T/T*) / (R/R*): wall time per verifier round, relaxed over strict"),
-    Metric("accuracy", accuracy, False, description="accuracy of the relaxed arm on graded pairs"),
-    Metric("accuracy_star", accuracy_star, False, description="accuracy of the baseline on the same graded pairs"),
-    Metric("accuracy_delta_pp", accuracy_delta_pp, True, ci_name="accuracy_delta",
-           description="100 (accuracy - accuracy*), percentage points", scale="identity"),
-    Metric("censored_frac", censored_frac, False, description="share of relaxed runs cut at the budget"),
-    Metric("censored_frac_star", censored_frac_star, False, description="share of baseline runs cut at the budget"),
+    Metric("l_bar", l_bar, "ℓ̄", "ℓ̄ = (1/n) Σᵢ Aᵢ / Rᵢ",
+           "mean per-run accepted draft tokens per round (relaxed arm)", better="higher"),
+    Metric("l_bar_star", l_bar_star, "ℓ̄*", "ℓ̄* = (1/n) Σᵢ A*ᵢ / R*ᵢ", "the same for the strict baseline", interval=None),
+    Metric("l_bar_pooled", lambda s: s.A / s.R, "ℓ̄ pooled", "Σᵢ Aᵢ / Σᵢ Rᵢ", "sum(accepted) / sum(rounds), relaxed arm",
+           interval=None, table=False),
+    Metric("l_bar_pooled_star", lambda s: s.A_star / s.R_star, "ℓ̄* pooled", "Σᵢ A*ᵢ / Σᵢ R*ᵢ",
+           "sum(accepted) / sum(rounds), baseline", interval=None, table=False),
+    Metric("gain", lambda s: (l_bar(s) + 1.0) / (l_bar_star(s) + 1.0), "gain", "gain = (ℓ̄ + 1) / (ℓ̄* + 1)",
+           "theoretical per-round gain (not a speed-up)", better="higher"),
+    Metric("gain_pooled", gain_pooled, "gain pooled", "(Σᵢ Aᵢ / Σᵢ Rᵢ + 1) / (Σᵢ A*ᵢ / Σᵢ R*ᵢ + 1)",
+           "the gain the length identity uses", better="higher", table=False),
+    Metric("lambda", length_ratio, "λ", "λ = (Σᵢ Lᵢ) / (Σᵢ L*ᵢ)", "mean completion length ratio (relaxed / strict)",
+           better="lower"),
+    Metric("rounds_ratio", rounds_ratio, "R/R*", "R/R* = (Σᵢ Rᵢ) / (Σᵢ R*ᵢ)", "mean verifier rounds ratio (the primary cost)",
+           better="lower"),
+    Metric("rounds_ratio_predicted", lambda s: length_ratio(s) / gain_pooled(s), "λ/gain", "λ / gain_pooled",
+           "verifier rounds ratio predicted by the length identity", better="lower"),
+    Metric("time_ratio", time_ratio, "T/T*", "T/T* = (Σᵢ Tᵢ) / (Σᵢ T*ᵢ)", "mean wall time ratio", better="lower"),
+    Metric("time_per_round_ratio", lambda s: time_ratio(s) / rounds_ratio(s), "time/round", "(T/T*) / (R/R*)",
+           "wall time per verifier round, relaxed over strict", better="lower"),
+    Metric("accuracy", lambda s: s.c / s.n_graded, "acc", "Σᵢ cᵢ / n_graded", "accuracy of the relaxed arm on graded pairs",
+           interval=None, table=False),
+    Metric("accuracy_star", lambda s: s.c_star / s.n_graded, "acc*", "Σᵢ c*ᵢ / n_graded",
+           "accuracy of the baseline on the same graded pairs", interval=None, table=False),
+    Metric("accuracy_delta_pp", lambda s: 100.0 * ((s.c - s.c_star) / s.n_graded), "Δacc pp",
+           "100 · (Σᵢ cᵢ − Σᵢ c*ᵢ) / n_graded", "accuracy change, percentage points", interval="difference", fmt="f1",
+           better="higher", reference=0.0, ci_stem="accuracy_delta"),
+    Metric("censored_frac", lambda s: s.cens / s.n, "cens", "(1/n) Σᵢ 1[run i stopped at its budget]",
+           "share of relaxed runs cut at the budget", interval=None),
+    Metric("censored_frac_star", lambda s: s.cens_star / s.n, "cens*", "(1/n) Σᵢ 1[baseline run i stopped at its budget]",
+           "share of baseline runs cut at the budget", interval=None),
 )
-METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+#: The built-in registry.
+REGISTRY = Registry(QUANTITIES, METRICS)
+_CURRENT = [REGISTRY]
 
 
-def evaluate(sums: np.ndarray, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
-    """Metrics (all, or those named) from a sums array whose last axis follows SUM_FIELDS."""
-    s = {name: sums[..., i] for name, i in SUM_INDEX.items()}
-    return {m.name: m.fn(s) for m in METRICS if names is None or m.name in names}
+def registry() -> Registry:
+    """The registry in use: :data:`REGISTRY`, or the one :func:`extended` put in place."""
+    return _CURRENT[0]
 
 
-#: Metrics that carry a bootstrap interval.
-INTERVAL_METRICS = tuple(m.name for m in METRICS if m.interval)
+@contextmanager
+def extended(*rows: Metric | Quantity) -> Iterator[Registry]:
+    """Use the registry with more metrics (and the quantities they sum) while the ``with`` block runs.
 
+    A metric added this way is computed wherever the built-in ones are (cells.csv, the report),
+    in this process: the analyses run serially meanwhile, since worker processes import the
+    registry from its module. For a metric of your own for good, add its row to :data:`METRICS`.
 
-#: The per-run fields each metric needs, on both sides of the pair. A metric whose fields are not
-#: logged on every paired run of a cell is left empty (NaN) with the reason (``unavailable``); no
-#: field is required by the loader. ``censored`` is known from finish_reason, or from output_tokens
-#: with max_new_tokens. Accuracy needs ``correct`` and is computed on the graded pairs only.
-METRIC_INPUTS: dict[str, tuple[str, ...]] = {
-    "l_bar": ("accepted_tokens", "draft_rounds"),
-    "l_bar_star": ("accepted_tokens", "draft_rounds"),
-    "l_bar_pooled": ("accepted_tokens", "draft_rounds"),
-    "l_bar_pooled_star": ("accepted_tokens", "draft_rounds"),
-    "gain": ("accepted_tokens", "draft_rounds"),
-    "gain_pooled": ("accepted_tokens", "draft_rounds"),
-    "lambda": ("output_tokens",),
-    "rounds_ratio": ("draft_rounds",),
-    "rounds_ratio_predicted": ("output_tokens", "accepted_tokens", "draft_rounds"),
-    "time_ratio": ("wall_time_s",),
-    "time_per_round_ratio": ("wall_time_s", "draft_rounds"),
-    "censored_frac": ("censored",),
-    "censored_frac_star": ("censored",),
-}
-assert set(METRIC_INPUTS) <= set(METRIC_BY_NAME)
-
-#: How a missing input is named in the reasons (``censored`` is derived).
-_INPUT_WORDS = {"censored": "finish_reason or max_new_tokens"}
-
-
-def unavailable(missing: Mapping[str, int], n_runs: int) -> dict[str, str]:
-    """Metric -> why it is empty, given how many of a cell's ``n_runs`` paired runs lack each input field.
-
-    ``missing[f]`` counts the pairs where field ``f`` is null on either side.
+    Examples
+    --------
+    >>> from lengthlens.stats import metrics
+    >>> row = metrics.Metric("draft_per_round", lambda s: s.D / s.R, "D/R", "Σ Dᵢ / Σ Rᵢ", "drafted per round",
+    ...                      interval=None)
+    >>> q = metrics.Quantity("D", lambda r: r.draft_tokens, ("draft_tokens",), "draft tokens")
+    >>> with metrics.extended(q, row) as reg:
+    ...     "draft_per_round" in reg.names
+    True
     """
-    out: dict[str, str] = {}
-    for metric, fields in METRIC_INPUTS.items():
-        lacking: dict[int, list[str]] = {}
-        for f in fields:
-            if missing.get(f, 0):
-                lacking.setdefault(missing[f], []).append(_INPUT_WORDS.get(f, f))
-        if lacking:
-            out[metric] = "; ".join(f"{' and '.join(fs)} not logged on {k} of {n_runs} paired runs"
-                                    for k, fs in sorted(lacking.items(), reverse=True))
-    return out
-
-
-def unavailable_note(reasons: Mapping[str, str]) -> str:
-    """One line for cells.csv: the empty metrics grouped by their reason ("" when all are computed)."""
-    by_reason: dict[str, list[str]] = {}
-    for metric, why in reasons.items():
-        by_reason.setdefault(why, []).append(metric)
-    return " | ".join(f"{', '.join(ms)}: {why}" for why, ms in by_reason.items())
+    base = _CURRENT[0]
+    reg = Registry(base.quantities + tuple(r for r in rows if isinstance(r, Quantity)),
+                   base.metrics + tuple(r for r in rows if isinstance(r, Metric)), base.input_words)
+    _CURRENT[0] = reg
+    try:
+        yield reg
+    finally:
+        _CURRENT[0] = base
 
 
 #: A cell drops accuracy by at least this many points ("drop_2pp" in the study).
@@ -223,10 +387,10 @@ ACCURACY_DROP_PP = 2.0
 
 
 def drop_2pp_point(delta_pp: float) -> bool:
-    """The study's rule: the point estimate of the accuracy change is at most -2 points (counts noise at n = 12-30)."""
+    """The study's rule: the point estimate of the accuracy change is at most −2 points (counts noise at n = 12-30)."""
     return bool(delta_pp <= -ACCURACY_DROP_PP)
 
 
 def drop_2pp(delta_hi_pp: float) -> bool:
-    """The interval rule: the whole interval of the accuracy change lies at or below -2 points (upper limit <= -2)."""
+    """The interval rule: the whole interval of the accuracy change lies at or below −2 points (upper limit ≤ −2)."""
     return bool(delta_hi_pp <= -ACCURACY_DROP_PP)

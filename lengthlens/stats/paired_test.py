@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lengthlens.results import TestResult
 from lengthlens.stats.mcnemar import mcnemar_exact
 
 #: Items with a non-zero difference up to which all 2^m sign patterns are enumerated.
@@ -53,18 +54,27 @@ def item_differences(n_graded: np.ndarray, c: np.ndarray, c_star: np.ndarray) ->
     return (np.asarray(c, float)[keep] - np.asarray(c_star, float)[keep]) / n_graded[keep]
 
 
-def paired_accuracy_test(n_graded, c, c_star) -> tuple[float, str]:
-    """The paired accuracy test from per-unit (item) sums of graded pairs, correct and correct*: (p-value, name).
+def paired_accuracy_test(n_graded, c, c_star) -> TestResult:
+    """The paired accuracy test from per-item sums of graded pairs, correct and correct*.
 
     Exact McNemar on runs when every item has at most one graded pair (the sign-flip test would give
     the same p-value); with several seeds per item, the item-level sign-flip test, since runs of an
-    item are not independent.
+    item are not independent. The statistic is Σᵢ dᵢ, the sum of the per-item mean differences
+    (with one run per item: wrong→right minus right→wrong).
+
+    Examples
+    --------
+    >>> paired_accuracy_test([1, 1, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1]).method
+    'mcnemar_exact'
     """
     n_graded, c, c_star = (np.asarray(a, dtype=float) for a in (n_graded, c, c_star))
+    d = item_differences(n_graded, c, c_star)
+    statistic = float(d.sum()) if d.size else 0.0
     if n_graded.size == 0 or n_graded.max() <= 1:
-        return mcnemar_exact(int(np.sum(c * (1 - c_star))), int(np.sum(c_star * (1 - c)))), "mcnemar_exact"
-    p, kind = sign_flip_test(item_differences(n_graded, c, c_star))
-    return p, f"sign_flip_{kind}"
+        p = mcnemar_exact(int(np.sum(c * (1 - c_star))), int(np.sum(c_star * (1 - c))))
+        return TestResult(statistic, p, "mcnemar_exact")
+    p, kind = sign_flip_test(d)
+    return TestResult(statistic, p, f"sign_flip_{kind}")
 
 
 def accuracy_test_label(name: str) -> str:

@@ -17,36 +17,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy import special
 
-if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
+from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
+
+if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["KaplanMeier", "QuantileEstimate", "kaplan_meier", "restricted_means_many"]
+__all__ = ["KaplanMeier", "kaplan_meier", "restricted_means_many"]
 
-
-def _html(title: str, frame: pd.DataFrame, note: str = "") -> str:
-    """Notebook rendering shared by the result dataclasses: a caption, a table and a footnote."""
-    foot = f"<p><small>{note}</small></p>" if note else ""
-    return f"<h4>{title}</h4>{frame.to_html(index=False, na_rep='—')}{foot}"
+#: The interval method of Kaplan–Meier quantiles (Brookmeyer–Crowley, log-log), as statsmodels names it.
+KM_QUANTILE_CI = "brookmeyer_crowley"
 
 
 # ---------------------------------------------------------------------------------------------
 # Kaplan–Meier
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class QuantileEstimate:
-    """A KM quantile of completion length with its interval; ``None`` parts are not identified.
-
-    ``p`` is the probability (0.25 for the first quartile, 0.5 for the median); ``reason`` says why
-    the value or a limit is missing and is empty when everything is identified.
-    """
-
-    p: float
-    value: float | None
-    ci_low: float | None
-    ci_high: float | None
-    reason: str = ""
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
@@ -77,9 +61,10 @@ class KaplanMeier:
     #: Lengths up to which S is identified: ``inf`` if the largest observation is an event (S
     #: drops to 0), else the largest censoring time.
     horizon: float
-    median: QuantileEstimate
-    q25: QuantileEstimate
-    q75: QuantileEstimate
+    #: The quantiles as estimates: NaN where not identified, with the reason in ``note``.
+    median: Estimate
+    q25: Estimate
+    q75: Estimate
     confidence_level: float
 
     def survival_at(self, t: float | np.ndarray) -> np.ndarray:
@@ -105,14 +90,13 @@ class KaplanMeier:
         return float(np.sum(s * np.diff(edges)))
 
     @property
-    def quantiles(self) -> tuple[QuantileEstimate, QuantileEstimate, QuantileEstimate]:
+    def quantiles(self) -> tuple[Estimate, Estimate, Estimate]:
         """First quartile, median and third quartile."""
         return (self.q25, self.median, self.q75)
 
     def to_frame(self) -> pd.DataFrame:
         """The survival table, one row per event time."""
-        import pandas as pd
-        return pd.DataFrame(
+        return frame(
             {
                 "length": self.times,
                 "n_at_risk": self.n_at_risk,
@@ -126,15 +110,15 @@ class KaplanMeier:
 
     def quantile_frame(self) -> pd.DataFrame:
         """Quartiles and median with their intervals and, where missing, the reason."""
-        import pandas as pd
-        return pd.DataFrame([q.__dict__ for q in self.quantiles])
+        return frame([{"p": p, "value": q.point, "low": q.low, "high": q.high, "reason": q.note}
+                      for p, q in zip((0.25, 0.5, 0.75), self.quantiles)])
 
     def _repr_html_(self) -> str:
         note = (
             f"n={self.n_obs:g}, censored={self.n_censored:g}; "
             f"{self.confidence_level:.0%} Brookmeyer–Crowley (log-log) intervals."
         )
-        return _html("Kaplan–Meier quantiles of completion length", self.quantile_frame(), note)
+        return frame_html(self.quantile_frame(), "Kaplan–Meier quantiles of completion length") + f"<p><small>{note}</small></p>"
 
 
 def _km_table(time: np.ndarray, event: np.ndarray, weights: np.ndarray | None):
@@ -147,9 +131,7 @@ def _km_table(time: np.ndarray, event: np.ndarray, weights: np.ndarray | None):
     return utime[keep], n[keep], d[keep]
 
 
-def _km_quantile(
-    p: float, times: np.ndarray, surv: np.ndarray, se: np.ndarray, z: float
-) -> QuantileEstimate:
+def _km_quantile(p: float, times: np.ndarray, surv: np.ndarray, se: np.ndarray, z: float, level: float) -> Estimate:
     """Quantile and Brookmeyer–Crowley interval by inverting log-log z-tests (statsmodels' rule)."""
     target = 1.0 - p
     # A small tolerance makes "S(t) < 1-p" exact for S computed as a product of ratios.
@@ -184,7 +166,9 @@ def _km_quantile(
             reasons.append("upper confidence limit not identified: it lies beyond the last event time")
         else:
             hi = float(times[inside[-1] + 1])
-    return QuantileEstimate(p=p, value=value, ci_low=lo, ci_high=hi, reason="; ".join(reasons))
+    nan = float("nan")
+    return Estimate(nan if value is None else value, ConfidenceInterval(nan if lo is None else lo, nan if hi is None else hi),
+                    method=KM_QUANTILE_CI, confidence_level=level, note="; ".join(reasons))
 
 
 def kaplan_meier(
@@ -238,9 +222,9 @@ def kaplan_meier(
         n_censored=n_cens,
         max_time=max_time,
         horizon=horizon,
-        median=_km_quantile(0.5, times, surv, se, z),
-        q25=_km_quantile(0.25, times, surv, se, z),
-        q75=_km_quantile(0.75, times, surv, se, z),
+        median=_km_quantile(0.5, times, surv, se, z, confidence_level),
+        q25=_km_quantile(0.25, times, surv, se, z, confidence_level),
+        q75=_km_quantile(0.75, times, surv, se, z, confidence_level),
         confidence_level=confidence_level,
     )
 

@@ -5,10 +5,9 @@ cell table, censoring, attribution) need many such columns over the same draws, 
 the baseline's sums and their products are the same for every arm on the same runs, counters
 like ``n`` or ``n_lbar`` are often equal, a cell's lengths enter the cell table and the censoring
 table alike. A :class:`ColumnProduct` collects the columns analyses add, a block at a time, keeps
-each distinct one once and multiplies them all in one product. Analyses of a group add their
-blocks first and read their sums after (:class:`GroupProducts`), so a report's pass makes one
-product per item set where it made three: one pass over the counts, and no narrow products (a
-product of 25-50 columns ran at under half the speed per column of one of 200).
+each distinct one once and multiplies them all in one product: the engine
+(:mod:`lengthlens.analyses.engine`) makes one product per item set for every analysis of a group,
+one pass over the counts and no narrow products.
 
 The product is ``distinct @ counts.T``, so each column's resampled sums come out contiguous. Its
 entries are dot products whose terms a BLAS kernel may add in another order depending on the
@@ -20,11 +19,7 @@ are exact in any order.
 
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
-
-from lengthlens.stats.resample import DrawCache
 
 
 class ColumnProduct:
@@ -68,31 +63,3 @@ class ColumnProduct:
     def sums(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), B) resampled sums of the columns at ``rows`` (from :meth:`add`)."""
         return self.product()[rows]
-
-    def per_cell(self, rows: np.ndarray) -> np.ndarray:
-        """The sums of one field over cells, rows (n_cells,): (n_cells, B), or a (1, B) view when every
-        cell has the same column (it broadcasts)."""
-        product = self.product()
-        if (rows == rows[0]).all():
-            return product[rows[0]][None, :]
-        step = rows[1] - rows[0]  # two rows at least: one row is the case above
-        if step > 0 and (np.diff(rows) == step).all():  # evenly spaced (cells whose columns all differ): a view
-            return product[rows[0]:rows[-1] + 1:step]
-        return product[rows]
-
-
-class GroupProducts:
-    """A group's :class:`ColumnProduct` per item set, over the draws the cell table uses for that item set."""
-
-    def __init__(self, draws: DrawCache, group: Sequence[str]):
-        self.draws = draws
-        self.group = tuple(group)
-        self._by_items: dict[tuple, ColumnProduct] = {}
-
-    def over(self, items: Sequence[str], complete: bool) -> ColumnProduct:
-        """The product over a cell's own items (``complete``: all of the group's, so the group's draws)."""
-        key = (tuple(items), bool(complete))
-        product = self._by_items.get(key)
-        if product is None:
-            product = self._by_items[key] = ColumnProduct(self.draws.item_counts(self.group, key[0], key[1]))
-        return product

@@ -1,0 +1,206 @@
+"""Arm against arm on the same items: :func:`compare`, and every pair of speculative methods (:func:`method_pairs`).
+
+A comparison is a cell whose two sides are any two selections of runs: the same metrics, the same
+paired item bootstrap and the same intervals as the cell table (:class:`~lengthlens.analyses.cells.CellsAnalysis`
+on the engine). Runs pair within the same target, draft and dataset on (item, seed, turn); items are
+resampled within each of those groups (strata), so a comparison can pool several datasets without
+mixing their items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import combinations
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import polars as pl
+
+from lengthlens.analyses.cells import Cell, CellsAnalysis
+from lengthlens.analyses.engine import CellRuns, Group, Settings, run
+from lengthlens.data.pairing import pair, with_derived
+from lengthlens.data.runset import RunSet
+from lengthlens.data.schema import ARM_KEY, GROUP_KEY, STRICT, UNIT_KEY
+from lengthlens.results import Estimate, TestResult, frame, frame_html
+from lengthlens.stats.metrics import Sums
+from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Comparison", "compare", "method_pairs"]
+
+
+def select(table: pl.DataFrame, sel: Mapping[str, Any]) -> pl.DataFrame:
+    """The runs whose columns have the given values (a list, tuple or set value matches any of them)."""
+    conds = [pl.col(k).is_in(list(v)) if isinstance(v, (list, tuple, set)) else pl.col(k).eq_missing(v)
+             for k, v in sel.items()]
+    return table.filter(*conds) if conds else table
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Arm X against arm Y on the (item, seed, turn) units both have: the cell metrics with X in the relaxed role."""
+
+    x: Mapping[str, Any]
+    y: Mapping[str, Any]
+    cell: Cell
+
+    @property
+    def n_items(self) -> int:
+        return self.cell.n_items
+
+    @property
+    def n_runs(self) -> int:
+        return self.cell.n_runs
+
+    @property
+    def estimates(self) -> Mapping[str, Estimate]:
+        return self.cell.estimates
+
+    @property
+    def accuracy_test(self) -> TestResult | None:
+        return self.cell.accuracy_test
+
+    @property
+    def wrong_to_right(self) -> int:
+        return self.cell.wrong_to_right or 0
+
+    @property
+    def right_to_wrong(self) -> int:
+        return self.cell.right_to_wrong or 0
+
+    @property
+    def unavailable(self) -> Mapping[str, str]:
+        return self.cell.unavailable
+
+    def __getitem__(self, metric: str) -> Estimate:
+        return self.cell.estimates[metric]
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per metric: estimate, low, high, standard error, interval method."""
+        return self.cell.to_frame()
+
+    def _repr_html_(self) -> str:
+        test = self.accuracy_test
+        p = f"; {test.method} p = {test.pvalue:.3g}" if test is not None else ""
+        title = (f"{dict(self.x)} against {dict(self.y)}: {self.n_runs} paired runs on {self.n_items} items{p} "
+                 f"({self.wrong_to_right} wrong→right, {self.right_to_wrong} right→wrong)")
+        return frame_html(self.to_frame(), title)
+
+
+def _ok_runs(runs: RunSet) -> pl.DataFrame:
+    t = runs.table.filter(pl.col("status") == "ok")
+    if "shared_baseline" in t.columns:  # a shared autoregressive baseline as logged, once
+        t = t.filter(~pl.col("shared_baseline"))
+    return with_derived(t)
+
+
+def comparison_group(units: pl.DataFrame, strata_key: tuple[str, ...], fields: tuple[str, ...],
+                     key: Mapping[str, Any]) -> Group:
+    """One group of one cell from paired runs ``units``, its items resampled within each ``strata_key`` value."""
+    strata = units.select(strata_key).unique().sort(list(strata_key))
+    labels = [tuple(r) for r in strata.iter_rows()]
+    index = {lab: s for s, lab in enumerate(labels)}
+    tagged = units.with_columns(pl.concat_str([pl.col(k).cast(pl.String).fill_null("") for k in strata_key]
+                                              + [pl.col("item_id").cast(pl.String)], separator="\x1f").alias("_item"))
+    items = tuple(sorted(set(tagged.get_column("_item").to_list())))
+    position = {it: i for i, it in enumerate(items)}
+    item = np.fromiter(map(position.__getitem__, tagged.get_column("_item").to_list()), dtype=np.int64, count=tagged.height)
+    stratum_of_run = [index[tuple(r)] for r in tagged.select(strata_key).iter_rows()]
+    stratum = np.zeros(len(items), dtype=np.int64)
+    stratum[item] = stratum_of_run
+    present = [f for f in fields if f in tagged.columns]
+    values = tagged.select([pl.col(f).cast(pl.Float64) for f in present]).to_numpy()
+    cell = CellRuns(key=key, group=("compare",), n_items_group=len(items), items=items, item=item,
+                    fields=Sums({f: np.ascontiguousarray(values[:, k]) for k, f in enumerate(present)}), strata=stratum)
+    return Group(names=("compare",), items=items, cells=(cell,),
+                 stratum_names=tuple(("compare", *map(str, lab)) for lab in labels))
+
+
+def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resamples: int = DEFAULT_N_RESAMPLES,
+            seed: int = DEFAULT_SEED, ci: Literal["studentized", "percentile", "bca"] = "studentized",
+            confidence_level: float = DEFAULT_CONFIDENCE, within_draft: bool | None = None) -> Comparison:
+    """Compare arm X with arm Y on shared items (an intervention against its base arm, two rules, two methods).
+
+    Parameters
+    ----------
+    runs : loaded runs.
+    x, y : selections by column value, e.g. ``{"method": "cactus", "params": "alpha0.35"}`` (a list value
+        selects any of several).
+    n_resamples, seed, ci, confidence_level : as for :func:`lengthlens.cells` (the same metrics and intervals).
+    within_draft : pair within target, draft and dataset (True) or within target and dataset (False,
+        arms with different drafts: EAGLE against SpS); None decides by whether the selections share a draft.
+
+    Returns
+    -------
+    Comparison
+        X in the relaxed role: ratios are X over Y.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                           # doctest: +SKIP
+    >>> c = ll.compare(runs, {"method": "cactus_force_commit"}, {"method": "cactus"})   # doctest: +SKIP
+    >>> c["lambda"].confidence_interval                                    # doctest: +SKIP
+    """
+    t = _ok_runs(runs)
+    xs, ys = select(t, x), select(t, y)
+    if xs.height == 0 or ys.height == 0:
+        raise ValueError(f"no ok runs match {'x' if xs.height == 0 else 'y'} = {dict(x if xs.height == 0 else y)}")
+    if within_draft is None:
+        within_draft = bool(set(xs.get_column("draft")) & set(ys.get_column("draft")))
+    group_key = GROUP_KEY if within_draft else ("target", "dataset")
+    units = pair(xs, ys, on=(*group_key, *UNIT_KEY))
+    if units.height == 0:
+        raise ValueError(f"the two arms share no ({', '.join(group_key)}, item, seed, turn)")
+
+    def label(col: str) -> Any:
+        values = units.get_column(col).unique().to_list()
+        return values[0] if len(values) == 1 else ", ".join(sorted(map(str, values)))
+
+    analysis = CellsAnalysis()
+    key = {k: label(k) for k in ("target", "draft", "dataset", "method", "params")} | {"alpha": None}
+    group = comparison_group(units, tuple(group_key), analysis.fields, key)
+    settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
+    (table,) = run([group], [analysis], settings)
+    return Comparison(x=dict(x), y=dict(y), cell=table.cells[0])
+
+
+_METHOD_PAIR_METRICS = ("lambda", "rounds_ratio", "time_ratio", "gain", "accuracy_delta_pp")
+
+
+def method_pairs(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
+                 ci: Literal["studentized", "percentile", "bca"] = "studentized",
+                 confidence_level: float = DEFAULT_CONFIDENCE) -> pd.DataFrame:
+    """methods.csv: every pair of speculative arms of one (target, dataset) whose drafts differ, x against y.
+
+    Only where each method has one draft (Spec-Bench's layout; rules run with several drafts, as in the
+    study, are compared with their baseline in the cells). Columns: target, dataset, x_/y_ method,
+    params and draft, n_items, n_runs, λ, R/R*, T/T*, gain and Δacc with ``_lo``/``_hi`` (ratios are x over
+    y), accuracy_p (and its old name mcnemar_p), unavailable.
+    """
+    t = runs.table.filter((pl.col("status") == "ok") & (pl.col("method") != STRICT))
+    arms = t.select(*ARM_KEY).unique().sort(ARM_KEY)
+    rows = []
+    for g in arms.partition_by(["target", "dataset"], maintain_order=True):
+        per_method = g.group_by("method").agg(pl.col("draft").n_unique().alias("k"))
+        if g.get_column("draft").n_unique() < 2 or per_method.get_column("k").max() > 1:
+            continue
+        for a, b in combinations(g.iter_rows(named=True), 2):
+            if a["draft"] == b["draft"]:
+                continue
+            try:
+                c = compare(runs, a, b, n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
+                            within_draft=False)
+            except ValueError:
+                continue  # no shared items
+            row = {"target": a["target"], "dataset": a["dataset"], "x_method": a["method"], "x_params": a["params"],
+                   "x_draft": a["draft"], "y_method": b["method"], "y_params": b["params"], "y_draft": b["draft"],
+                   "n_items": c.n_items, "n_runs": c.n_runs}
+            for m in _METHOD_PAIR_METRICS:
+                row.update({m: c[m].point, f"{m}_lo": c[m].low, f"{m}_hi": c[m].high})
+            p = c.cell.accuracy_p if (c.wrong_to_right + c.right_to_wrong) else None
+            row.update(accuracy_p=p, mcnemar_p=p, unavailable=c.cell.to_row()["unavailable"])
+            rows.append(row)
+    return frame(rows)

@@ -1,0 +1,365 @@
+"""The engine of every resampled analysis: groups of paired runs as numpy arrays, one driver, one execution.
+
+A :class:`Group` is the paired runs of one (target, draft, dataset) with the items they are
+resampled over; it is the only place where polars becomes numpy. An analysis (:class:`Analysis`)
+says which paired-run fields it reads and, per cell, which item columns it wants resampled and
+which statistics of their sums it wants estimated (:class:`Plan`); it turns each cell's results
+into rows and the rows into its table. The driver (:func:`run`) draws each group's counts once
+(per item set: a cell on a subset of the items draws its own), multiplies every column of every
+analysis of that item set in one count-matrix product, estimates every statistic with the same
+interval code (:func:`lengthlens.stats.intervals.estimates`), and hands each analysis its columns by
+name.
+
+Groups are independent (their draws depend only on the seed and the group's names), so they run
+one after another or in spawned worker processes with the same numbers, bit for bit; BLAS is held
+to one thread either way (its products differ in the last bit with its thread count). Nothing
+outside this module knows how the groups are executed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Protocol, TypeVar
+
+import numpy as np
+import polars as pl
+
+from lengthlens.data.pairing import CELL_KEY, cell_units
+from lengthlens.data.runset import RunSet
+from lengthlens.data.schema import GROUP_KEY, STRICT
+from lengthlens.stats.intervals import CI_METHODS, Resampled, Statistic, estimates, moment_columns
+from lengthlens.stats.metrics import Sums
+from lengthlens.stats.products import ColumnProduct
+from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, draw_counts
+from lengthlens.results import Estimate
+
+__all__ = ["Analysis", "CellRuns", "CellResult", "Group", "Plan", "Settings", "group_items", "groups_of", "run",
+           "run_on"]
+
+Row = TypeVar("Row")
+Out = TypeVar("Out")
+
+#: Environment variable that sets the default number of worker processes of the command line.
+WORKERS_ENV = "LENGTHLENS_WORKERS"
+#: Paired runs below which worker processes are not started: sending the groups costs more than it saves.
+PROCESS_MIN_RUNS = 20_000
+#: Thread counts a worker process starts with (read when it first imports numpy or polars).
+_ONE_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the resampled analyses are done: resamples, seed, interval method and level."""
+
+    n_resamples: int = DEFAULT_N_RESAMPLES
+    seed: int = DEFAULT_SEED
+    ci: str = "studentized"
+    confidence_level: float = DEFAULT_CONFIDENCE
+
+    def __post_init__(self) -> None:
+        if self.ci not in CI_METHODS:
+            raise ValueError(f"ci must be one of {CI_METHODS}, not {self.ci!r}")
+        if int(self.n_resamples) < 1:
+            raise ValueError(f"n_resamples must be at least 1, not {self.n_resamples}")
+        if not 0 < float(self.confidence_level) < 1:
+            raise ValueError(f"confidence_level must lie between 0 and 1, not {self.confidence_level}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Groups and cells
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)  # holds arrays
+class CellRuns:
+    """One cell's paired runs as numpy arrays: what an analysis sees of a cell.
+
+    ``key`` holds the cell's names (target, draft, dataset, method, params, alpha); ``fields`` the
+    paired runs' fields by name (the baseline's with ``_star``), float64 with NaN where not logged;
+    ``item`` each run's position in ``items`` (the cell's own items, sorted), ``strata`` each item's
+    stratum (None: one). ``group`` names the group whose draws the cell uses, ``n_items_group`` its
+    items: a cell on all of them uses the group's draws, a cell on fewer draws its own.
+    """
+
+    key: Mapping[str, Any]
+    group: tuple[str, ...]
+    n_items_group: int
+    items: tuple[str, ...]
+    item: np.ndarray
+    fields: Sums
+    strata: np.ndarray | None = None
+
+    @property
+    def n_items(self) -> int:
+        return len(self.items)
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.item.shape[0])
+
+    @property
+    def complete(self) -> bool:
+        """On every item of its group (then the group's draws are used)."""
+        return self.n_items == self.n_items_group
+
+    def by_item(self, values: np.ndarray) -> np.ndarray:
+        """Per-run values summed by item (n_items,): an item's seeds add up, since the item is resampled."""
+        return np.bincount(self.item, weights=np.asarray(values, dtype=np.float64), minlength=self.n_items)
+
+    def runs_per_item(self) -> np.ndarray:
+        return np.bincount(self.item, minlength=self.n_items).astype(np.float64)
+
+    def subset(self, keep: np.ndarray) -> CellRuns:
+        """The cell restricted to the runs where ``keep``; its items are those that keep a run."""
+        keep = np.asarray(keep, dtype=bool)
+        present = np.unique(self.item[keep])
+        position = np.full(self.n_items, -1, dtype=np.int64)
+        position[present] = np.arange(present.size)
+        return replace(self, items=tuple(self.items[i] for i in present), item=position[self.item[keep]],
+                       fields=Sums({k: v[keep] for k, v in self.fields.items()}),
+                       strata=None if self.strata is None else self.strata[present])
+
+
+@dataclass(frozen=True, eq=False)
+class Group:
+    """The paired runs of one (target, draft, dataset), or of one comparison's strata, as numpy arrays.
+
+    ``items`` are the group's resampling units (its baseline's items, sorted); ``cells`` its cells
+    (one per relaxed arm) in order. With ``strata`` (item -> stratum) items are resampled within
+    each stratum, each with the draws of the stratum's own names (``stratum_names``).
+    """
+
+    names: tuple[str, ...]
+    items: tuple[str, ...]
+    cells: tuple[CellRuns, ...]
+    stratum_names: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def n_runs(self) -> int:
+        return sum(c.n_runs for c in self.cells)
+
+
+def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, Sequence[str]] | None = None,
+              *, group_key: Sequence[str] = GROUP_KEY) -> list[Group]:
+    """The groups of paired runs ``units`` (one row per paired run, the baseline's fields with ``_star``).
+
+    ``fields``: the paired-run columns the analyses read (converted to float64, NaN for null);
+    ``items``: each group's resampling units (default: the items its runs cover), keyed by the
+    group's names. Groups and cells keep the order in which they first appear in ``units``.
+    """
+    present = [f for f in dict.fromkeys(fields) if f in units.columns]
+    out = []
+    for names, g in _partition(units, list(group_key)):
+        group_items = tuple(items[names]) if items is not None else tuple(sorted(set(g.get_column("item_id").to_list())))
+        index = {it: i for i, it in enumerate(group_items)}
+        cells = []
+        for key, c in _partition(g, list(CELL_KEY)):
+            ids = c.get_column("item_id").to_list()
+            positions = np.fromiter(map(index.__getitem__, ids), dtype=np.int64, count=len(ids))
+            own = np.unique(positions)
+            remap = np.full(len(group_items), -1, dtype=np.int64)
+            remap[own] = np.arange(own.size)
+            values = c.select([pl.col(f).cast(pl.Float64) for f in present]).to_numpy()
+            cells.append(CellRuns(key=dict(zip(CELL_KEY, key)), group=names, n_items_group=len(group_items),
+                                  items=tuple(group_items[i] for i in own), item=remap[positions],
+                                  fields=Sums({f: np.ascontiguousarray(values[:, k]) for k, f in enumerate(present)})))
+        out.append(Group(names=names, items=group_items, cells=tuple(cells)))
+    return out
+
+
+def group_items(runs: RunSet) -> dict[tuple, list[str]]:
+    """Every group's resampling units: the items of its baseline's paired runs, sorted."""
+    base = runs.paired.filter(pl.col("method") == STRICT).select(*GROUP_KEY, "item_id").unique()
+    return {names: part.get_column("item_id").sort().to_list() for names, part in _partition(base, list(GROUP_KEY))}
+
+
+def _partition(frame: pl.DataFrame, by: list[str]) -> list[tuple[tuple, pl.DataFrame]]:
+    """``frame`` split by the columns ``by``, in the order their values first appear."""
+    return [(tuple(k), part) for k, part in frame.partition_by(by, maintain_order=True, as_dict=True).items()]
+
+
+# ------------------------------------------------------------------------------------------------
+# The analysis protocol
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, eq=False)
+class Plan:
+    """What one analysis wants of one cell: item columns to resample and statistics of their sums.
+
+    ``cell`` is the cell or the part of it the analysis uses (:meth:`CellRuns.subset`); its items set
+    the draws. ``columns``: name -> per-item totals (n_items,); ``statistics``: name -> a statistic
+    over the columns' sums (a registry metric, or :class:`lengthlens.stats.intervals.Ratio`);
+    ``data``: anything the analysis wants back in :meth:`Analysis.finish`.
+    """
+
+    cell: CellRuns
+    columns: Mapping[str, np.ndarray]
+    statistics: Mapping[str, Statistic] = field(default_factory=dict)
+    data: Any = None
+
+
+@dataclass(frozen=True, eq=False)
+class CellResult:
+    """One cell's results for an analysis: its plan, the estimates and replicates of its statistics, its sums."""
+
+    plan: Plan
+    estimates: Mapping[str, Estimate]
+    replicates: Mapping[str, np.ndarray]
+    sums: Resampled
+
+    @property
+    def cell(self) -> CellRuns:
+        return self.plan.cell
+
+
+class Analysis(Protocol, Generic[Row, Out]):
+    """A resampled analysis on the engine.
+
+    ``fields``: the paired-run fields it reads. ``plan(cell)``: what to resample for a cell (None:
+    nothing, the cell has no row). ``finish(results, settings)``: one group's rows from its cells'
+    results (a list, in cell order). ``collect(rows, settings)``: the analysis' result from every
+    group's rows, in group order. Analyses must be picklable (module-level classes) to run in
+    worker processes.
+    """
+
+    fields: tuple[str, ...]
+
+    def plan(self, cell: CellRuns, settings: Settings) -> Plan | None: ...
+
+    def finish(self, results: list[CellResult], settings: Settings) -> list[Row]: ...
+
+    def collect(self, rows: list[Row], settings: Settings) -> Out: ...
+
+
+def group_results(group: Group, analyses: Sequence[Analysis], settings: Settings) -> list[list[Any]]:
+    """Every analysis' rows for one group: plans first, one product per item set, then estimates and rows."""
+    products: dict[tuple, tuple[ColumnProduct, np.ndarray]] = {}
+    planned: list[list[tuple]] = []
+    for analysis in analyses:
+        mine = []
+        for cell in group.cells:
+            plan = analysis.plan(cell, settings)
+            if plan is None:
+                continue
+            extra = moment_columns(plan.statistics, plan.columns, settings.ci, plan.cell.strata)
+            names = (*plan.columns, *extra)
+            block = np.column_stack([*plan.columns.values(), *extra.values()]) if names else np.zeros((plan.cell.n_items, 0))
+            product, counts = _product(products, group, plan.cell, settings)
+            mine.append((plan, extra, product.add(block), names, product, counts))
+        planned.append(mine)
+    out = []
+    for analysis, mine in zip(analyses, planned):
+        results = []
+        for plan, extra, rows, names, product, counts in mine:
+            boot = product.sums(rows)
+            r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
+                          strata=plan.cell.strata)
+            est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level)
+            results.append(CellResult(plan, est, reps, r))
+        out.append(analysis.finish(results, settings))
+    return out
+
+
+def _product(products: dict, group: Group, cell: CellRuns, settings: Settings) -> tuple[ColumnProduct, np.ndarray]:
+    """The product over a cell's item set, made once per item set: the group's draws, or the cell's own."""
+    key = (cell.items, cell.complete)
+    if key not in products:
+        counts = _counts(group, cell, settings)
+        products[key] = (ColumnProduct(counts), counts)
+    return products[key]
+
+
+def _counts(group: Group, cell: CellRuns, settings: Settings) -> np.ndarray:
+    """Float64 (B, n_items) draws over a cell's items; with strata, each stratum's items drawn on their own."""
+    if not group.stratum_names:
+        return draw_counts(settings.seed, group.names, cell.items, cell.complete, settings.n_resamples)
+    parts = np.empty((settings.n_resamples, cell.n_items))
+    for s, names in enumerate(group.stratum_names):
+        inside = np.flatnonzero(cell.strata == s)
+        parts[:, inside] = draw_counts(settings.seed, names, [cell.items[i] for i in inside], True, settings.n_resamples)
+    return parts
+
+
+# ------------------------------------------------------------------------------------------------
+# Execution
+# ------------------------------------------------------------------------------------------------
+
+def run(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, *, workers: int = 1) -> list[Any]:
+    """Each analysis' result over every group: ``analysis.collect(rows of every group, in group order)``.
+
+    ``workers`` above 1 computes the groups in that many spawned processes when the groups hold at
+    least :data:`PROCESS_MIN_RUNS` paired runs (the analyses must then be picklable); the numbers are
+    the same either way.
+    """
+    per_group = _map(groups, analyses, settings, workers)
+    return [analysis.collect([row for part in per_group for row in part[k]], settings)
+            for k, analysis in enumerate(analyses)]
+
+
+def _job(job: tuple[Group, Sequence[Analysis], Settings]) -> list[list[Any]]:
+    return group_results(*job)
+
+
+def _map(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, workers: int) -> list[list[list[Any]]]:
+    from threadpoolctl import threadpool_limits
+
+    jobs = [(g, analyses, settings) for g in groups]
+    n = min(resolve_workers(workers), len(jobs))
+    if n > 1 and sum(g.n_runs for g in groups) >= PROCESS_MIN_RUNS and _extensions_pickle(analyses):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        order = sorted(range(len(jobs)), key=lambda i: -groups[i].n_runs)  # the largest first: none left alone at the end
+        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_one_thread) as pool:
+            futures = {i: pool.submit(_job, jobs[i]) for i in order}
+            return [futures[i].result() for i in range(len(jobs))]
+    with threadpool_limits(limits=1, user_api="blas"):
+        return [_job(j) for j in jobs]
+
+
+def _extensions_pickle(analyses: Sequence[Analysis]) -> bool:
+    """Whether the analyses can cross to a spawned process: a metric added at run time (not in its module) cannot."""
+    from lengthlens.stats import metrics
+
+    return all(getattr(a, "portable", True) for a in analyses) and metrics.registry() is metrics.REGISTRY
+
+
+def _one_thread() -> None:
+    """A worker process's start: one thread for BLAS and polars."""
+    for name in _ONE_THREAD_ENV:
+        os.environ[name] = "1"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def resolve_workers(workers: int | None) -> int:
+    """Worker processes: ``workers``, else $LENGTHLENS_WORKERS, else the cores this process may use (at most 8)."""
+    if workers is not None:
+        if int(workers) < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        return int(workers)
+    env = os.environ.get(WORKERS_ENV, "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"{WORKERS_ENV} must be a whole number of at least 1, not {env!r}")
+        return int(env)
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, workers: int = 1,
+           units: pl.DataFrame | None = None) -> list[Any]:
+    """:func:`run` on loaded runs: each relaxed run paired with its baseline run, grouped, every analysis' result.
+
+    ``units``: the paired runs (:func:`lengthlens.data.pairing.cell_units`) when the caller has them,
+    e.g. with channel counts added.
+    """
+    units = cell_units(runs.paired) if units is None else units
+    fields = tuple(dict.fromkeys(f for a in analyses for f in a.fields))
+    return run(groups_of(units, fields, group_items(runs)), analyses, settings, workers=workers)

@@ -1,0 +1,374 @@
+"""Interval estimates of functions of resampled sums: percentile, BCa and the studentized bootstrap-t.
+
+Every analysis gets its intervals here, through :func:`estimates`: a statistic is a function of
+named sums over items (a metric of the registry, or an analysis' own ratio), and what it needs
+besides its sums (the item products for its standard error) is added by :func:`moment_columns`
+before the count-matrix product. The interval functions below work column by column on replicates
+(B, ...) and return (low, high, undefined): the limits, and how many replicates had no value
+(NaN or inf) and were left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from lengthlens.results import ConfidenceInterval, Estimate
+from lengthlens.stats.delta import Stratum, moment_pairs, values_and_ses
+from lengthlens.stats.metrics import Sums, finite_or_nan
+from lengthlens.stats.resample import DEFAULT_CONFIDENCE
+
+__all__ = ["CI_METHODS", "Resampled", "Statistic", "bca_interval", "estimates", "moment_columns", "percentile_interval",
+           "quantiles_with_inf", "studentized_interval"]
+
+#: The interval methods a user can ask for.
+CI_METHODS = ("studentized", "percentile", "bca")
+
+
+class Statistic(Protocol):
+    """What :func:`estimates` needs of a statistic: its definition over named sums and its kind of interval.
+
+    ``interval``: ``"ratio"`` (positive; studentized on the log scale by default), ``"difference"``
+    (its own scale; percentile by default), or None (a point estimate only). Metrics of the registry
+    are statistics; :class:`Ratio` makes one from a function.
+    """
+
+    @property
+    def of(self) -> Callable[[Sums], Any]: ...
+
+    @property
+    def interval(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """An analysis' own statistic: ``of`` over named sums, with its kind of interval (see :class:`Statistic`)."""
+
+    of: Callable[[Sums], Any]
+    interval: str | None = "ratio"
+
+def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Percentile interval along axis 0, ignoring undefined (NaN/inf) replicates; also their count."""
+    reps = np.where(np.isfinite(replicates), replicates, np.nan)
+    undefined = np.isnan(reps).sum(axis=0)
+    a = (1 - confidence_level) / 2
+    # All-undefined columns are reported via `undefined` and left NaN. nanpercentile's warning about them is
+    # avoided, not silenced: warnings.catch_warnings() changes process-wide state, and the pass runs this in
+    # several threads at once (one thread's exit re-enabled another's warning). Such a column gets one 0 so
+    # that it is no all-NaN slice; the others keep nanpercentile's same path (the array still holds NaN).
+    none = np.asarray(undefined == reps.shape[0])
+    if reps.shape[0]:
+        reps[0, ...][none] = 0.0  # a view of the first resample (0-d for one column)
+        lo, hi = np.nanpercentile(reps, [100 * a, 100 * (1 - a)], axis=0)
+    else:
+        lo, hi = np.full(reps.shape[1:], np.nan), np.full(reps.shape[1:], np.nan)
+    return np.where(none, np.nan, lo), np.where(none, np.nan, hi), undefined
+
+
+def bca_interval(replicates: np.ndarray, point: np.ndarray, jackknife: np.ndarray,
+                 confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bias-corrected and accelerated interval (Efron 1987), per column.
+
+    ``jackknife`` holds the leave-one-item-out estimates (n_items, ...); the acceleration comes
+    from their skewness, as in scipy.stats.bootstrap(method='BCa').
+    """
+    from scipy import special  # here, not at the top: the studentized and percentile paths need no scipy
+
+    reps = np.where(np.isfinite(replicates), replicates, np.nan)
+    undefined = np.isnan(reps).sum(axis=0)
+    n_def = reps.shape[0] - undefined
+    with np.errstate(all="ignore"):
+        below = np.nansum(reps < point, axis=0) / n_def
+        z0 = special.ndtri(below)
+        jk_mean = np.nanmean(jackknife, axis=0)
+        d = jk_mean - jackknife
+        acc = np.nansum(d**3, axis=0) / (6.0 * np.nansum(d**2, axis=0) ** 1.5)
+        a = (1 - confidence_level) / 2
+        out = []
+        for z_alpha in (special.ndtri(a), special.ndtri(1 - a)):
+            adj = special.ndtr(z0 + (z0 + z_alpha) / (1 - acc * (z0 + z_alpha)))
+            out.append(adj)
+        lo_q, hi_q = out
+        lo = np.full(np.shape(point), np.nan)
+        hi = np.full(np.shape(point), np.nan)
+        flat_reps = reps.reshape(reps.shape[0], -1)
+        for j, (ql, qh) in enumerate(zip(np.ravel(lo_q), np.ravel(hi_q))):
+            col = flat_reps[:, j]
+            col = col[~np.isnan(col)]
+            if col.size and np.isfinite(ql) and np.isfinite(qh):
+                np.ravel(lo)[j] = np.percentile(col, 100 * ql)
+                np.ravel(hi)[j] = np.percentile(col, 100 * qh)
+    return lo, hi, undefined
+
+
+def jackknife_sums(item_sums: np.ndarray) -> np.ndarray:
+    """Leave-one-item-out sums: total minus each item's row (n_items, Q)."""
+    return item_sums.sum(axis=0, keepdims=True) - item_sums
+
+
+def quantiles_with_inf(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """Linear-interpolation quantiles (numpy's default) per column, NaN dropped, +/-inf kept as extremes.
+
+    Returns (len(qs), *values.shape[1:]); interpolating towards an infinite value gives that
+    infinity; an all-NaN column gives NaN.
+    """
+    v = np.sort(values, axis=0)  # NaN last, -inf first
+    n_valid = np.sum(~np.isnan(values), axis=0)
+    out = []
+    for q in qs:
+        h = np.maximum(n_valid - 1, 0) * q
+        lo = np.floor(h).astype(np.int64)
+        hi = np.ceil(h).astype(np.int64)
+        a = np.take_along_axis(v, lo[None], axis=0)[0]
+        b = np.take_along_axis(v, hi[None], axis=0)[0]
+        with np.errstate(invalid="ignore"):
+            r = np.where((a == b) | np.isinf(a), a, np.where(np.isinf(b), b, a + (h - lo) * (b - a)))
+        out.append(np.where(n_valid > 0, r, np.nan))
+    return np.stack(out)
+
+
+def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarray, se_replicates: np.ndarray,
+                         confidence_level: float = DEFAULT_CONFIDENCE, symmetric: bool = True
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bootstrap-t interval per column, with t_b = (rep_b - point) / se_b.
+
+    ``symmetric`` (default): point +/- q se with q the ``confidence_level`` quantile of |t_b|
+    (Hall 1988; it covers better than the equal-tailed form at 12-150 items in simulation, see
+    README). Otherwise equal-tailed: [point - t_hi se, point - t_lo se]. All arrays on the scale the
+    interval is built on (the caller takes logs for ratios). A resample whose SE is 0 but whose
+    value differs from the point (one distinct item) has t = +/-inf: kept as an extreme value, so
+    the limit can be unbounded. Resamples with an undefined value or SE are dropped and counted.
+    With ``se`` 0 (every item agrees) the interval is the point. "0" means below 1e-12 (1 + |point|).
+
+    Where so many resamples have SE 0 with a changed value that a limit comes out unbounded (nearly
+    every item unchanged, as in a check of a lossless method, where a resample without the few items
+    that differ has no spread), the bootstrap-t says nothing: that column gets the percentile
+    interval of the same replicates instead. Returns (low, high, undefined, fell_back), ``fell_back``
+    marking the columns that got the percentile interval.
+    """
+    # SEs and differences below rounding (a metric constant across items, e.g. time per round when
+    # time is logged as rounds x a constant) count as 0: t = 0 for an unchanged resample, else +/-inf.
+    tol = 1e-12 * (1.0 + np.abs(point))
+    t = _t_statistics(point, replicates, se_replicates, tol)
+    se = np.where(se > tol, se, 0.0)
+    undefined = np.isnan(t).sum(axis=0)
+    a = (1 - confidence_level) / 2
+    if symmetric:
+        q = quantiles_with_inf(np.abs(t), (confidence_level,))[0]
+        t_lo, t_hi = -q, q
+    else:
+        t_lo, t_hi = quantiles_with_inf(t, (a, 1 - a))
+    with np.errstate(invalid="ignore", over="ignore"):
+        lo = np.where(se == 0, point, point - t_hi * se)
+        hi = np.where(se == 0, point, point - t_lo * se)
+    bad = ~np.isfinite(point) | np.isnan(se)
+    degenerate = ~bad & (np.isinf(lo) | np.isinf(hi))
+    if degenerate.any():
+        p_lo, p_hi, _ = percentile_interval(replicates, confidence_level)
+        lo, hi = np.where(degenerate, p_lo, lo), np.where(degenerate, p_hi, hi)
+    return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi), undefined, degenerate
+
+
+def _t_statistics(point: np.ndarray, replicates: np.ndarray, se_replicates: np.ndarray, tol: np.ndarray) -> np.ndarray:
+    """t_b = (rep_b - point) / se_b where se_b > tol; where not, 0 if |rep_b - point| <= tol else +/-inf;
+    NaN where rep_b or se_b is not finite. Divides everywhere, then fixes the (few) other entries in place."""
+    diff = replicates - point
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.divide(diff, se_replicates)
+        small = np.broadcast_to(~(se_replicates > tol), t.shape)
+        if small.any():
+            d, tl = np.broadcast_to(diff, t.shape)[small], np.broadcast_to(tol, t.shape)[small]
+            t[small] = np.where(np.abs(d) <= tl, 0.0, np.sign(d) * np.inf)
+    finite = np.broadcast_to(np.isfinite(replicates) & np.isfinite(se_replicates), t.shape)
+    if not finite.all():
+        t[~finite] = np.nan
+    return t
+
+
+# ------------------------------------------------------------------------------------------------
+# Estimates of statistics of resampled sums: the one interval code of every analysis.
+# ------------------------------------------------------------------------------------------------
+
+def _method(kind: str | None, ci: str) -> str:
+    """The interval a statistic of this kind gets when ``ci`` is asked for."""
+    if ci not in CI_METHODS:
+        raise ValueError(f"ci must be one of {CI_METHODS}, not {ci!r}")
+    if ci == "studentized":
+        return "studentized" if kind == "ratio" else "percentile"
+    return ci
+
+
+def _product(a: str, b: str) -> str:
+    return f"{a}*{b}"
+
+
+def _in_stratum(name: str, s: int) -> str:
+    return f"{name}@{s}"
+
+
+def moment_columns(statistics: Mapping[str, Statistic], items: Mapping[str, np.ndarray], ci: str,
+                   strata: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The item columns the standard errors of the studentized statistics need, to resample beside ``items``.
+
+    ``items`` maps a sum's name to its per-item totals (n_items,). With one stratum: the products
+    xₐ x_b of the sums each statistic depends on; with ``strata`` (each item's stratum), the sums and
+    products within each stratum.
+    """
+    fns = [st.of for st in statistics.values() if _method(st.interval, ci) == "studentized"]
+    pairs = moment_pairs(fns, tuple(items))
+    out = {_product(a, b): items[a] * items[b] for a, b in pairs}
+    if strata is not None and np.unique(strata).size > 1:
+        deps = tuple(dict.fromkeys(k for p in pairs for k in p))
+        masked = {}
+        for s in np.unique(strata):
+            inside = (strata == s).astype(float)
+            masked.update({_in_stratum(k, int(s)): items[k] * inside for k in deps})
+            masked.update({_in_stratum(name, int(s)): col * inside for name, col in out.items()})
+        out.update(masked)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Resampled:
+    """Named item columns of one cell, summed over its items and in every resample.
+
+    ``items`` (n_items,) per column, ``boot`` (B,) per column: what :func:`moment_columns` added
+    included; ``strata`` each item's stratum (None: one). ``counts`` are the draws (B, n_items), for
+    analyses whose statistics are not functions of sums.
+    """
+
+    items: Mapping[str, np.ndarray]
+    boot: Mapping[str, np.ndarray]
+    counts: np.ndarray
+    strata: np.ndarray | None = None
+
+    @property
+    def n_items(self) -> int:
+        return int(self.counts.shape[1])
+
+    @property
+    def n_resamples(self) -> int:
+        return int(self.counts.shape[0])
+
+    def point(self, names: Sequence[str] | None = None) -> Sums:
+        """Each column's sum over the cell's items."""
+        return Sums({k: v.sum() for k, v in self.items.items() if names is None or k in names})
+
+    def _strata_ids(self) -> list[int]:
+        return [] if self.strata is None or np.unique(self.strata).size < 2 else [int(s) for s in np.unique(self.strata)]
+
+    def point_strata(self, sums: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[Stratum]:
+        ids = self._strata_ids()
+        if not ids:
+            point = self.point()
+            return [Stratum(point, {p: point[_product(*p)] for p in pairs}, float(self.n_items))]
+        out = []
+        for s in ids:
+            inside = self.strata == s
+            out.append(Stratum({k: self.items[k][inside].sum() for k in sums},
+                               {p: self.items[_product(*p)][inside].sum() for p in pairs}, float(inside.sum())))
+        return out
+
+    def boot_strata(self, sums: Sequence[str], pairs: Sequence[tuple[str, str]]) -> list[Stratum]:
+        ids = self._strata_ids()
+        if not ids:
+            return [Stratum(self.boot, {p: self.boot[_product(*p)] for p in pairs}, float(self.n_items))]
+        return [Stratum({k: self.boot[_in_stratum(k, s)] for k in sums},
+                        {p: self.boot[_in_stratum(_product(*p), s)] for p in pairs}, float(np.sum(self.strata == s)))
+                for s in ids]
+
+
+def estimates(statistics: Mapping[str, Statistic], r: Resampled, *, ci: str = "studentized",
+              confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+    """Each statistic's :class:`~lengthlens.results.Estimate`, and its replicates (B,), from one cell's resampled sums.
+
+    Parameters
+    ----------
+    statistics : name -> a :class:`Statistic` (a registry metric, or a :class:`Ratio`).
+    r : the cell's sums (:class:`Resampled`), including the columns :func:`moment_columns` added.
+    ci : ``studentized`` (ratios: symmetric bootstrap-t on the log scale with the delta-method SE,
+        falling back to the percentile interval where it is unbounded; differences: percentile),
+        ``percentile`` or ``bca`` (bias-corrected and accelerated, jackknife over items).
+    confidence_level : the intervals' level.
+
+    Returns
+    -------
+    (estimates, replicates): name -> Estimate, and name -> the statistic in every resample (NaN where undefined).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> r = Resampled({"x": np.array([1.0, 2.0, 4.0])}, {"x": np.array([6.0, 9.0, 3.0, 12.0])}, np.ones((4, 3)))
+    >>> est, _ = estimates({"mean": Ratio(lambda s: s.x / 3.0)}, r, ci="percentile")
+    >>> round(est["mean"].point, 4)
+    2.3333
+    """
+    point_sums = r.point()
+    keys = tuple(r.items)
+    point, reps = {}, {}
+    with np.errstate(all="ignore"):
+        for name, st in statistics.items():
+            point[name] = float(finite_or_nan(st.of(point_sums)))
+            reps[name] = np.broadcast_to(finite_or_nan(st.of(Sums(r.boot))), (r.n_resamples,))
+    out: dict[str, Estimate] = {}
+    methods = {name: _method(st.interval, ci) for name, st in statistics.items() if st.interval is not None}
+    stud = [n for n, m in methods.items() if m == "studentized"]
+    if stud:
+        out.update(_studentized({n: statistics[n] for n in stud}, r, keys, point, reps, confidence_level))
+    for name, method in methods.items():
+        if method == "percentile":
+            lo, hi, und = percentile_interval(reps[name][:, None], confidence_level)
+            out[name] = _estimate(point[name], lo[0], hi[0], und[0], "percentile", confidence_level,
+                                  _bootstrap_se(reps[name]))
+        elif method == "bca":
+            jack_sums = Sums({k: point_sums[k] - v for k, v in r.items.items()})
+            with np.errstate(all="ignore"):
+                jack = finite_or_nan(statistics[name].of(jack_sums))
+            lo, hi, und = bca_interval(reps[name][:, None], np.asarray([point[name]]), jack[:, None], confidence_level)
+            out[name] = _estimate(point[name], lo[0], hi[0], und[0], "bca", confidence_level, _bootstrap_se(reps[name]))
+    for name in statistics:
+        out.setdefault(name, Estimate(point[name]))
+    return {n: out[n] for n in statistics}, reps
+
+
+def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[str, ...], point: Mapping[str, float],
+                 reps: Mapping[str, np.ndarray], level: float) -> dict[str, Estimate]:
+    """Symmetric bootstrap-t on the log scale for the ratio statistics of one cell (their SEs share the moments)."""
+    fns = {n: st.of for n, st in statistics.items()}
+    pairs = moment_pairs(fns.values(), keys)
+    sums = tuple(dict.fromkeys(k for p in pairs for k in p))
+    log = dict.fromkeys(fns, True)
+    point_sums = r.point(keys)
+    at_point = values_and_ses(fns, point_sums, r.point_strata(sums, pairs), log)
+    in_boot = values_and_ses(fns, Sums({k: r.boot[k] for k in keys}), r.boot_strata(sums, pairs), log)
+    out = {}
+    for name in fns:
+        (est, se), (est_b, se_b) = at_point[name], in_boot[name]
+        est_b = np.broadcast_to(est_b, (r.n_resamples,))[:, None]
+        se_b = np.broadcast_to(se_b, (r.n_resamples,))[:, None]
+        lo, hi, und, fell_back = studentized_interval(np.asarray([est]), np.asarray([se]), est_b, se_b, level)
+        with np.errstate(over="ignore"):  # built on the log scale
+            lo, hi = np.exp(lo), np.exp(hi)
+        # The SE of the statistic itself (delta method): d f = f d log f.
+        se_point = float(point[name] * se) if np.isfinite(se) else np.nan
+        if fell_back[0]:
+            out[name] = _estimate(point[name], lo[0], hi[0], und[0], "percentile", level, se_point,
+                                  "the bootstrap-t was unbounded (resamples without spread): percentile interval")
+        else:
+            out[name] = _estimate(point[name], lo[0], hi[0], und[0], "studentized", level, se_point)
+    return out
+
+
+def _bootstrap_se(replicates: np.ndarray) -> float:
+    """The standard deviation of the defined replicates (NaN with fewer than two)."""
+    v = replicates[np.isfinite(replicates)]
+    return float(v.std(ddof=1)) if v.size > 1 else np.nan
+
+
+def _estimate(point: float, lo: float, hi: float, undefined: int, method: str, level: float,
+              standard_error: float = np.nan, note: str = "") -> Estimate:
+    return Estimate(point, ConfidenceInterval(float(lo), float(hi)), standard_error=float(standard_error), method=method,
+                    confidence_level=level, undefined_resamples=int(undefined), note=note)
