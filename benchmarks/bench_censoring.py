@@ -18,8 +18,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lengthlens.analyses.censoring import censoring_cell  # noqa: E402
-from lengthlens.stats.aft import _DISTS, fit_aft  # noqa: E402
-from lengthlens.stats.aft_bootstrap import fit_aft_bootstrap
+from lengthlens.stats.aft import DISTS, fit_aft  # noqa: E402
+from lengthlens.stats.aft import fit_aft_bootstrap
 
 
 def make_cell(n: int, rng: np.random.Generator, budget: int = 4096, B: int = 2000):
@@ -42,7 +42,7 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(20261129)
     print(f"censoring_cell timing, aft_ci={args.aft_ci}, B_aft={args.resamples} (bootstrap columns), best of {args.repeats}")
-    print(f"{'n_items':>8} {'cens':>6} {'cens*':>6} {'cell_s':>8} " + " ".join(f"{d + '_s':>12}" for d in _DISTS))
+    print(f"{'n_items':>8} {'cens':>6} {'cens*':>6} {'cell_s':>8} " + " ".join(f"{d + '_s':>12}" for d in DISTS))
     for n in (12, 164, 1319):
         L, c, Ls, cs, counts = make_cell(n, rng)
         best = np.inf
@@ -56,7 +56,7 @@ def main() -> None:
         x = np.concatenate([np.ones(n), np.zeros(n)])
         W = counts[: args.resamples][:, np.concatenate([np.arange(n), np.arange(n)])].astype(float)
         per = []
-        for dist in _DISTS:
+        for dist in DISTS:
             b = np.inf
             for _ in range(args.repeats):
                 t0 = time.perf_counter()

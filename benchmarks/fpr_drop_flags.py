@@ -23,7 +23,8 @@ import numpy as np
 from lengthlens.stats.mcnemar import mcnemar_exact
 from lengthlens.stats.metrics import drop_2pp, drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
-from lengthlens.stats.resample import item_counts, percentile_interval
+from lengthlens.stats.resample import item_counts
+from lengthlens.stats.intervals import percentile_interval
 
 DISCORDANCE = 0.15
 

@@ -138,7 +138,7 @@ def _nothing_to_analyse(runs) -> str | None:
 def analyse_from_args(runs, args: argparse.Namespace, progress=None):
     """lengthlens.analyses.analyse.analyse with the shared command-line options (worker processes: the cores, by default)."""
     from lengthlens.analyses.analyse import analyse
-    from lengthlens.analyses.engine import resolve_workers
+    from lengthlens.execution import resolve_workers
 
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,

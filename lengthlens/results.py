@@ -30,6 +30,10 @@ class ConfidenceInterval:
     def __contains__(self, x: float) -> bool:
         return self.low <= x <= self.high
 
+    def __iter__(self):
+        """``low, high = interval``, as scipy's intervals unpack."""
+        return iter((self.low, self.high))
+
     @property
     def defined(self) -> bool:
         """Both limits are numbers (finite or infinite)."""

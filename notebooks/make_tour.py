@@ -45,8 +45,10 @@ c"""),
 
 `analyse` computes every table of the report (cells, arms, Table 3, Table 4, censoring, thinking
 attribution, ...); `lengthlens.report.write_report(analysis, "out/")` writes them with the HTML/PDF report."""),
-    ("code", """analysis = ll.analyse(runs, n_resamples=2000)
-print(analysis.headline())
+    ("code", """from lengthlens.report import wording
+
+analysis = ll.analyse(runs, n_resamples=2000)
+print(wording.headline(analysis))
 analysis.tables["table3"]"""),
     ("md", """## One figure
 

@@ -1,4 +1,5 @@
-"""The package layout is the data flow: no stage imports a later one, and no module imports itself back.
+"""The package layout is the data flow: no stage imports a later one, no import cycle, statistics free of frames and
+execution, no private name used outside its module.
 
 Stages, in the order data flows: ``data`` (read, validate, pair) → ``stats`` (resample, estimate) →
 ``analyses`` → ``report`` → the top-level API and CLI. ``synth`` and ``generate`` write logs and
@@ -11,13 +12,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "lengthlens"
 
 #: Rank of each stage: a module may import modules of its own rank or lower.
 RANKS = {
     "lengthlens._version": 0,
+    "lengthlens.results": 0,
+    "lengthlens.execution": 0,
     "lengthlens.data": 1,
     "lengthlens.stats": 2,
     "lengthlens.synth": 2,
@@ -117,33 +118,76 @@ def test_no_import_cycles():
     assert cycle is None, " -> ".join(cycle)
 
 
-@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_modules_stay_small(path):
-    """No module over 400 lines unless it says why in a line starting with '# Size:'."""
-    text = path.read_text(encoding="utf-8")
-    n = text.count("\n")
-    assert n <= 400 or "# Size:" in text, f"{path.name}: {n} lines"
+#: The third-party packages the statistics may import: numbers only, no data frames, no execution.
+STATS_MAY_IMPORT = {"numpy", "scipy"}
 
 
-#: Functions still over the limit, each being split in work under way; this set only shrinks.
-PENDING_SPLIT: set[str] = set()
+def third_party_imports(path: Path) -> set[str]:
+    """Top-level names of every non-lengthlens, non-standard-library module ``path`` imports (lazy imports too)."""
+    import sys
 
-
-def long_functions(limit: int = 60) -> list[str]:
-    """Functions over ``limit`` lines that do not say why in a comment starting with '# Long:'."""
-    out = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        lines = text.splitlines()
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                body = lines[node.lineno - 1: node.end_lineno]
-                if len(body) > limit and not any("# Long:" in ln for ln in body):
-                    out.append(f"{path.relative_to(PACKAGE).as_posix()}:{node.name}")
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and _is_type_checking(node.test)
+                   for stmt in node.body for n in ast.walk(stmt)}
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:  # an annotation's import: not a dependency at run time
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        for n in names:
+            top = n.split(".")[0]
+            if top and top != "lengthlens" and top not in sys.stdlib_module_names and top != "__future__":
+                out.add(top)
     return out
 
 
-def test_functions_stay_short():
-    found = set(long_functions())
-    assert found <= PENDING_SPLIT, f"functions over 60 lines without a '# Long:' reason: {sorted(found - PENDING_SPLIT)}"
-    assert not (PENDING_SPLIT - found), f"split already, drop from PENDING_SPLIT: {sorted(PENDING_SPLIT - found)}"
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def test_stats_imports_only_numpy_and_scipy():
+    bad = {p.name: sorted(third_party_imports(p) - STATS_MAY_IMPORT) for p in sorted((PACKAGE / "stats").glob("*.py"))}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, f"stats/ modules import more than numpy and scipy: {bad}"
+
+
+def test_the_import_check_sees_lazy_imports():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "m.py"
+        f.write_text("from typing import TYPE_CHECKING\nimport numpy as np\nif TYPE_CHECKING:\n    import jinja2\n\n"
+                     "def g():\n    import polars as pl\n    from pandas import DataFrame\n")
+        assert third_party_imports(f) == {"numpy", "polars", "pandas"}
+
+
+def private_imports() -> list[str]:
+    """``from lengthlens.x import _name``: a private name used outside its module."""
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("lengthlens")):
+                out += [f"{path.relative_to(PACKAGE).as_posix()}: {node.module}.{a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_no_private_name_is_imported_across_modules():
+    found = private_imports()
+    assert not found, "private names imported from other modules:\n" + "\n".join(found)
+
+
+def test_only_one_module_knows_how_work_is_executed():
+    """Process pools, threads, forks and BLAS thread limits live in lengthlens/execution.py alone."""
+    words = ("ProcessPoolExecutor", "multiprocessing", "os.fork", "threadpoolctl", "ThreadPoolExecutor", "mallopt",
+             "threading")
+    found = [f"{p.relative_to(PACKAGE).as_posix()}: {w}" for p in sorted(PACKAGE.rglob("*.py"))
+             if p.relative_to(PACKAGE).as_posix() != "execution.py"
+             for w in words if w in p.read_text(encoding="utf-8")]
+    assert not found, found

@@ -13,8 +13,8 @@ from statsmodels.duration.survfunc import SurvfuncRight
 
 from lengthlens.analyses.censoring import censoring_cell
 from lengthlens.stats.aft import fit_aft
-from lengthlens.stats.aft_bootstrap import fit_aft_bootstrap
-from lengthlens.stats.resample import quantiles_with_inf
+from lengthlens.stats.aft import fit_aft_bootstrap
+from lengthlens.stats.intervals import quantiles_with_inf
 from lengthlens.stats.survival import kaplan_meier
 
 LEVELS = (0.25, 0.5, 0.75)
@@ -40,6 +40,11 @@ def _sm_quantile(sf: SurvfuncRight, p: float):
 # --------------------------------------------------------------------------------------------
 
 
+def _none(v: float) -> float | None:
+    """A limit as statsmodels gives it: None where not identified (NaN here)."""
+    return None if math.isnan(v) else v
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_km_matches_statsmodels(seed):
     rng = np.random.default_rng(seed)
@@ -53,13 +58,13 @@ def test_km_matches_statsmodels(seed):
         np.testing.assert_allclose(km.n_events, sf.n_events)
         np.testing.assert_allclose(km.survival, sf.surv_prob, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(km.survival_se, sf.surv_prob_se, rtol=1e-10, equal_nan=True)
-        for q in km.quantiles:
-            value, lo, hi = _sm_quantile(sf, q.p)
-            assert (q.ci_low, q.ci_high) == (lo, hi)
+        for p, q in zip((0.25, 0.5, 0.75), km.quantiles):
+            value, lo, hi = _sm_quantile(sf, p)
+            assert (_none(q.low), _none(q.high)) == (lo, hi)
             # Where S equals 1-p exactly, statsmodels' exp(sum(log)) rounding picks an end of the
             # step at random; we take the midpoint (tested separately). Elsewhere: identical.
-            if np.min(np.abs(km.survival - (1 - q.p))) > 1e-9:
-                assert q.value == value
+            if np.min(np.abs(km.survival - (1 - p))) > 1e-9:
+                assert _none(q.point) == value
 
 
 def test_km_compared_quantiles_often_enough():
@@ -78,7 +83,7 @@ def test_km_without_censoring_is_the_empirical_distribution(n):
     rng = np.random.default_rng(n)
     t = rng.integers(100, 130, size=n).astype(float)
     km = kaplan_meier(t, np.zeros(n, dtype=bool))
-    assert km.median.value == np.median(t)
+    assert km.median.point == np.median(t)
     grid = np.arange(95, 135)
     np.testing.assert_allclose(km.survival_at(grid), [(t > g).mean() for g in grid], atol=1e-12)
 
@@ -89,12 +94,12 @@ def test_km_median_not_identified_when_over_half_censored():
     c = t == budget
     km = kaplan_meier(t, c)
     # S = 11/12, 10/12, 9/12 at 100, 150, 200: exactly 0.75 on [200, 300), so the midpoint.
-    assert km.q25.value == 250.0
+    assert km.q25.point == 250.0
     # The median is not identified, but a lower confidence limit still is (statsmodels agrees).
-    assert km.median.value is None and km.median.ci_high is None
-    assert km.median.ci_low == SurvfuncRight(t, (~c).astype(int)).quantile_ci(0.5)[0] == 150.0
-    assert "censored" in km.median.reason
-    assert km.q75.value is None and km.q75.reason
+    assert math.isnan(km.median.point) and math.isnan(km.median.high)
+    assert km.median.low == SurvfuncRight(t, (~c).astype(int)).quantile_ci(0.5)[0] == 150.0
+    assert "censored" in km.median.note
+    assert math.isnan(km.q75.point) and km.q75.note
 
 
 def test_km_weights_equal_repetition():
@@ -252,24 +257,26 @@ def test_censoring_cell_values_and_row():
     n, budget = 60, 1835
     L, c, Ls, cs = _cell_data(rng, n)
     counts = rng.multinomial(n, np.full(n, 1 / n), size=300)
-    cell = censoring_cell(L, c, budget, Ls, cs, budget, counts, n_resamples_aft=200, aft_ci="bootstrap")
+    cell = censoring_cell(L, c, budget, Ls, cs, budget, counts, n_resamples_aft=200, aft_ci="bootstrap", ci="percentile")
     assert cell.censored_frac == c.mean() and cell.censored_frac_star == cs.mean()
-    assert cell.lambda_plain == pytest.approx(L.mean() / Ls.mean(), rel=1e-14)
+    assert cell.lambda_plain.point == pytest.approx(L.mean() / Ls.mean(), rel=1e-14)
     keep = ~c & ~cs
     assert cell.n_uncensored_pairs == keep.sum()
-    assert cell.lambda_uncensored_pairs == pytest.approx(L[keep].mean() / Ls[keep].mean(), rel=1e-14)
+    assert cell.lambda_uncensored_pairs.point == pytest.approx(L[keep].mean() / Ls[keep].mean(), rel=1e-14)
     # One shared budget: the restricted mean ratio is plain lambda (the documented non-news).
     assert cell.rmst_tau == budget
-    assert cell.rmst_ratio == pytest.approx(cell.lambda_plain, rel=1e-12)
-    assert cell.rmst_ratio_ci == pytest.approx(cell.lambda_plain_ci, rel=1e-12)
+    assert cell.rmst_ratio.point == pytest.approx(cell.lambda_plain.point, rel=1e-12)
+    assert (cell.rmst_ratio.low, cell.rmst_ratio.high) == pytest.approx((cell.lambda_plain.low, cell.lambda_plain.high),
+                                                                        rel=1e-12)
     # Plain-lambda bootstrap: the percentile of per-resample ratios of weighted means.
     r = (counts @ L) / (counts @ Ls)
-    assert cell.lambda_plain_ci == pytest.approx((np.quantile(r, 0.025), np.quantile(r, 0.975)), rel=1e-12)
+    assert (cell.lambda_plain.low, cell.lambda_plain.high) == pytest.approx((np.quantile(r, 0.025), np.quantile(r, 0.975)),
+                                                                            rel=1e-12)
     for dist in ("lognormal", "weibull"):
         fit = fit_aft(np.r_[L, Ls], np.r_[c, cs], np.r_[np.ones(n), np.zeros(n)], dist=dist)
         assert cell.aft[dist].lambda_aft == pytest.approx(fit.lambda_aft, rel=1e-12)
-        lo, hi = cell.aft_ci[dist]
-        assert lo < fit.lambda_aft < hi
+        est = cell.lambda_aft[dist]
+        assert est.low < fit.lambda_aft < est.high and est.method == "percentile"
         assert len(cell.aft_boot[dist].beta) == 200
     row = cell.to_row()
     for col in (
@@ -301,14 +308,11 @@ def test_censoring_cell_duplicated_seeds_via_item_index():
         assert two.aft[dist].lambda_aft == pytest.approx(one.aft[dist].lambda_aft, rel=1e-9)
         np.testing.assert_allclose(two.aft_boot[dist].beta, one.aft_boot[dist].beta, rtol=1e-7, atol=1e-9)
         # Sandwich by item: a duplicated run doubles the information and the item's score alike.
-        assert two_s.aft_ci[dist] == pytest.approx(one_s.aft_ci[dist], rel=1e-6)
-    assert two.lambda_plain_ci == pytest.approx(one.lambda_plain_ci, rel=1e-12)
+        a, b = two_s.lambda_aft[dist], one_s.lambda_aft[dist]
+        assert (a.low, a.high) == pytest.approx((b.low, b.high), rel=1e-6)
+    assert (two.lambda_plain.low, two.lambda_plain.high) == pytest.approx((one.lambda_plain.low, one.lambda_plain.high),
+                                                                          rel=1e-12)
     assert two.n_uncensored_pairs == 2 * one.n_uncensored_pairs
-    # Unaligned arms: pairs become items with no censored run on either side.
-    three = censoring_cell(L[idx], c[idx], 1835, Ls, cs, 1835, counts, item_index=idx,
-                           item_index_star=np.arange(n), n_resamples_aft=50)
-    assert three.n_uncensored_pairs == one.n_uncensored_pairs
-    assert three.lambda_uncensored_pairs == pytest.approx(one.lambda_uncensored_pairs, rel=1e-12)
 
 
 def test_censoring_cell_with_everything_censored_on_relaxed_side():
@@ -320,7 +324,7 @@ def test_censoring_cell_with_everything_censored_on_relaxed_side():
     cell = censoring_cell(L, np.ones(n, bool), 4096, Ls, np.zeros(n, bool), 4096, counts, n_resamples_aft=50)
     row = cell.to_row()
     assert row["lambda_aft_lognormal"] == math.inf and "every relaxed run" in row["lambda_aft_lognormal_reason"]
-    assert row["km_median"] is None and row["km_median_reason"]
+    assert math.isnan(row["km_median"]) and row["km_median_reason"]
     assert row["n_uncensored_pairs"] == 0 and math.isnan(row["lambda_uncensored_pairs"])
 
 
@@ -338,11 +342,11 @@ def _simulate(n_sims: int, n_items: int, n_resamples: int, seed: int):
         L, c, Ls, cs = _cell_data(rng, n_items, beta=math.log(PLANTED))
         counts = rng.multinomial(n_items, np.full(n_items, 1 / n_items), size=n_resamples)
         cell = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=n_resamples)
-        lo, hi = cell.aft_ci["lognormal"]
+        lo, hi = cell.lambda_aft["lognormal"].low, cell.lambda_aft["lognormal"].high
         hits.append(lo <= PLANTED <= hi)
         aft.append(math.log(cell.aft["lognormal"].lambda_aft))
-        plain.append(cell.lambda_plain)
-        plain_hits.append(cell.lambda_plain_ci[0] <= PLANTED <= cell.lambda_plain_ci[1])
+        plain.append(cell.lambda_plain.point)
+        plain_hits.append(PLANTED in cell.lambda_plain.confidence_interval)
         cens.append(cell.censored_frac)
     return np.array(hits), np.array(plain), np.array(plain_hits), np.array(aft), np.array(cens)
 
@@ -403,7 +407,9 @@ def test_cell_bootstrap_restricted_means_equal_weighted_km():
         / kaplan_meier(Ls, cs, weights=w).restricted_mean(cell.rmst_tau)
         for w in counts
     ]
-    assert cell.rmst_ratio_ci == pytest.approx((np.quantile(ratios, 0.025), np.quantile(ratios, 0.975)), rel=1e-12)
+    assert cell.rmst_ratio.method == "percentile"  # a restricted mean of weighted KM curves: not a function of sums
+    assert tuple(cell.rmst_ratio.confidence_interval) == pytest.approx((np.quantile(ratios, 0.025),
+                                                                        np.quantile(ratios, 0.975)), rel=1e-12)
 
 
 def test_censoring_cell_zero_length_run_skips_aft_with_reason():

@@ -281,7 +281,7 @@ def test_split_agrees_with_logged_counts_on_all_real_runs(shared_data):
 def test_run_channels_audited_matches_a_plain_loop_on_mixed_runs():
     """Runs with text are split, runs without take their logged counts, runs with neither get nulls: the columns
     built from the logged counts must equal a row-by-row loop (the function's former body) on every kind of row."""
-    from lengthlens.analyses.attribution import disagreement_cause, run_channels_audited
+    from lengthlens.data.channel_counts import disagreement_cause, run_channels_audited
 
     harmony = f"{A}think it over{F}the answer"
     table = pl.DataFrame({

@@ -57,64 +57,39 @@ def test_cells_path_needs_no_plotting_pdf_or_scipy_stats(tmp_path):
     assert not got & {"matplotlib", "weasyprint", "statsmodels", "scipy.stats"}, got
 
 
-def test_report_starts_its_workers_before_importing_the_data_stack(tmp_path, monkeypatch):
-    """``lengthlens report`` on a large input starts its worker processes first, so that their imports overlap the
-    command's own (the constant naming their modules and the error main() catches live in modules that import nothing)."""
-    assert imported_after("import lengthlens.analyses, lengthlens.data.errors") == set()
-    from lengthlens import cli
-    from lengthlens.analyses import WORKER_MODULES
-    from lengthlens.analyses.group_pass import WORKER_MODULES as from_pass
-    from lengthlens.data.errors import LoadError
-    from lengthlens.data.loading import LoadError as from_loading
-
-    assert WORKER_MODULES == from_pass == ("lengthlens.analyses.group_pass",) and LoadError is from_loading
-    started = []
-    monkeypatch.setattr("lengthlens.stats.parallel.start_processes", lambda workers, modules: started.append(modules))
-    big = tmp_path / "big.parquet"
-    big.write_bytes(b"\0" * cli._PRESTART_BYTES)
-    cli._start_workers(cli.build_parser().parse_args(["report", str(big), "--out", str(tmp_path / "out")]), [big])
-    assert started == [WORKER_MODULES]
-
-
-def test_a_group_job_needs_no_pandas(tmp_path):
-    """A worker process imports WORKER_MODULES and runs group jobs: neither needs pandas (0.55 s of each worker's
-    start-up on the 2-core machine); the frames are built in the main process."""
+def test_a_group_needs_no_pandas(tmp_path):
+    """A worker process computes groups (engine.group_results): no pandas there; the frames are built by each
+    analysis' collect() in the calling process."""
     from lengthlens import synth
 
     flat = synth.write_flat(synth.example(), tmp_path / "ex.parquet")
-    code = ("import sys, lengthlens.analyses.group_pass as gp\n"
+    code = ("import sys\n"
             "from lengthlens.data.loading import load\n"
             f"runs = load({str(flat)!r}, run_graders=False)\n"
-            "sys.modules.pop('pandas', None)\n"  # loading may use pandas; a worker does not load
-            "for m in [m for m in sys.modules if m.startswith('pandas.')]: sys.modules.pop(m)\n"
-            "from lengthlens.analyses.attribution import channel_units\n"
-            "ch = channel_units(runs)\n"
-            "jobs = [(g, f, gp.all_group_items(runs)[g], {'n_resamples': 200, 'seed': 0, 'ci': 'studentized', 'level': 0.95,\n"
-            "         'censoring': gp.censoring_options(200, 50, 'sandwich')}) for g, f in gp.group_frames(ch[0].select(gp.PASS_COLUMNS))]\n"
-            "parts = [gp.group_job(j) for j in jobs]\n"
-            "assert parts and all(p[0] for p in parts)")
+            "for m in [m for m in sys.modules if m == 'pandas' or m.startswith('pandas.')]: sys.modules.pop(m)\n"
+            "from lengthlens.analyses import engine\n"
+            "from lengthlens.analyses.cells import CellsAnalysis\n"
+            "from lengthlens.analyses.censoring import CensoringAnalysis\n"
+            "from lengthlens.analyses.attribution import AttributionAnalysis\n"
+            "from lengthlens.data.pairing import cell_units\n"
+            "from lengthlens.data.channel_counts import run_channels\n"
+            "analyses = [CellsAnalysis(), CensoringAnalysis(), AttributionAnalysis()]\n"
+            "fields = tuple(f for a in analyses for f in a.fields)\n"
+            "units = cell_units(run_channels(runs.paired)[0])\n"
+            "groups = engine.groups_of(units, fields, engine.group_items(runs))\n"
+            "parts = [engine.group_results(g, analyses, engine.Settings(n_resamples=200)) for g in groups]\n"
+            "assert parts and all(p[0] and p[1] and p[2] for p in parts)")
     assert "pandas" not in imported_after(code)
-    assert "pandas" not in imported_after("import lengthlens.analyses.group_pass")
-    # analyse() imports pandas and the tables' modules while its pass runs (analyses.analyse._AFTER_PASS), not before
-    assert "pandas" not in imported_after("import lengthlens.analyses.analyse")
 
 
-def test_the_console_script_exits_without_collecting_what_the_report_left(tmp_path):
-    """``lengthlens`` runs main() and then freezes the collector (the last collection of a report's reference cycles
-    took 0.6-0.7 s at paper scale); its exit code and the files it wrote are main()'s."""
+def test_the_console_script_is_main(tmp_path):
+    """``lengthlens`` is cli:console_main, which returns main()'s exit code; a missing input is one line and exit 2."""
     import tomllib
 
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["lengthlens"] == "lengthlens.cli:console_main"
-    out = tmp_path / "out"
-    code = (f"import gc, sys\nsys.argv = ['lengthlens', 'report', '--example', '--out', {str(out)!r}, '--no-pdf', "
-            "'--no-figures', '--quiet', '--n-resamples', '200']\n"
-            "from lengthlens.cli import console_main\nrc = console_main()\n"
-            "assert gc.get_freeze_count() > 1000, gc.get_freeze_count()\nsys.exit(rc)")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert (out / "cells.csv").stat().st_size > 1000 and (out / "report.html").is_file()
+    out = tmp_path / "out"
     bad = subprocess.run([sys.executable, "-m", "lengthlens", "report", str(tmp_path / "missing"), "--out", str(out)],
                          capture_output=True, text=True, env=env, cwd=REPO, timeout=120)
-    assert bad.returncode == 2 and "missing" in bad.stderr
+    assert bad.returncode == 2 and "missing" in bad.stderr and "Traceback" not in bad.stderr

@@ -181,7 +181,7 @@ def test_grade_files_agree_with_the_text(example_tree: Path) -> None:
     for pair in spec.pairs:
         for ds in spec.datasets:
             g = json.loads((example_tree / pair.slug / "campaign/grades" / f"{ds.name}.json").read_text())["runs"]
-            assert len(g) == ds.n_items * len(spec._arms(ds))
+            assert len(g) == ds.n_items * len(spec.arms_of(ds))
             for e in g:
                 d = example_tree / pair.slug / "runs" / ds.name / e["method"] / e["params"] / e["case"] / f"seed_{e['seed']}"
                 r = runs[str(d)]

@@ -22,7 +22,7 @@ from lengthlens.data.channel_counts import run_channels_audited
 from lengthlens.data.pairing import cell_units, with_derived
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, UNIT_KEY
-from lengthlens.results import frame_html
+from lengthlens.results import frame, frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
@@ -105,7 +105,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     stage("arms and Table 3")
     cells_df = cell_table.to_frame()
     tables: dict[str, pd.DataFrame] = {
-        "cells": cells_df, "arms": arms(runs), "table3": table3(cell_table, alphas=alphas, include_small=include_small),
+        "cells": cells_df, "arms": arms(runs),
+        "table3": table3(cell_table, alphas=alphas, include_small=include_small) if len(cell_table) else frame([]),
         "alpha_selected": alpha_selected(cells_df), "skipped": runs.skipped.to_pandas(),
     }
     notes = unavailable_notes(cells_df)

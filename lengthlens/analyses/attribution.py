@@ -76,6 +76,8 @@ class AttributionAnalysis:
 
     def plan(self, cell: CellRuns, settings: Settings) -> Plan | None:
         f = cell.fields
+        if "thinking_chars" not in f or "thinking_chars_star" not in f:  # the runs were not split into channels
+            return None
         known = ~np.isnan(f["thinking_chars"]) & ~np.isnan(f["thinking_chars_star"])
         if not known.any():
             return None

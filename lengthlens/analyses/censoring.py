@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import polars as pl
 
-from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings
+from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, resample_plan
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES, DISTS, AFTBootstrap, AFTFit, aft_sandwich, fit_aft, fit_aft_bootstrap, fit_aft_many
 from lengthlens.stats.intervals import Ratio, quantiles_with_inf
@@ -29,7 +29,7 @@ from lengthlens.stats.survival import KaplanMeier, kaplan_meier, restricted_mean
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AFT_CI_METHODS", "CensoringAnalysis", "CensoringCell", "SurvivalCurve", "survival_curves"]
+__all__ = ["AFT_CI_METHODS", "CensoringAnalysis", "CensoringCell", "SurvivalCurve", "censoring_cell", "survival_curves"]
 
 AFT_CI_METHODS = ("sandwich", "bootstrap")
 _NAN = float("nan")
@@ -293,23 +293,79 @@ class CensoringAnalysis:
         return Plan(cell, columns, STATISTICS, prepared)
 
     def finish(self, results: list[CellResult], settings: Settings) -> list[dict[str, Any]]:
+        return [{**r.cell.key, **cell.to_row()} for r, cell in zip(results, self.cells(results, settings))]
+
+    def cells(self, results: list[CellResult], settings: Settings) -> list[CensoringCell]:
+        """The :class:`CensoringCell` of each result (one group's cells: the sandwich fits them at once)."""
         level = settings.confidence_level
         n_aft = min(self.n_resamples_aft, settings.n_resamples) if self.aft_ci == "bootstrap" else 0
         aft = _aft_estimates([r.plan.data for r in results], [r.sums.counts for r in results], level, self.aft_ci, n_aft)
-        rows = []
+        out = []
         for r, (fits, ests, boots) in zip(results, aft):
             p: _Prepared = r.plan.data
             ratios = _ratio_cell(p, r.estimates, r.sums.counts, level)
-            cell = CensoringCell(
+            out.append(CensoringCell(
                 n_items=r.cell.n_items, n_runs=len(p.L), budget=p.budget, budget_star=p.budget_star,
                 budgets_differ=p.budgets_differ, censored_frac=float(p.c.mean()), censored_frac_star=float(p.cs.mean()),
                 km=p.km, km_star=p.km_s, rmst_tau=p.tau, **ratios, aft=fits, lambda_aft=ests, aft_boot=boots,
-                n_resamples=settings.n_resamples, n_resamples_aft=n_aft, confidence_level=level, aft_ci_method=self.aft_ci)
-            rows.append({**r.cell.key, **cell.to_row()})
-        return rows
+                n_resamples=settings.n_resamples, n_resamples_aft=n_aft, confidence_level=level, aft_ci_method=self.aft_ci))
+        return out
 
     def collect(self, rows: list[dict[str, Any]], settings: Settings) -> pd.DataFrame:
         return frame(rows)
+
+
+def censoring_cell(L, censored, budget, L_star, censored_star, budget_star, counts, *, item_index=None,
+                   n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = 0.95,
+                   ci: str = "studentized", aft_ci: Literal["sandwich", "bootstrap"] = "sandwich") -> CensoringCell:
+    """Every censoring-aware length summary of one cell from its runs as arrays and its draws, as the report computes it.
+
+    Parameters
+    ----------
+    L, censored, budget : the relaxed runs' lengths, whether each hit its budget, and the budget (a number, one per
+        run, or None when unknown).
+    L_star, censored_star, budget_star : the same for the baseline runs, aligned with the relaxed ones (run k of
+        each side is one pair).
+    counts : the draws (B, n_items).
+    item_index : each pair's item (a column of ``counts``); default: one pair per item, in order.
+    n_resamples_aft, confidence_level, ci, aft_ci : as for :func:`lengthlens.censoring_table`.
+
+    Returns
+    -------
+    CensoringCell
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from lengthlens.stats.resample import item_counts
+    >>> L, Ls = np.array([120., 300, 512, 80]), np.array([100., 250, 400, 90])
+    >>> cut = L >= 512
+    >>> cell = censoring_cell(L, cut, 512, Ls, Ls >= 512, 512, item_counts(4, 200, np.random.default_rng(0)))
+    >>> round(cell.lambda_plain.point, 3)
+    1.205
+    """
+    L = np.asarray(L, dtype=float)
+    counts = np.asarray(counts, dtype=float)
+    if counts.ndim != 2:
+        raise ValueError("counts must be (B, n_items)")
+    n_items = counts.shape[1]
+    item = np.arange(len(L)) if item_index is None else np.asarray(item_index, dtype=np.int64)
+    if item_index is None and len(L) != n_items:
+        raise ValueError("with item_index=None both arms need one run per item (= counts columns)")
+    if not (len(L) == len(np.asarray(L_star)) == len(np.asarray(censored)) == len(np.asarray(censored_star)) == len(item)):
+        raise ValueError("lengths, censored flags and item indices must align, one per pair")
+    if item.size and (item.min() < 0 or item.max() >= n_items):
+        raise ValueError("item_index out of range of counts columns")
+
+    def per_run(b):
+        return None if b is None else np.broadcast_to(np.asarray(b, dtype=float), L.shape).copy()
+
+    prepared, columns = prepare(L, censored, per_run(budget), L_star, censored_star, per_run(budget_star), item, n_items,
+                                confidence_level)
+    cell = CellRuns(key={}, group=(), n_items_group=n_items, items=tuple(map(str, range(n_items))), item=item, fields={})
+    settings = Settings(n_resamples=counts.shape[0], ci=ci, confidence_level=confidence_level)
+    result = resample_plan(Plan(cell, columns, STATISTICS, prepared), counts, settings)
+    return CensoringAnalysis(aft_ci, n_resamples_aft).cells([result], settings)[0]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -11,14 +11,12 @@ interval code (:func:`lengthlens.stats.intervals.estimates`), and hands each ana
 name.
 
 Groups are independent (their draws depend only on the seed and the group's names), so they run
-one after another or in spawned worker processes with the same numbers, bit for bit; BLAS is held
-to one thread either way (its products differ in the last bit with its thread count). Nothing
-outside this module knows how the groups are executed.
+one after another or in worker processes (:mod:`lengthlens.execution`) with the same numbers, bit
+for bit. No analysis knows how the groups are executed.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
@@ -29,24 +27,21 @@ import polars as pl
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import GROUP_KEY, STRICT
+from lengthlens.execution import map_ordered
 from lengthlens.stats.intervals import CI_METHODS, Resampled, Statistic, estimates, moment_columns
 from lengthlens.stats.metrics import Sums
 from lengthlens.stats.products import ColumnProduct
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, draw_counts
 from lengthlens.results import Estimate
 
-__all__ = ["Analysis", "CellRuns", "CellResult", "Group", "Plan", "Settings", "group_items", "groups_of", "run",
-           "run_on"]
+__all__ = ["Analysis", "CellRuns", "CellResult", "Group", "Plan", "Settings", "group_items", "groups_of", "resample_plan",
+           "run", "run_on"]
 
 Row = TypeVar("Row")
 Out = TypeVar("Out")
 
-#: Environment variable that sets the default number of worker processes of the command line.
-WORKERS_ENV = "LENGTHLENS_WORKERS"
 #: Paired runs below which worker processes are not started: sending the groups costs more than it saves.
 PROCESS_MIN_RUNS = 20_000
-#: Thread counts a worker process starts with (read when it first imports numpy or polars).
-_ONE_THREAD_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "POLARS_MAX_THREADS")
 
 
 @dataclass(frozen=True)
@@ -250,15 +245,33 @@ def group_results(group: Group, analyses: Sequence[Analysis], settings: Settings
         planned.append(mine)
     out = []
     for analysis, mine in zip(analyses, planned):
-        results = []
-        for plan, extra, rows, names, product, counts in mine:
-            boot = product.sums(rows)
-            r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
-                          strata=plan.cell.strata)
-            est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level)
-            results.append(CellResult(plan, est, reps, r))
+        results = [_result(plan, extra, names, product.sums(rows), counts, settings)
+                   for plan, extra, rows, names, product, counts in mine]
         out.append(analysis.finish(results, settings))
     return out
+
+
+def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], boot: np.ndarray, counts: np.ndarray,
+            settings: Settings) -> CellResult:
+    """A cell's result from its plan and the resampled sums of its columns (rows of ``boot``, in ``names`` order)."""
+    r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
+                  strata=plan.cell.strata)
+    est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level)
+    return CellResult(plan, est, reps, r)
+
+
+def resample_plan(plan: Plan, counts: np.ndarray, settings: Settings) -> CellResult:
+    """One plan's result with the given draws ``counts`` (B, n_items): what the driver does for each cell.
+
+    For the array-level functions (:func:`lengthlens.analyses.censoring.censoring_cell`) and for tests
+    that bring their own draws.
+    """
+    extra = moment_columns(plan.statistics, plan.columns, settings.ci, plan.cell.strata)
+    names = (*plan.columns, *extra)
+    product = ColumnProduct(np.asarray(counts, dtype=np.float64))
+    block = np.column_stack([*plan.columns.values(), *extra.values()]) if names else np.zeros((plan.cell.n_items, 0))
+    rows = product.add(block)
+    return _result(plan, extra, names, product.sums(rows), product.counts, settings)
 
 
 def _product(products: dict, group: Group, cell: CellRuns, settings: Settings) -> tuple[ColumnProduct, np.ndarray]:
@@ -288,7 +301,7 @@ def _counts(group: Group, cell: CellRuns, settings: Settings) -> np.ndarray:
 def run(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, *, workers: int = 1) -> list[Any]:
     """Each analysis' result over every group: ``analysis.collect(rows of every group, in group order)``.
 
-    ``workers`` above 1 computes the groups in that many spawned processes when the groups hold at
+    ``workers`` above 1 computes the groups in that many worker processes when the groups hold at
     least :data:`PROCESS_MIN_RUNS` paired runs (the analyses must then be picklable); the numbers are
     the same either way.
     """
@@ -302,55 +315,14 @@ def _job(job: tuple[Group, Sequence[Analysis], Settings]) -> list[list[Any]]:
 
 
 def _map(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, workers: int) -> list[list[list[Any]]]:
-    from threadpoolctl import threadpool_limits
-
-    jobs = [(g, analyses, settings) for g in groups]
-    n = min(resolve_workers(workers), len(jobs))
-    if n > 1 and sum(g.n_runs for g in groups) >= PROCESS_MIN_RUNS and _extensions_pickle(analyses):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        order = sorted(range(len(jobs)), key=lambda i: -groups[i].n_runs)  # the largest first: none left alone at the end
-        with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_one_thread) as pool:
-            futures = {i: pool.submit(_job, jobs[i]) for i in order}
-            return [futures[i].result() for i in range(len(jobs))]
-    with threadpool_limits(limits=1, user_api="blas"):
-        return [_job(j) for j in jobs]
-
-
-def _extensions_pickle(analyses: Sequence[Analysis]) -> bool:
-    """Whether the analyses can cross to a spawned process: a metric added at run time (not in its module) cannot."""
+    """Each group's rows: in worker processes when that pays and the analyses can cross to them, else here."""
     from lengthlens.stats import metrics
 
-    return all(getattr(a, "portable", True) for a in analyses) and metrics.registry() is metrics.REGISTRY
-
-
-def _one_thread() -> None:
-    """A worker process's start: one thread for BLAS and polars."""
-    for name in _ONE_THREAD_ENV:
-        os.environ[name] = "1"
-    from threadpoolctl import threadpool_limits
-
-    threadpool_limits(limits=1, user_api="blas")
-
-
-def resolve_workers(workers: int | None) -> int:
-    """Worker processes: ``workers``, else $LENGTHLENS_WORKERS, else the cores this process may use (at most 8)."""
-    if workers is not None:
-        if int(workers) < 1:
-            raise ValueError(f"workers must be at least 1, not {workers}")
-        return int(workers)
-    env = os.environ.get(WORKERS_ENV, "").strip()
-    if env:
-        if not env.isdigit() or int(env) < 1:
-            raise ValueError(f"{WORKERS_ENV} must be a whole number of at least 1, not {env!r}")
-        return int(env)
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+    jobs = [(g, analyses, settings) for g in groups]
+    # A metric added at run time (metrics.extended) is not in the module the workers import: then serially.
+    portable = metrics.registry() is metrics.REGISTRY
+    big = sum(g.n_runs for g in groups) >= PROCESS_MIN_RUNS
+    return map_ordered(_job, jobs, workers=workers if portable and big else 1, cost=lambda job: job[0].n_runs)
 
 
 def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, workers: int = 1,

@@ -52,7 +52,7 @@ from typing import Any
 
 # Re-exported: the plugin's public names.
 from lengthlens.generate.vllm_versions import SUPPORTED_VERSIONS, V1_SIGNATURES, V2_SIGNATURES  # noqa: F401
-from lengthlens.generate.vllm_versions import UnsupportedVLLM, _params, check_signature, vllm_version  # noqa: F401
+from lengthlens.generate.vllm_versions import UnsupportedVLLM, signature_params, check_signature, vllm_version  # noqa: F401
 
 log = logging.getLogger("lengthlens.vllm_plugin")
 

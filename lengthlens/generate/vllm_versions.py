@@ -40,13 +40,13 @@ def vllm_version() -> str:
         return "not installed"
 
 
-def _params(fn: Callable[..., Any]) -> tuple[str, ...]:
+def signature_params(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(inspect.signature(fn).parameters)
 
 
 def check_signature(fn: Callable[..., Any], known: dict[tuple[str, ...], str], qualname: str) -> str:
     """The release a function's parameter list was read from; UnsupportedVLLM when it is not known."""
-    params = _params(fn)
+    params = signature_params(fn)
     if params in known:
         return known[params]
     raise UnsupportedVLLM(

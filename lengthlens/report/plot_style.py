@@ -24,7 +24,7 @@ _PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#
 #: Fifteen distinct filled markers: no two datasets share one up to fifteen datasets.
 _MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "p", "*", "H", "d", "8"]
 
-_RC = {
+RC = {
     "font.family": "DejaVu Sans",
     "font.size": 8.5,
     "axes.titlesize": 9.5,
@@ -48,19 +48,19 @@ class LensFigure(Figure):
 
     def _repr_png_(self) -> bytes:
         buf = io.BytesIO()
-        with matplotlib.rc_context(_RC):
+        with matplotlib.rc_context(RC):
             self.savefig(buf, format="png", dpi=110)
         return buf.getvalue()
 
 
-def _subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], squeeze: bool = True,
+def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], squeeze: bool = True,
               layout: str = "constrained", **kw: Any) -> tuple[Figure, Any]:
     """Like pyplot.subplots but without pyplot: no GUI backend, nothing kept in a global registry, no double display in Jupyter."""
     fig = LensFigure(figsize=figsize, layout=layout)
     return fig, fig.subplots(nrows, ncols, squeeze=squeeze, **kw)
 
 
-def _cells(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
+def cells_of(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
     if isinstance(obj, pd.DataFrame):
         return obj
     return obj.tables["cells"]
@@ -74,18 +74,18 @@ def method_colors(methods: Iterable[str]) -> dict[str, str]:
     return colors
 
 
-def _dataset_markers(datasets: Iterable[str]) -> dict[str, str]:
+def dataset_markers(datasets: Iterable[str]) -> dict[str, str]:
     return {d: _MARKERS[i % len(_MARKERS)] for i, d in enumerate(sorted(set(datasets)))}
 
 
-def _empty(fig: Figure, ax: Any, text: str) -> Figure:
+def empty_panel(fig: Figure, ax: Any, text: str) -> Figure:
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="#667085")
     ax.set_xticks([])
     ax.set_yticks([])
     return fig
 
 
-def _legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, loc: str = "upper left",
+def legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, loc: str = "upper left",
              outside: bool = False, extra: list[Any] | None = None) -> None:
     """Two compact legends: colour = rule, marker = dataset (beside the axes, as figure legends, with ``outside``);
     ``extra`` handles join the marker legend."""
@@ -173,7 +173,7 @@ def to_svg(fig: Figure, *, close: bool = True) -> str:
     same figure gives the same bytes in any process.
     """
     buf = io.StringIO()
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         _print_svg(fig, buf)
     if close:
         plt.close(fig)
@@ -259,7 +259,7 @@ def with_benchmark(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(benchmark=[names[(d, t)] for d, t in zip(df["dataset"], df["target"])])
 
 
-def _log_limits(values: list[pd.Series]) -> tuple[float, float]:
+def log_limits(values: list[pd.Series]) -> tuple[float, float]:
     """Limits of a log axis that hold every finite positive value (and 1), with a margin."""
     v = pd.concat(values).replace([np.inf, -np.inf], np.nan).dropna()
     v = v[v > 0]

@@ -9,7 +9,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from lengthlens.report.plot_style import _RC, _empty, _subplots, method_colors
+from lengthlens.report.plot_style import RC, empty_panel, subplots, method_colors
 
 if TYPE_CHECKING:  # pragma: no cover
     from lengthlens.analyses.analyse import Analysis
@@ -55,16 +55,16 @@ def fig_survival(analysis: Analysis | None = None, *, data: dict[str, DatasetSur
     budget is the dashed line. A curve ending high at the budget means many runs never finished.
     """
     data = analysis.survival if data is None else data
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         if not data:
-            fig, ax = _subplots(figsize=(6.4, 2), layout="constrained")
-            return _empty(fig, ax, "no paired runs")
+            fig, ax = subplots(figsize=(6.4, 2), layout="constrained")
+            return empty_panel(fig, ax, "no paired runs")
         datasets = list(data)
         methods = {m for d in data.values() for m in d.curves}
         colors = method_colors(methods)
         ncol = min(3, len(datasets))
         nrow = -(-len(datasets) // ncol)
-        fig, axes = _subplots(nrow, ncol, figsize=(3.3 * ncol, 2.5 * nrow + 0.6), layout="constrained", squeeze=False)
+        fig, axes = subplots(nrow, ncol, figsize=(3.3 * ncol, 2.5 * nrow + 0.6), layout="constrained", squeeze=False)
         for ax, ds in zip(axes.flat, datasets):
             _survival_panel(ax, data[ds], ds, colors)
         for ax in list(axes.flat)[len(datasets):]:

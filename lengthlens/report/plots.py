@@ -25,14 +25,14 @@ __all__ = ["FIGURES", "fig_accuracy_vs_gain", "fig_attribution", "fig_gain_vs_la
            "fig_rounds_vs_time", "fig_survival", "few_items", "method_colors", "with_benchmark", "to_svg"]
 
 from lengthlens.report.plot_style import (
-    _RC,
-    _log_limits,
-    _cells,
-    _dataset_markers,
-    _empty,
-    _legends,
+    RC,
+    log_limits,
+    cells_of,
+    dataset_markers,
+    empty_panel,
+    legends,
     Marks,
-    _subplots,
+    subplots,
     few_items,
     method_colors,
     ratio_ticks,
@@ -56,23 +56,23 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
     marker repeats up to 15 datasets); cells with few items (:func:`few_items`) are hollow and
     drawn without their interval; the axes hold every interval.
     """
-    df = _cells(obj).reset_index(drop=True)  # positions, not whatever index a caller's frame carries
-    with matplotlib.rc_context(_RC):
+    df = cells_of(obj).reset_index(drop=True)  # positions, not whatever index a caller's frame carries
+    with matplotlib.rc_context(RC):
         pairs = sorted(df[["target", "draft"]].drop_duplicates().itertuples(index=False, name=None)) if not df.empty else []
         ncol = min(2, max(1, len(pairs)))
         nrow = max(1, -(-len(pairs) // ncol))
-        fig, axes = _subplots(nrow, ncol, figsize=(7.4 if ncol == 1 else 9.0, 4.6 if nrow == 1 else 3.6 * nrow),
+        fig, axes = subplots(nrow, ncol, figsize=(7.4 if ncol == 1 else 9.0, 4.6 if nrow == 1 else 3.6 * nrow),
                               layout="constrained", squeeze=False, sharex=True, sharey=True)
         if df.empty:
-            return _empty(fig, axes[0, 0], "no cells")
+            return empty_panel(fig, axes[0, 0], "no cells")
         colors = method_colors(df["method"])
         df = with_benchmark(df)
-        markers = _dataset_markers(df["benchmark"])
+        markers = dataset_markers(df["benchmark"])
         few = few_items(df)
         show_ci = len(df) <= 120  # intervals clutter beyond that; the forest plots carry them
         ci = [df.loc[~few, "lambda_lo"], df.loc[~few, "lambda_hi"]] if show_ci and "lambda_lo" in df else []
-        xlim = _log_limits([df["gain"]])
-        ylim = _log_limits([df["lambda"], *ci, pd.Series(list(xlim))])
+        xlim = log_limits([df["gain"]])
+        ylim = log_limits([df["lambda"], *ci, pd.Series(list(xlim))])
         rows = df.groupby(["target", "draft"], sort=False).indices
         for ax, (tgt, drf) in zip(axes.flat, pairs):
             sel = rows[(tgt, drf)]
@@ -91,7 +91,7 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
         fig.supylabel("length ratio λ = mean L / mean L* (log scale)", fontsize=8.5)
         extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
                          label=f"hollow: few items ({int(few.sum())})")] if few.any() else [])
-        _legends(axes.flat[0], colors, markers, outside=True, extra=extra)
+        legends(axes.flat[0], colors, markers, outside=True, extra=extra)
         if len(extra) and len(markers) < 2:
             fig.legend(handles=extra, frameon=False, loc="outside right lower")
         return fig
@@ -131,16 +131,16 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
     are labelled (pair, rule, params) up to ``max_labels`` cells (a taller figure would be shrunk to fit a
     page, and its labels with it); cells with few items are hollow.
     """
-    df = _cells(obj)
+    df = cells_of(obj)
     if dataset is not None and not df.empty:
         df = df[df["dataset"] == dataset]
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         if df.empty:
-            fig, ax = _subplots(figsize=(6.4, 2), layout="constrained")
-            return _empty(fig, ax, "no cells")
+            fig, ax = subplots(figsize=(6.4, 2), layout="constrained")
+            return empty_panel(fig, ax, "no cells")
         g = df.sort_values("lambda", kind="mergesort").reset_index(drop=True)
         labelled = len(g) <= max_labels
-        fig, ax = _subplots(figsize=(7.2, 0.9 + len(g) * (0.19 if labelled else 0.08)), layout="constrained")
+        fig, ax = subplots(figsize=(7.2, 0.9 + len(g) * (0.19 if labelled else 0.08)), layout="constrained")
         colors = method_colors(df["method"])
         few = few_items(g)
         y = np.arange(len(g))
@@ -153,7 +153,7 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
             ax.plot(gm["lambda"][small], yy[small], "o", color=colors[m], ms=4, markerfacecolor="white")
         ax.axvline(1, color="#98a2b3", lw=0.9, ls="--")
         ax.set_xscale("log")
-        lim = _log_limits([g.loc[~few, "lambda_lo"], g.loc[~few, "lambda_hi"], g["lambda"]])
+        lim = log_limits([g.loc[~few, "lambda_lo"], g.loc[~few, "lambda_hi"], g["lambda"]])
         ax.set_xlim(*lim)
         ratio_ticks(ax.xaxis, *lim)
         ax.set_ylim(-1, max(len(g), 1))
@@ -175,20 +175,20 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
 
 def fig_rounds_vs_time(obj: Analysis | pd.DataFrame) -> Figure:
     """Measured rounds ratio R/R* against wall-time ratio T/T*: fewer rounds do not always mean less time."""
-    df = _cells(obj)
-    with matplotlib.rc_context(_RC):
-        fig, ax = _subplots(figsize=(7.4, 4.6), layout="constrained")
+    df = cells_of(obj)
+    with matplotlib.rc_context(RC):
+        fig, ax = subplots(figsize=(7.4, 4.6), layout="constrained")
         if df.empty:
-            return _empty(fig, ax, "no cells")
+            return empty_panel(fig, ax, "no cells")
         df = with_benchmark(df.reset_index(drop=True))
         colors = method_colors(df["method"])
-        markers = _dataset_markers(df["benchmark"])
+        markers = dataset_markers(df["benchmark"])
         marks = Marks()
         for (m, d), g in df.groupby(["method", "benchmark"], sort=True):
             marks.points(g["rounds_ratio"], g["time_ratio"], color=colors[m], marker=markers[d], size=22, alpha=0.85,
                          edgecolor="white", linewidth=0.4)
         marks.draw(ax, zorder=3)
-        lo, hi = _log_limits([df["rounds_ratio"], df["time_ratio"]])
+        lo, hi = log_limits([df["rounds_ratio"], df["time_ratio"]])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.plot([lo, hi], [lo, hi], color="#98a2b3", lw=0.8, ls=":")
@@ -204,24 +204,24 @@ def fig_rounds_vs_time(obj: Analysis | pd.DataFrame) -> Figure:
         ax.set_xlabel("measured rounds ratio R/R* (log scale)")
         ax.set_ylabel("wall-time ratio T/T* (log scale)")
         ax.set_title("Verifier rounds against wall time per cell (dotted: T/T* = R/R*)")
-        _legends(ax, colors, markers, outside=True)
+        legends(ax, colors, markers, outside=True)
         return fig
 
 
 def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> Figure:
     """Accuracy change (percentage points, graded cells) against the per-round gain; the dashed line is the 2-point drop."""
-    df = _cells(obj)
-    with matplotlib.rc_context(_RC):
-        fig, ax = _subplots(figsize=(7.4, 4.4), layout="constrained")
+    df = cells_of(obj)
+    with matplotlib.rc_context(RC):
+        fig, ax = subplots(figsize=(7.4, 4.4), layout="constrained")
         if not df.empty:  # cells graded on fewer than half their items are left out, as from the accuracy counts
             partial = df["graded_partial"].fillna(False).astype(bool) if "graded_partial" in df else False
             g_all = df[(df["n_graded"] > 0) & ~partial]
         else:
             g_all = df
         if g_all.empty or "accuracy_delta_pp" not in g_all:
-            return _empty(fig, ax, "no graded cells")
+            return empty_panel(fig, ax, "no graded cells")
         colors = method_colors(df["method"])
-        markers = _dataset_markers(g_all["dataset"])
+        markers = dataset_markers(g_all["dataset"])
         show_ci = len(g_all) <= 60
         marks = Marks()
         for (m, d), g in g_all.groupby(["method", "dataset"], sort=True):
@@ -239,7 +239,7 @@ def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> 
         ax.set_xlabel("per-round gain (ℓ+1)/(ℓ*+1)")
         ax.set_ylabel("accuracy change, percentage points")
         ax.set_title(f"Accuracy change against gain, {len(g_all)} graded cells")
-        _legends(ax, colors, markers, outside=True)
+        legends(ax, colors, markers, outside=True)
         return fig
 
 
@@ -252,10 +252,10 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
     item counts compare.
     """
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("attribution")
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         if df is None or df.empty or not {"extra_chars", "extra_chars_thinking"} <= set(df.columns):
-            fig, ax = _subplots(figsize=(6.4, 2))
-            return _empty(fig, ax, "no attribution table (needs completion texts)")
+            fig, ax = subplots(figsize=(6.4, 2))
+            return empty_panel(fig, ax, "no attribution table (needs completion texts)")
         per = df["n_runs"].where(df["n_runs"] > 0) if "n_runs" in df.columns else 1.0
         d = df.assign(think=df["extra_chars_thinking"] / per, answer=(df["extra_chars"] - df["extra_chars_thinking"]) / per)
         agg = d.groupby(["dataset", "method"], sort=True)[["think", "answer"]].mean().reset_index()
@@ -264,7 +264,7 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
         colors = method_colors(methods)
         ncol = min(3, len(datasets))
         nrow = -(-len(datasets) // ncol)
-        fig, axes = _subplots(nrow, ncol, figsize=(7.4, 0.9 + 2.0 * nrow), layout="constrained", squeeze=False)
+        fig, axes = subplots(nrow, ncol, figsize=(7.4, 0.9 + 2.0 * nrow), layout="constrained", squeeze=False)
         for ax, ds in zip(axes.flat, datasets):
             g = agg[agg["dataset"] == ds].set_index("method").reindex(methods)
             x = np.arange(len(methods))

@@ -22,16 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from lengthlens.stats.dual import Dual
-from lengthlens.stats.metrics import Sums, _dependencies, finite_or_nan
+from lengthlens.stats.metrics import Sums, dependencies, finite_or_nan
 
-__all__ = ["Stratum", "dependencies", "item_products", "moment_pairs", "values_and_ses"]
+__all__ = ["Stratum", "item_products", "moment_pairs", "values_and_ses"]
 
 Pair = tuple[str, str]
-
-
-def dependencies(fn: Callable[[Sums], object], keys: Sequence[str]) -> tuple[str, ...]:
-    """The sums (of ``keys``) that ``fn`` depends on: those with a derivative when it is evaluated on duals."""
-    return _dependencies(fn, tuple(keys))
 
 
 def moment_pairs(fns: Iterable[Callable[[Sums], object]], keys: Sequence[str]) -> tuple[Pair, ...]:
@@ -39,7 +34,7 @@ def moment_pairs(fns: Iterable[Callable[[Sums], object]], keys: Sequence[str]) -
     order = {k: i for i, k in enumerate(keys)}
     pairs = set()
     for fn in fns:
-        deps = sorted(dependencies(fn, keys), key=order.__getitem__)
+        deps = sorted(dependencies(fn, tuple(keys)), key=order.__getitem__)
         pairs |= {(a, b) for i, a in enumerate(deps) for b in deps[i:]}
     return tuple(sorted(pairs, key=lambda p: (order[p[0]], order[p[1]])))
 

@@ -34,7 +34,7 @@ import numpy as np
 from lengthlens.stats.dual import Dual
 
 __all__ = ["ACCURACY_DROP_PP", "METRICS", "QUANTITIES", "Metric", "Quantity", "Registry", "REGISTRY", "Sums",
-           "drop_2pp", "drop_2pp_point", "extended", "registry"]
+           "dependencies", "drop_2pp", "drop_2pp_point", "extended", "finite_or_nan", "registry"]
 
 
 class Sums(dict):
@@ -141,7 +141,7 @@ class Registry:
 
     def sums_of(self, name: str) -> tuple[str, ...]:
         """The quantities a metric sums: those with a derivative when its definition is evaluated on duals."""
-        return _dependencies(self.metric(name).of, self.quantity_names)
+        return dependencies(self.metric(name).of, self.quantity_names)
 
     def inputs_of(self, name: str) -> tuple[str, ...]:
         """The run fields a metric needs on both sides of every paired run of a cell."""
@@ -173,7 +173,7 @@ class Registry:
 
     def evaluate(self, sums: Mapping[str, Any], names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
         """Metrics (all, or those named) from sums of quantities (arrays of any shape); undefined values are NaN."""
-        s = Sums(sums)
+        s = Sums({k: np.asarray(v, dtype=np.float64) for k, v in sums.items()})  # numpy division: x / 0 is inf, not an error
         wanted = self.names if names is None else tuple(names)
         with np.errstate(all="ignore"):
             return {m.name: finite_or_nan(m.of(s)) for m in self.metrics if m.name in wanted}
@@ -207,7 +207,7 @@ def finite_or_nan(values: Any) -> np.ndarray:
 
 
 @lru_cache(maxsize=4096)
-def _dependencies(fn: Callable[[Sums], Any], keys: tuple[str, ...]) -> tuple[str, ...]:
+def dependencies(fn: Callable[[Sums], Any], keys: tuple[str, ...]) -> tuple[str, ...]:
     """The keys ``fn`` has a derivative by, evaluated once on duals of distinct positive values (cached)."""
     probe = Sums({k: Dual.variable(np.float64(50.0 + 3.0 * i), k) for i, k in enumerate(keys)})
     with np.errstate(all="ignore"):

@@ -11,7 +11,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from lengthlens.data.schema import STRICT
-from lengthlens.synth.spec import MIN_LEN, Dataset, Effect, Pair, SynthSpec, _ArmDef
+from lengthlens.synth.spec import MIN_LEN, Dataset, Effect, Pair, SynthSpec, ArmDef
 
 
 def _key(*names: str) -> list[int]:
@@ -19,12 +19,12 @@ def _key(*names: str) -> list[int]:
     return [zlib.crc32(n.encode("utf-8")) for n in names]
 
 
-def _rng(seed: int, *names: str) -> np.random.Generator:
+def rng_for(seed: int, *names: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(seed), *_key(*names)])))
 
 
 @dataclass
-class _Items:
+class Items:
     """Per-item quantities shared by every arm and pair of a dataset."""
 
     mu: np.ndarray  # log-length mean
@@ -35,8 +35,8 @@ class _Items:
     prompt_tokens: np.ndarray
 
 
-def _items(ds: Dataset, seed: int) -> _Items:
-    rng = _rng(seed, "items", ds.name)
+def _items(ds: Dataset, seed: int) -> Items:
+    rng = rng_for(seed, "items", ds.name)
     n = ds.n_items
     z = rng.standard_normal(n)
     diff = rng.standard_normal(n)
@@ -56,10 +56,10 @@ def _items(ds: Dataset, seed: int) -> _Items:
     else:
         num = np.zeros(n, dtype=np.int64)
         ref = [None] * n
-    return _Items(mu, sigma, diff, ref, num, prompt)
+    return Items(mu, sigma, diff, ref, num, prompt)
 
 
-def _phi(ds: Dataset, e: Effect) -> float:
+def phi(ds: Dataset, e: Effect) -> float:
     """Share of an uncensored completion that is answer, so that think_share of the extra length is thinking."""
     return float(np.clip((ds.final_frac + (1 - e.think_share) * (e.lambda_ - 1)) / e.lambda_, 0.0, 0.95))
 
@@ -73,8 +73,8 @@ def _rounds(rng: np.random.Generator, L: np.ndarray, e: Effect, k: int, spec: Sy
     return R, wall
 
 
-def _draw_arm(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset, arm: _ArmDef,
-              it: _Items) -> dict[str, np.ndarray]:
+def _draw_arm(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset, arm: ArmDef,
+              it: Items) -> dict[str, np.ndarray]:
     """One plain arm's (items x seeds) draws: lengths, censoring, answer split, correctness, rounds, time."""
     n, S, B, rho = ds.n_items, len(spec.seeds), ds.budget, spec.item_corr
     e = spec.effect(pair, ds, arm.method, arm.params)
@@ -82,7 +82,7 @@ def _draw_arm(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset
     L_true = np.maximum(np.rint(x), MIN_LEN).astype(np.int64)
     cens = L_true >= B
     L = np.minimum(L_true, B)
-    F = np.where(cens, 0, np.clip(np.rint(L * _phi(ds, e)), 1, L - 1)).astype(np.int64)
+    F = np.where(cens, 0, np.clip(np.rint(L * phi(ds, e)), 1, L - 1)).astype(np.int64)
     lat = rho * it.diff[:, None] + math.sqrt(1 - rho ** 2) * rng.standard_normal((n, S))
     hit = lat < ndtri(e.accuracy)
     R, wall = _rounds(rng, L, e, pair.k, spec)
@@ -92,8 +92,8 @@ def _draw_arm(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset
                 jit=jit, fired=np.zeros((n, S), bool))
 
 
-def _draw_force_commit(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset, arm: _ArmDef,
-                       it: _Items, base: dict[str, np.ndarray], be: Effect) -> dict[str, np.ndarray]:
+def _draw_force_commit(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds: Dataset, arm: ArmDef,
+                       it: Items, base: dict[str, np.ndarray], be: Effect) -> dict[str, np.ndarray]:
     """A force-commit arm: its base arm's runs, replaced where the thinking reached the threshold."""
     n, S, B, rho = ds.n_items, len(spec.seeds), ds.budget, spec.item_corr
     t = arm.fc.threshold_for(B)
@@ -110,16 +110,16 @@ def _draw_force_commit(rng: np.random.Generator, spec: SynthSpec, pair: Pair, ds
     return d
 
 
-def _group(spec: SynthSpec, pair: Pair, ds: Dataset, seed: int) -> dict[str, Any]:
+def item_group(spec: SynthSpec, pair: Pair, ds: Dataset, seed: int) -> dict[str, Any]:
     """All runs of one (pair, dataset), arm after arm, item-major, as columns of numpy arrays."""
     it = _items(ds, seed)
     n, S = ds.n_items, len(spec.seeds)
     strict_e = spec.effect(pair, ds, STRICT, STRICT)
     cols: dict[str, list[np.ndarray]] = {}
-    arm_rows: list[_ArmDef] = spec._arms(ds)
+    arm_rows: list[ArmDef] = spec.arms_of(ds)
     drawn: list[dict[str, np.ndarray]] = []
     for ai, arm in enumerate(arm_rows):
-        rng = _rng(seed, pair.target, pair.draft, ds.name, arm.method, arm.params)
+        rng = rng_for(seed, pair.target, pair.draft, ds.name, arm.method, arm.params)
         if arm.fc is None:
             d = _draw_arm(rng, spec, pair, ds, arm, it)
         else:

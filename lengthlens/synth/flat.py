@@ -10,16 +10,16 @@ import numpy as np
 import polars as pl
 
 from lengthlens.data.schema import POLARS_SCHEMA
-from lengthlens.synth.draw import _group, _Items
-from lengthlens.synth.spec import ENGINE_VERSION, Dataset, Pair, SynthSpec, _ArmDef
-from lengthlens.synth.texts import _H_CLOSE, _H_OPEN, _answer_core, _compose, _words
+from lengthlens.synth.draw import item_group, Items
+from lengthlens.synth.spec import ENGINE_VERSION, Dataset, Pair, SynthSpec, ArmDef
+from lengthlens.synth.texts import H_CLOSE, H_OPEN, answer_core, compose, words
 
 
-def _run_rows(spec: SynthSpec, pair: Pair, ds: Dataset, seed: int, *, text: bool) -> Iterator[dict[str, Any]]:
+def run_rows(spec: SynthSpec, pair: Pair, ds: Dataset, seed: int, *, text: bool) -> Iterator[dict[str, Any]]:
     """One dict per run of a (pair, dataset): record fields plus the pieces the writers need."""
-    g = _group(spec, pair, ds, seed)
-    it: _Items = g["items"]
-    arms: list[_ArmDef] = g["arms"]
+    g = item_group(spec, pair, ds, seed)
+    it: Items = g["items"]
+    arms: list[ArmDef] = g["arms"]
     cols = {k: v.tolist() for k, v in g.items() if isinstance(v, np.ndarray)}
     cpt = ds.chars_per_token
     for j in range(len(cols["L"])):
@@ -33,18 +33,18 @@ def _run_rows(spec: SynthSpec, pair: Pair, ds: Dataset, seed: int, *, text: bool
         if cens:
             core, extracted, answer = "", None, None
         else:
-            core, extracted = _answer_core(ds, i, int(it.ref_num[i]), correct, aux1)
+            core, extracted = answer_core(ds, i, int(it.ref_num[i]), correct, aux1)
             n_final = int(round(F * cpt * jit))
             n_pre = n_final - len(core) - (2 if core else 0)
-            pre = _words("answer", aux1, n_pre) if n_pre > 0 else ""  # short: always built
+            pre = words("answer", aux1, n_pre) if n_pre > 0 else ""  # short: always built
             answer = pre + "\n\n" + core if (pre and core) else (pre or core or ".")
         if text:
-            out_text, a_chars, f_chars = _compose(pair.style, _words("think", aux0, n_think), answer)
+            out_text, a_chars, f_chars = compose(pair.style, words("think", aux0, n_think), answer)
         else:
-            # Same counts as _compose, without building the strings (flat tables without text).
+            # Same counts as compose, without building the strings (flat tables without text).
             out_text, f_chars = None, 0 if answer is None else len(answer)
             if pair.style == "harmony":
-                a_chars = len(_H_OPEN) + n_think + (0 if answer is None else len(_H_CLOSE))
+                a_chars = len(H_OPEN) + n_think + (0 if answer is None else len(H_CLOSE))
             else:
                 a_chars = n_think
         yield {
@@ -81,7 +81,7 @@ def simulate(spec: SynthSpec, *, seed: int = 0, text: bool = False) -> pl.DataFr
     names = list(POLARS_SCHEMA.names())
     for pair in spec.pairs:
         for ds in spec.datasets:
-            rows = list(_run_rows(spec, pair, ds, seed, text=text))
+            rows = list(run_rows(spec, pair, ds, seed, text=text))
             # .get: a field the schema gains later is null here until the generator learns it.
             data = {c: [r.get(c) for r in rows] for c in names}
             data["pair"] = [pair.slug] * len(rows)

@@ -6,7 +6,6 @@ import json
 import os
 import re
 import shutil
-from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Collection
@@ -14,8 +13,9 @@ from typing import Any, Collection
 import numpy as np
 
 from lengthlens.data.schema import STRICT
-from lengthlens.synth.draw import _rng
-from lengthlens.synth.flat import _run_rows
+from lengthlens.execution import map_ordered
+from lengthlens.synth.draw import rng_for
+from lengthlens.synth.flat import run_rows
 from lengthlens.synth.spec import (
     ENGINE_VERSION,
     FIXED_TIMESTAMP,
@@ -23,9 +23,9 @@ from lengthlens.synth.spec import (
     Dataset,
     Pair,
     SynthSpec,
-    _ArmDef,
+    ArmDef,
 )
-from lengthlens.synth.texts import _entry_point
+from lengthlens.synth.texts import entry_point
 
 _ACCEPTANCE_RULE = {
     STRICT: "accept iff p(x) / q(x) >= u",
@@ -96,7 +96,7 @@ def _run_template(force_commit: bool = False) -> _Template:
     return _Template(obj)
 
 
-def _config_template(spec: SynthSpec, pair: Pair, ds: Dataset, arm: _ArmDef, seed: int) -> _Template:
+def _config_template(spec: SynthSpec, pair: Pair, ds: Dataset, arm: ArmDef, seed: int) -> _Template:
     lossy = arm.method != STRICT
     base_method = arm.fc.method if arm.fc is not None else arm.method
     rule = _ACCEPTANCE_RULE.get(base_method, "accept iff the {m} rule accepts (alpha = {a})")
@@ -146,14 +146,14 @@ def _write(path: str, text: str) -> int:
 
 
 def _grade_entry(ds: Dataset, r: dict[str, Any], tag: str) -> dict[str, Any]:
-    arm: _ArmDef = r["arm"]
+    arm: ArmDef = r["arm"]
     cens = r["finish_reason"] == "length"
     e: dict[str, Any] = {"case": r["item_id"], "seed": r["seed"], "tag": tag, "method": arm.method,
                          "params": arm.params, "mode": "strict" if arm.method == STRICT else "lossy",
                          "lossy_method": None if arm.method == STRICT else arm.method}
     if ds.kind == "code":
         key = "entry_point" if "humaneval" in ds.name else "question_id"
-        e[key] = _entry_point(r["item"])
+        e[key] = entry_point(r["item"])
         e["extracted_by"] = "no_final_channel" if cens else "fenced_block"
         e["verdict"] = "no_answer" if cens else ("passed" if r["correct"] else "failed")
         e["detail"] = "" if cens or r["correct"] else "AssertionError"
@@ -181,9 +181,9 @@ def _write_group(args: tuple[SynthSpec, int, int, str, int, bool]) -> tuple[int,
     # proposals: True for every dataset, or a collection of dataset names (the study traced gsm8k only).
     if proposals is not True and proposals:
         proposals = ds.name in proposals
-    prop_rng = _rng(seed, "proposals", pair.target, pair.draft, ds.name) if proposals else None
-    for r in _run_rows(spec, pair, ds, seed, text=True):
-        arm: _ArmDef = r["arm"]
+    prop_rng = rng_for(seed, "proposals", pair.target, pair.draft, ds.name) if proposals else None
+    for r in run_rows(spec, pair, ds, seed, text=True):
+        arm: ArmDef = r["arm"]
         key = id(arm)
         if key not in cfg_t:
             cfg_t[key] = _config_template(spec, pair, ds, arm, seed)
@@ -220,7 +220,7 @@ def _write_group(args: tuple[SynthSpec, int, int, str, int, bool]) -> tuple[int,
     return n_files, n_bytes
 
 
-def _run_json(r: dict[str, Any], arm: _ArmDef) -> str:
+def _run_json(r: dict[str, Any], arm: ArmDef) -> str:
     """run.json of one synthetic run, with the study's counters and derived fields."""
     L, A, R, D = r["output_tokens"], r["accepted_tokens"], r["draft_rounds"], r["draft_tokens"]
     cens = r["finish_reason"] == "length"
@@ -281,7 +281,7 @@ def _proposals(rng: np.random.Generator, r: dict[str, Any], k: int) -> str:
     """
     R = r["draft_rounds"]
     a = _spread_accepted(rng, R, r["accepted_tokens"], k)
-    arm: _ArmDef = r["arm"]
+    arm: ArmDef = r["arm"]
     lossy = arm.method != STRICT
     method, param = (arm.method, arm.alpha) if lossy else (STRICT, None)
     lines: list[str] = []
@@ -354,17 +354,10 @@ def write_raw(spec: SynthSpec, root: str | os.PathLike[str], *, seed: int = 0, p
     jobs = [(spec, pi, di, str(root), seed, proposals) for pi in range(len(spec.pairs)) for di in range(len(spec.datasets))]
     # Biggest groups first so parallel workers finish together.
     jobs.sort(key=lambda j: -_group_cost(spec.datasets[j[2]], spec))
-    if workers <= 1 or len(jobs) == 1:
-        for j in jobs:
-            _write_group(j)
-    else:
-        import multiprocessing as mp
-
-        with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
-            list(pool.map(_write_group, jobs))
+    map_ordered(_write_group, jobs, workers=workers)
     return root
 
 
 def _group_cost(ds: Dataset, spec: SynthSpec) -> float:
     # Files dominate small runs, characters dominate long ones.
-    return ds.n_items * len(spec._arms(ds)) * (1.0 + ds.mean_len * ds.chars_per_token / 20000)
+    return ds.n_items * len(spec.arms_of(ds)) * (1.0 + ds.mean_len * ds.chars_per_token / 20000)

@@ -185,21 +185,21 @@ class SynthSpec:
     @property
     def n_runs(self) -> int:
         """Runs the spec describes (all pairs, datasets, arms, items and seeds)."""
-        per_item = sum(len(self._arms(d)) * d.n_items for d in self.datasets)
+        per_item = sum(len(self.arms_of(d)) * d.n_items for d in self.datasets)
         return len(self.pairs) * len(self.seeds) * per_item
 
-    def _arms(self, ds: Dataset) -> list[_ArmDef]:
-        out = [_ArmDef(STRICT, STRICT, None, None, None)]
-        out += [_ArmDef(a.method, a.params, a.alpha, None, None) for a in self.arms]
+    def arms_of(self, ds: Dataset) -> list[ArmDef]:
+        out = [ArmDef(STRICT, STRICT, None, None, None)]
+        out += [ArmDef(a.method, a.params, a.alpha, None, None) for a in self.arms]
         for fc in self.force_commit:
             if fc.datasets is None or ds.name in fc.datasets:
                 base = 1 + next(i for i, a in enumerate(self.arms) if (a.method, a.params) == (fc.method, alpha_params(fc.alpha)))
-                out.append(_ArmDef(fc.arm_method, fc.params_for(ds.budget), fc.alpha, base, fc))
+                out.append(ArmDef(fc.arm_method, fc.params_for(ds.budget), fc.alpha, base, fc))
         return out
 
 
 @dataclass(frozen=True)
-class _ArmDef:
+class ArmDef:
     method: str
     params: str
     alpha: float | None

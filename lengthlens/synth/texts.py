@@ -44,7 +44,7 @@ def _filler(phrases: tuple[str, ...], salt: int) -> tuple[str, np.ndarray]:
     return text, starts[starts < _BASE_CHARS // 2]
 
 
-def _words(kind: str, aux: int, n: int) -> str:
+def words(kind: str, aux: int, n: int) -> str:
     """``n`` characters of filler starting at a word boundary chosen by ``aux``; never ends in a space."""
     if n <= 0:
         return ""
@@ -56,7 +56,7 @@ def _words(kind: str, aux: int, n: int) -> str:
     return s[:-1] + "." if s[-1] == " " else s
 
 
-def _answer_core(ds: Dataset, item: int, ref_num: int, correct: bool, aux: int) -> tuple[str, str | None]:
+def answer_core(ds: Dataset, item: int, ref_num: int, correct: bool, aux: int) -> tuple[str, str | None]:
     """The graded part of an answer in the dataset's style, and the answer string a grader extracts."""
     if ds.kind == "gsm8k":
         ans = ref_num if correct else ref_num + 1 + aux % 50
@@ -69,20 +69,20 @@ def _answer_core(ds: Dataset, item: int, ref_num: int, correct: bool, aux: int) 
         return f"The correct answer is ({ans})", ans
     if ds.kind == "code":
         body = f"    return _reference_{item + 1:03d}(*args)" if correct else "    return None  # incomplete"
-        return f"```python\ndef {_entry_point(item)}(*args):\n{body}\n```", None
+        return f"```python\ndef {entry_point(item)}(*args):\n{body}\n```", None
     return "", None
 
 
-def _entry_point(item: int) -> str:
+def entry_point(item: int) -> str:
     return f"task_{item + 1:03d}"
 
 
-_H_OPEN = "<|channel|>analysis<|message|>"
-_H_CLOSE = "<|end|><|start|>assistant"
+H_OPEN = "<|channel|>analysis<|message|>"
+H_CLOSE = "<|end|><|start|>assistant"
 _H_FINAL = "<|channel|>final<|message|>"
 
 
-def _compose(style: Style, thinking: str, answer: str | None) -> tuple[str, int, int]:
+def compose(style: Style, thinking: str, answer: str | None) -> tuple[str, int, int]:
     """output.txt text and its logged (analysis_chars, final_chars), the study's counting convention.
 
     Harmony: analysis_chars is everything before the final header, markup included; final_chars
@@ -91,9 +91,9 @@ def _compose(style: Style, thinking: str, answer: str | None) -> tuple[str, int,
     """
     if style == "harmony":
         if answer is None:
-            text = _H_OPEN + thinking
+            text = H_OPEN + thinking
             return text, len(text), 0
-        head = _H_OPEN + thinking + _H_CLOSE
+        head = H_OPEN + thinking + H_CLOSE
         return head + _H_FINAL + answer, len(head), len(answer)
     if answer is None:
         return "<think>" + thinking, len(thinking), 0

@@ -8,7 +8,7 @@ import polars as pl
 from scipy.special import ndtr
 
 from lengthlens.data.schema import STRICT
-from lengthlens.synth.draw import _phi
+from lengthlens.synth.draw import phi
 from lengthlens.synth.spec import Dataset, Pair, SynthSpec
 
 
@@ -32,8 +32,8 @@ def _group_truth(spec: SynthSpec, pair: Pair, ds: Dataset) -> list[dict]:
     emin_s = _expected_min(m, s, B)
     mean_s = math.exp(m + s * s / 2)
     rows = []
-    for arm in spec._arms(ds):
-        base = arm if arm.fc is None else spec._arms(ds)[arm.base]
+    for arm in spec.arms_of(ds):
+        base = arm if arm.fc is None else spec.arms_of(ds)[arm.base]
         e = spec.effect(pair, ds, base.method, base.params)
         mu = m + math.log(e.lambda_)
         p_cens = 1 - float(ndtr((math.log(B - 0.5) - mu) / s))
@@ -49,7 +49,7 @@ def _group_truth(spec: SynthSpec, pair: Pair, ds: Dataset) -> list[dict]:
                    tpr_ratio=e.time_per_round / se.time_per_round)
         if arm.fc is not None:
             t = arm.fc.threshold_for(B)
-            c = min(t / (1 - _phi(ds, e)), B - 0.5)
+            c = min(t / (1 - phi(ds, e)), B - 0.5)
             fire = 1 - float(ndtr((math.log(c) - mu) / s))
             ff = min(max(1, int(round(ds.final_frac * ds.mean_len))), B - t - 1)
             mean_fc = _partial_mean(mu, s, c) + fire * (t + ff)

@@ -126,8 +126,9 @@ def test_compare_and_cells_test_items_not_runs_with_several_seeds(tmp_path):
     expect = sign_flip_test(d)
     assert expect[1] == "exact"
     cell = ll.cells(runs, n_resamples=100).get(method="cactus")
-    assert (cell.extras["mcnemar_p"], cell.extras["accuracy_test"]) == (pytest.approx(expect[0], rel=1e-12), "sign_flip_exact")
+    assert (cell.accuracy_p, cell.accuracy_test.method) == (pytest.approx(expect[0], rel=1e-12), "sign_flip_exact")
     cmp = ll.compare(runs, {"method": "cactus"}, {"method": "strict"}, n_resamples=100)
-    assert (cmp.mcnemar_p, cmp.accuracy_test) == (pytest.approx(expect[0], rel=1e-12), "sign_flip_exact")
-    # one pair per item: exact McNemar
-    assert paired_accuracy_test([1, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 0]) == (pytest.approx(mcnemar_exact(2, 1)), "mcnemar_exact")
+    assert (cmp.accuracy_test.pvalue, cmp.accuracy_test.method) == (pytest.approx(expect[0], rel=1e-12), "sign_flip_exact")
+    # one pair per item: exact McNemar; the statistic is wrong->right minus right->wrong
+    test = paired_accuracy_test([1, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 0])
+    assert (test.pvalue, test.method, test.statistic) == (pytest.approx(mcnemar_exact(2, 1)), "mcnemar_exact", 1.0)

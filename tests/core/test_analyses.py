@@ -9,8 +9,9 @@ import pytest
 
 import lengthlens as ll
 from lengthlens.analyses.analyse import censoring_table
-from lengthlens.analyses.attribution import attribution
+from lengthlens.analyses.analyse import attribution
 from lengthlens.stats.resample import counts_for_group
+from lengthlens.report import wording
 
 
 def _rec(method, item, think, answer, L, budget=1000):
@@ -76,4 +77,4 @@ def test_analyse_has_every_table(runs):
     a = ll.analyse(rs, n_resamples=500, n_resamples_aft=100)
     assert {"cells", "arms", "table3", "skipped", "censoring", "attribution", "attribution_summary"} <= set(a.tables)
     assert "table4" not in a.tables  # no intervention arms here
-    assert a.headline().startswith("Across 1 cells")
+    assert wording.headline(a).startswith("Across 1 cells")

@@ -90,13 +90,13 @@ def test_point_estimates_equal_plain_loop(flat_runs):
         assert cell["accuracy_delta_pp"].point == pytest.approx(100 * (c - cs) / n, rel=1e-12)
         assert cell["censored_frac"].point == pytest.approx(cens / n)
         # Two seeds per item: medians over per-item means, the accuracy test on per-item mean differences.
-        assert cell.extras["rounds_ratio_median_item"] == pytest.approx(float(np.median([np.mean(v) for v in ratios.values()])))
-        assert cell.extras["drop_2pp_point"] == (100 * (c - cs) / n <= -2)
-        assert cell.extras["drop_2pp"] == (cell["accuracy_delta_pp"].confidence_interval.high <= -2)
-        assert (cell.extras["wrong_to_right"], cell.extras["right_to_wrong"]) == (w2r, r2w)
+        assert cell.rounds_ratio_median_item == pytest.approx(float(np.median([np.mean(v) for v in ratios.values()])))
+        assert cell.drop_2pp_point == (100 * (c - cs) / n <= -2)
+        assert cell.drop_2pp == (cell["accuracy_delta_pp"].confidence_interval.high <= -2)
+        assert (cell.wrong_to_right, cell.right_to_wrong) == (w2r, r2w)
         p, kind = sign_flip_test([np.mean(v) for v in diffs.values()])
-        assert cell.extras["accuracy_test"] == f"sign_flip_{kind}"
-        assert cell.extras["mcnemar_p"] == pytest.approx(p, rel=1e-12)
+        assert cell.accuracy_test.method == f"sign_flip_{kind}"
+        assert cell.accuracy_p == pytest.approx(p, rel=1e-12)
 
 
 def test_single_seed_cells_use_exact_mcnemar(tmp_path):
@@ -104,9 +104,9 @@ def test_single_seed_cells_use_exact_mcnemar(tmp_path):
     recs = _records(rng, 30, {"cactus": 1.2})
     runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", recs))
     cell = ll.cells(runs, n_resamples=200).get(method="cactus")
-    w2r, r2w = cell.extras["wrong_to_right"], cell.extras["right_to_wrong"]
-    assert cell.extras["accuracy_test"] == "mcnemar_exact"
-    assert cell.extras["mcnemar_p"] == pytest.approx(mcnemar(np.array([[0, w2r], [r2w, 0]]), exact=True).pvalue, rel=1e-12)
+    w2r, r2w = cell.wrong_to_right, cell.right_to_wrong
+    assert cell.accuracy_test.method == "mcnemar_exact"
+    assert cell.accuracy_p == pytest.approx(mcnemar(np.array([[0, w2r], [r2w, 0]]), exact=True).pvalue, rel=1e-12)
 
 
 def test_intervals_agree_with_scipy_bootstrap(tmp_path):
@@ -166,7 +166,7 @@ def test_draws_do_not_depend_on_other_groups(tmp_path):
     both = ll.cells(ll.load(_write_jsonl(tmp_path / "ab.jsonl", recs_b + recs_a)), n_resamples=300).to_frame()
     row = both[both.dataset == "a"].reset_index(drop=True)
     # The multiplicity-adjusted p-values depend on the family (every graded cell of the report) by design.
-    family = ["mcnemar_p_holm", "mcnemar_q_bh"]
+    family = ["mcnemar_p_holm", "mcnemar_q_bh", "accuracy_p_holm", "accuracy_q_bh"]
     assert row.drop(columns=family).equals(only_a.drop(columns=family))
 
 

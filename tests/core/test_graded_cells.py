@@ -36,13 +36,13 @@ def test_partly_graded_cell_is_marked_and_left_out_of_accuracy_counts(tmp_path):
     table = ll.cells(runs, n_resamples=50)
     cactus, fuzzy = table.get(method="cactus"), table.get(method="r_fuzzy")
     # cactus: 3 units graded on both sides of 12 items -> partial; its Δacc (-100 pp on 3 items) is kept but marked.
-    assert (cactus.n_graded, cactus.extras["n_graded_items"], cactus.extras["graded_partial"]) == (3, 3, True)
+    assert (cactus.n_graded, cactus.n_graded_items, cactus.graded_partial) == (3, 3, True)
     assert cactus["accuracy_delta_pp"].point == pytest.approx(-100.0)
-    assert cactus.extras["drop_2pp"] is None and cactus.extras["drop_2pp_point"] is None
+    assert cactus.drop_2pp is None and cactus.drop_2pp_point is None
     # r_fuzzy: 6 of 12 items graded -> not partial; accuracy on those 6 units: relaxed 3/6 right, strict 6/6.
-    assert (fuzzy.n_graded, fuzzy.extras["n_graded_items"], fuzzy.extras["graded_partial"]) == (6, 6, False)
+    assert (fuzzy.n_graded, fuzzy.n_graded_items, fuzzy.graded_partial) == (6, 6, False)
     assert fuzzy["accuracy"].point == pytest.approx(3 / 6) and fuzzy["accuracy_star"].point == pytest.approx(1.0)
-    assert fuzzy.extras["drop_2pp_point"] is True and fuzzy.extras["drop_2pp"] is not None
+    assert fuzzy.drop_2pp_point is True and fuzzy.drop_2pp is not None
     t3 = ll.table3(table).set_index("method")
     # Before: cactus counted as a graded cell that dropped, so n_graded 2 and n_drop_2pp_point 2.
     assert (t3.loc["all", "n_graded"], t3.loc["all", "n_drop_2pp_point"], t3.loc["all", "n_graded_partial"]) == (1, 1, 1)
@@ -54,7 +54,7 @@ def test_units_graded_on_one_side_only_do_not_count(tmp_path):
     recs = (_recs("strict", "strict", lambda i: i < 5 if i < 10 else None)
             + _recs("cactus", "alpha0.5", lambda i: True if i >= 2 else None))
     cell = ll.cells(_load(tmp_path, recs), n_resamples=50).get(method="cactus")
-    assert cell.n_graded == 8 and cell.extras["n_graded_items"] == 8
+    assert cell.n_graded == 8 and cell.n_graded_items == 8
     # relaxed: 8/8 right; baseline on items 2-9: items 2, 3, 4 right -> 3/8.
     assert cell["accuracy"].point == pytest.approx(1.0)
     assert cell["accuracy_star"].point == pytest.approx(3 / 8)

@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 import lengthlens as ll
-from lengthlens.stats.resample import counts_for_group, item_counts, percentile_interval, quantiles_with_inf, subset_rng
+from lengthlens.stats.resample import counts_for_group, item_counts, subset_rng
+from lengthlens.stats.intervals import percentile_interval, quantiles_with_inf
 
 from .test_estimate import _records, _write_jsonl
+from lengthlens.report import wording
 
 
 def _item_totals(recs, method, items, field):
@@ -159,8 +161,8 @@ def test_subset_cell_is_a_paired_bootstrap_over_its_own_items(tmp_path, n_cell, 
     B = 3000
     t = ll.cells(runs, n_resamples=B, seed=11, ci="percentile")
     cell = t.get(method="cactus")
-    assert cell.n_items == n_cell and cell.extras["small_n"] == (n_cell < 10)
-    assert cell.extras["undefined_resamples"] == 0
+    assert cell.n_items == n_cell and cell.small_n == (n_cell < 10)
+    assert cell.undefined_resamples == 0
     counts = item_counts(n_cell, B, subset_rng(11, ("T", "D", "ds"), own)).astype(float)
     L, Ls = (_item_totals(recs, m, own, "output_tokens") for m in ("cactus", "strict"))
     lam = np.array([(c @ L) / (c @ Ls) for c in counts])
@@ -187,11 +189,11 @@ def test_small_cells_left_out_of_table3_and_headline_unless_asked(tmp_path):
     t3 = a.tables["table3"].set_index("method")
     assert t3.loc["all", "n_cells"] == 1 and t3.loc["all", "n_small_excluded"] == 2
     assert t3.loc["cactus", "n_small_excluded"] == 1 and t3.loc["r_fuzzy", "n_small_excluded"] == 1
-    assert "2 cells with fewer than 10 items left out" in a.headline()
+    assert "2 cells with fewer than 10 items left out" in wording.headline(a)
     b = ll.analyse(runs, n_resamples=300, proposals=False, include_small=True)
     t3b = b.tables["table3"].set_index("method")
     assert t3b.loc["all", "n_cells"] == 3 and t3b.loc["all", "n_small_excluded"] == 0
-    assert "left out" not in b.headline()
+    assert "left out" not in wording.headline(b)
     assert b.tables["table3"]["lambda_mean"].iloc[-1] == pytest.approx(cells["lambda"].mean())
 
 
@@ -212,20 +214,19 @@ def test_studentized_lambda_covers_at_12_items():
 
 def test_studentized_with_a_metric_constant_across_items_is_the_point():
     """Time logged as rounds x a constant: time per round is the same in every item, so its interval is the point."""
-    from lengthlens.stats.resample import studentized_interval
+    from lengthlens.stats.intervals import studentized_interval
 
     point = np.array([0.3, 0.3])
     reps = np.array([[0.3 + 1e-16, 0.3], [0.3, 0.35], [0.3 - 1e-16, 0.2]])
     se_b = np.array([[1e-17, 0.0], [2e-17, 0.0], [0.0, 0.1]])
-    fell_back: list = []
-    lo, hi, und = studentized_interval(point, np.array([1e-17, 0.05]), reps, se_b, fell_back=fell_back)
+    lo, hi, und, fell_back = studentized_interval(point, np.array([1e-17, 0.05]), reps, se_b)
     assert lo[0] == hi[0] == 0.3 and und[0] == 0
     # Column 1: one resample moved with SE 0, so |t| = inf in 1 of 3 resamples and the bootstrap-t limits
     # would be unbounded; the percentile interval of the same replicates is used instead. numpy's linear
     # interpolation on the sorted [0.2, 0.3, 0.35]: 2.5 % -> 0.2 + 0.05 * 0.1 = 0.205,
     # 97.5 % -> 0.3 + 0.95 * 0.05 = 0.3475.
     assert und[1] == 0 and lo[1] == pytest.approx(0.205) and hi[1] == pytest.approx(0.3475)
-    assert fell_back[0].tolist() == [False, True]
+    assert fell_back.tolist() == [False, True]
 
 
 def test_nearly_lossless_cell_gets_a_bounded_interval_and_says_so(tmp_path):
@@ -245,9 +246,9 @@ def test_nearly_lossless_cell_gets_a_bounded_interval_and_says_so(tmp_path):
     lam = cell["lambda"]
     ci = lam.confidence_interval
     assert np.isfinite(ci.low) and np.isfinite(ci.high) and ci.low <= lam.point <= ci.high
-    assert "lambda" in (cell.extras["percentile_fallback"] or "")
+    assert "lambda" in cell.percentile_fallback
     # The same cell's gain has spread in every item (l_bar differs), so its bootstrap-t stands.
-    assert "gain" not in (cell.extras["percentile_fallback"] or "")
+    assert "gain" not in cell.percentile_fallback
 
 
 def test_undefined_resamples_ignores_metrics_undefined_at_the_point(tmp_path):
@@ -256,7 +257,7 @@ def test_undefined_resamples_ignores_metrics_undefined_at_the_point(tmp_path):
     runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", _records(rng, 12, {"cactus": 1.2}, graded=False)))
     cell = ll.cells(runs, n_resamples=500).get(method="cactus")
     assert cell["accuracy_delta_pp"].undefined_resamples == 500
-    assert cell.extras["undefined_resamples"] == 0
+    assert cell.undefined_resamples == 0
 
 
 def test_cli_passes_interval_options_to_analyse(tmp_path):

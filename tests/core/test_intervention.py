@@ -9,12 +9,8 @@ import pytest
 from statsmodels.stats.contingency_tables import mcnemar
 
 import lengthlens as ll
-from lengthlens.analyses.intervention import (
-    base_arm_of,
-    compare,
-    force_commit_pairs,
-    table4,
-)
+from lengthlens.analyses.compare import compare
+from lengthlens.analyses.intervention import base_arm_of, force_commit_pairs, table4
 from lengthlens.stats.mcnemar import mcnemar_exact
 
 

@@ -16,7 +16,9 @@ import pytest
 
 import lengthlens as ll
 from lengthlens.report import write_report
-from lengthlens.stats.results import CellTable
+from lengthlens.analyses.cells import CellTable
+from lengthlens.analyses.engine import Settings
+from lengthlens.report import wording
 
 #            item: (L baseline, correct*, L relaxed, correct)   budget 512
 ITEMS = {"q1": (100, True, 150, True), "q2": (512, False, 512, False), "q3": (300, True, 400, False),
@@ -54,7 +56,7 @@ def test_lambda_accuracy_censoring_from_lengths_and_correctness_only(minimal):
     for name in ("gain", "gain_pooled", "l_bar", "rounds_ratio", "rounds_ratio_predicted", "time_ratio", "time_per_round_ratio"):
         assert math.isnan(cell[name].point), name
     assert math.isnan(cell["gain"].confidence_interval.low)
-    why = cell.extras["unavailable"]
+    why = cell.to_row()["unavailable"]
     assert "gain" in why and "accepted_tokens and draft_rounds not logged on 4 of 4 paired runs" in why
     assert "time_ratio: wall_time_s not logged on 4 of 4 paired runs" in why
     assert "lambda" not in why.replace("l_bar", "")
@@ -67,15 +69,15 @@ def test_one_missing_wall_time_empties_time_ratio_only(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cell = ll.cells(ll.load(path), n_resamples=50).get(method="cactus")
     assert math.isnan(cell["time_ratio"].point) and cell["rounds_ratio"].point == 1.0
-    assert cell.extras["unavailable"] == "time_ratio, time_per_round_ratio: wall_time_s not logged on 1 of 4 paired runs"
+    assert cell.to_row()["unavailable"] == "time_ratio, time_per_round_ratio: wall_time_s not logged on 1 of 4 paired runs"
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # no "Mean of empty slice" from metrics not computed
 def test_report_without_counters_has_no_nan_and_explains(minimal, tmp_path):
-    assert "No cell enters Table 3" in ll.analyse(ll.load(minimal), n_resamples=50).headline()  # 4 items: small
+    assert "No cell enters Table 3" in wording.headline(ll.analyse(ll.load(minimal), n_resamples=50))  # 4 items: small
     analysis = ll.analyse(ll.load(minimal), n_resamples=50, include_small=True)
-    assert "nan" not in analysis.headline()
-    assert "gain not computed" in analysis.headline()
+    assert "nan" not in wording.headline(analysis)
+    assert "gain not computed" in wording.headline(analysis)
     assert any("not computed in 1 of 1 cells" in n and "draft_rounds" in n for n in analysis.notes)
     write_report(analysis, tmp_path / "out", pdf=False)
     html = (tmp_path / "out" / "report.html").read_text()
@@ -92,7 +94,7 @@ def test_unknown_censoring_is_not_taken_as_uncensored(tmp_path):
     runs = ll.load(path)
     cell = ll.cells(runs, n_resamples=50).get(method="cactus")
     assert math.isnan(cell["censored_frac"].point) and not math.isnan(cell["lambda"].point)
-    assert "finish_reason or max_new_tokens not logged" in cell.extras["unavailable"]
+    assert "finish_reason or max_new_tokens not logged" in cell.to_row()["unavailable"]
     assert ll.analyse(runs, n_resamples=50).tables["censoring"].empty
 
 
@@ -107,7 +109,7 @@ def test_only_a_baseline_may_lack_a_draft(tmp_path):
 
 
 def test_zero_cells_frame_has_the_usual_columns():
-    df = CellTable(cells=(), n_resamples=10, seed=0, ci_method="percentile", confidence_level=0.95).to_frame()
+    df = CellTable(cells=(), settings=Settings(n_resamples=10, seed=0, ci="percentile")).to_frame()
     assert len(df) == 0
     for c in ("target", "draft", "dataset", "method", "params", "n_items", "lambda", "lambda_lo", "gain_hi",
               "accuracy_delta_lo", "censored_frac"):

@@ -20,7 +20,8 @@ import pytest
 import lengthlens as ll
 from lengthlens.cli import main
 from lengthlens.data.specbench import parse_model_id
-from lengthlens.stats.estimate import all_group_items
+from lengthlens.analyses.engine import group_items as all_group_items
+from lengthlens.report import wording
 
 SPECBENCH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "spec-bench"
 
@@ -74,7 +75,7 @@ def test_cells_equal_a_pandas_computation(sb_cells, specbench, task, method):
     assert (cell.n_items, cell.n_runs) == (want["n_items"], want["n_runs"])
     for name in ("lambda", "rounds_ratio", "time_ratio", "gain", "censored_frac", "censored_frac_star"):
         assert cell[name].point == pytest.approx(want[name], rel=1e-12), name
-    assert cell.extras["unavailable"] is None
+    assert cell.to_row()["unavailable"] is None
 
 
 def test_vanilla_is_one_baseline_for_every_draft(sb_cells):
@@ -243,14 +244,15 @@ def test_compare_leaves_uncomputable_metrics_empty(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     c = ll.compare(ll.load(path), {"method": "eagle"}, {"method": "sps"}, n_resamples=50)
     assert c["lambda"].point == pytest.approx(sum(100 + 10 * i for i in range(5)) / sum(101 + 10 * i for i in range(5)))
-    assert math.isnan(c["gain"].point) and "draft_rounds" in c.unavailable
+    assert math.isnan(c["gain"].point) and "draft_rounds" in c.unavailable["gain"]
 
 
 def test_lossless_check_counts_differing_outputs(sb_cells, specbench):
     runs, cells = sb_cells
     from lengthlens.analyses.methods import lossless_check
+    from lengthlens.data.pairing import cell_units
 
-    df = lossless_check(runs, cells.to_frame())
+    df = lossless_check(cell_units(runs.paired), cells.to_frame())
     folder = specbench / "multiclass_product_classification" / "model_answer"
     m = _turns(folder / "vicuna-7b-v1.3-hydra-float16-temperature-0.0.jsonl").merge(
         _turns(folder / "vicuna-7b-v1.3-vanilla-float16-temp-0.0.jsonl"), on=["qid", "turn"], suffixes=("", "_v"))
@@ -260,7 +262,7 @@ def test_lossless_check_counts_differing_outputs(sb_cells, specbench):
     # The verdict follows the interval: the default (studentized) one includes 1 here, the percentile one
     # does not (all four differing outputs are shorter), and then the report says so plainly.
     assert row.lambda_lo < 1 < row.lambda_hi and "includes 1" in row.verdict
-    pct = lossless_check(runs, ll.cells(runs, n_resamples=200, ci="percentile").to_frame())
+    pct = lossless_check(cell_units(runs.paired), ll.cells(runs, n_resamples=200, ci="percentile").to_frame())
     row = pct[(pct.method == "hydra") & (pct.dataset == "multiclass_product_classification")].iloc[0]
     assert row.lambda_hi < 1 and "not lossless in practice" in row.verdict
 
@@ -268,10 +270,10 @@ def test_lossless_check_counts_differing_outputs(sb_cells, specbench):
 def test_analysis_words_fit_lossless_methods(specbench):
     runs = ll.load(specbench / "test_bench", format="specbench")
     a = ll.analyse(runs, n_resamples=50)
-    head = a.headline()
+    head = wording.headline(a)
     assert "lossless speculative methods" in head and "grew" not in head and "nan" not in head
     lo = a.tables["lossless"]
-    line = next(x for x in a.summary_lines() if x.startswith("lossless check"))
+    line = next(x for x in wording.summary_lines(a) if x.startswith("lossless check"))
     assert f"on {lo['n_outputs_differ'].sum()} of {lo['n_runs'].sum()} paired runs" in line
     assert lo["n_runs"].sum() == 32  # eagle, hydra, medusa, sps: 4 questions x 2 turns each
     pairs = a.tables["methods"]

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 import lengthlens as ll
-from lengthlens.analyses.attribution import attribution
+from lengthlens.analyses.analyse import attribution
 from lengthlens.analyses.tables import alpha_selected, select_alphas, table3_cells
-from lengthlens.stats.metrics import evaluate, SUM_FIELDS
+from lengthlens.stats.metrics import REGISTRY
 from lengthlens.stats.resample import counts_for_group
+from lengthlens.report import wording
 
 
 def _rec(dataset, method, params, alpha, item, *, correct, L=400, think=None, answer=30):
@@ -104,7 +105,7 @@ def test_one_failed_run_keeps_the_arm_complete(tmp_path):
     assert (sel.alphas_complete, sel.alphas_incomplete) == ("0.5;0.3", "0.9")
     a = ll.analyse(_load(tmp_path, recs), n_resamples=200, n_resamples_aft=50, proposals=False)
     assert a.tables["alpha_selected"].equals(alpha_selected(df))
-    assert "most aggressive alpha" in a.headline()
+    assert "most aggressive alpha" in wording.headline(a)
 
 
 def test_time_per_round_ratio_interval(graded):
@@ -127,10 +128,10 @@ def test_identity_exact_with_pooled_l_bar():
     n = 50
     L, Ls = rng.integers(100, 5000, n).astype(float), rng.integers(100, 5000, n).astype(float)
     R, Rs = np.floor(L / rng.uniform(1.5, 6, n)), np.floor(Ls / rng.uniform(1.5, 4, n))
-    s = dict.fromkeys(SUM_FIELDS, 0.0)
+    s = dict.fromkeys(REGISTRY.quantity_names, 0.0)
     s.update(n=n, L=L.sum(), L_star=Ls.sum(), R=R.sum(), R_star=Rs.sum(), A=(L - R).sum(), A_star=(Ls - Rs).sum(),
              lbar=((L - R) / R).sum(), lbar_star=((Ls - Rs) / Rs).sum(), n_lbar=n, n_lbar_star=n)
-    m = evaluate(np.array([s[k] for k in SUM_FIELDS]))
+    m = REGISTRY.evaluate(s)
     assert m["rounds_ratio_predicted"] == pytest.approx(R.sum() / Rs.sum(), rel=1e-12)
     assert abs(m["lambda"] / m["gain"] / m["rounds_ratio"] - 1) > 1e-3  # the mean of per-run l_bar does not close it
 

@@ -53,10 +53,17 @@ def test_forest_draws_every_interval(example_analysis):
 
 
 def test_km_curve_matches_hand_computation():
-    # lengths 1,2,2,3(censored),4: S(1)=4/5, S(2)=4/5*(1-2/4)=0.4, 3 censored, S(4)=0.4*(1-1/1)=0
-    t, s = F._km_curve(np.array([1, 2, 2, 3, 4]), np.array([False, False, False, True, False]))
-    np.testing.assert_allclose(t, [0, 1, 2, 3, 4])
-    np.testing.assert_allclose(s, [1, 0.8, 0.4, 0.4, 0.0])
+    from lengthlens.analyses.censoring import survival_curve
+
+    # lengths 1,2,2,3(censored),4: S(1)=4/5, S(2)=4/5*(1-2/4)=0.4, 3 censored (no step), S(4)=0.4*(1-1/1)=0
+    curve = survival_curve(np.array([1, 2, 2, 3, 4]), np.array([False, False, False, True, False]))
+    np.testing.assert_allclose(curve.times, [0, 1, 2, 4])
+    np.testing.assert_allclose(curve.survival, [1, 0.8, 0.4, 0.0])
+    # the censoring mark sits on the curve at its length: S(3) = 0.4
+    assert curve.censored_times.tolist() == [3.0] and curve.censored_survival.tolist() == [0.4]
+    # all censored: a flat curve at 1 out to the longest run
+    flat = survival_curve(np.array([5.0, 7.0]), np.array([True, True]))
+    assert flat.times.tolist() == [0.0, 7.0] and flat.survival.tolist() == [1.0, 1.0]
 
 
 def test_survival_panels_per_dataset(example_analysis):
@@ -145,9 +152,9 @@ def test_gain_vs_lambda_log_axes_pairs_few_items_and_unclipped_intervals(example
 
 
 def test_dataset_markers_do_not_repeat_up_to_fifteen():
-    from lengthlens.report.plot_style import _dataset_markers
+    from lengthlens.report.plot_style import dataset_markers
 
-    marks = _dataset_markers([f"ds{i:02d}" for i in range(15)])
+    marks = dataset_markers([f"ds{i:02d}" for i in range(15)])
     assert len(set(marks.values())) == 15
 
 
@@ -245,10 +252,10 @@ def test_to_svg_lays_out_once_and_draws_once(example_analysis, monkeypatch):
 
     import matplotlib
 
-    from lengthlens.report.plot_style import _RC, LensFigure
+    from lengthlens.report.plot_style import RC, LensFigure
 
     ref = F.fig_gain_vs_lambda(example_analysis)
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         ref.savefig(io.StringIO(), format="svg")
     fig = F.fig_gain_vs_lambda(example_analysis)
     draws = []

@@ -14,6 +14,7 @@ from lengthlens.report.columns import fmt
 from lengthlens.report.latex import tex_escape
 
 from .helpers import chromium_screenshot, keep_artifact, need
+from lengthlens.report import wording
 
 FLOAT_COLS_T3 = ["gain_mean", "gain_median", "lambda_mean", "lambda_median", "rounds_ratio_mean", "rounds_ratio_median",
                  "time_ratio_mean", "time_ratio_median"]
@@ -41,7 +42,7 @@ def test_html_shows_table3_numbers_and_headline(example_report, example_analysis
         assert f">{row['method']}<" in html
         for c in FLOAT_COLS_T3:
             assert f">{fmt(row[c], 'f3')}<" in html, (row["method"], c)
-    assert example_analysis.headline() in html.replace("&gt;", ">")
+    assert wording.headline(example_analysis) in html.replace("&gt;", ">")
     a = t3[t3["method"] == "all"].iloc[0]
     assert f"{a['gain_mean']:.2f}×" in html and f"{a['lambda_mean']:.2f}×" in html
     # R/R* is the primary cost measure, T/T* beside it with the per-round time ratio

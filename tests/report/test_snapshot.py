@@ -19,7 +19,7 @@ from lengthlens.report.snapshot import (
     snapshot,
 )
 from lengthlens.report.snapshot_cli import add_parsers
-from lengthlens.stats.estimate import cells as compute_cells
+from lengthlens.analyses.cells import cells as compute_cells
 from lengthlens.testing import UPDATE_ENV, assert_matches_snapshot
 
 FIXTURES = Path(__file__).parent / "fixtures"

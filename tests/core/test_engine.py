@@ -1,0 +1,88 @@
+"""The engine: groups as numpy arrays against a polars oracle, one pass for every analysis, any number of workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import polars as pl
+import pytest
+
+import lengthlens as ll
+from lengthlens import synth
+from lengthlens.analyses import engine
+from lengthlens.analyses.analyse import analyse, attribution, censoring_table
+from lengthlens.analyses.tables import table3_cells
+from lengthlens.data.pairing import cell_units
+from lengthlens.execution import map_ordered
+from lengthlens.stats.metrics import Sums
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    path = synth.write_flat(synth.example(), tmp_path_factory.mktemp("engine") / "ex.parquet", text=True)
+    return ll.load(path, run_graders=False)
+
+
+def test_groups_hold_each_cells_runs_summed_by_item_as_a_polars_group_by_does(runs):
+    units = cell_units(runs.paired)
+    groups = engine.groups_of(units, ("output_tokens", "output_tokens_star"), engine.group_items(runs))
+    want = (units.group_by("target", "draft", "dataset", "method", "params", "item_id")
+            .agg(pl.col("output_tokens").sum(), pl.len().alias("n")))
+    got = []
+    for g in groups:
+        assert list(g.items) == sorted(g.items)
+        for c in g.cells:
+            L, n = c.by_item(c.fields["output_tokens"]), c.runs_per_item()
+            got += [{**{k: c.key[k] for k in ("target", "draft", "dataset", "method", "params")}, "item_id": it,
+                     "output_tokens": L[i], "n": n[i]} for i, it in enumerate(c.items)]
+    got = pl.DataFrame(got).sort(["target", "draft", "dataset", "method", "params", "item_id"])
+    want = want.sort(["target", "draft", "dataset", "method", "params", "item_id"])
+    assert got.select("item_id").equals(want.select("item_id"))
+    assert np.array_equal(got["output_tokens"].to_numpy(), want["output_tokens"].to_numpy().astype(float))
+    assert np.array_equal(got["n"].to_numpy(), want["n"].to_numpy().astype(float))
+    assert sum(g.n_runs for g in groups) == units.height
+
+
+def test_a_subset_keeps_the_items_its_runs_cover():
+    cell = engine.CellRuns(key={}, group=("g",), n_items_group=3, items=("a", "b", "c"), item=np.array([0, 1, 1, 2]),
+                           fields=Sums({"x": np.array([1.0, 2.0, 3.0, 4.0])}))
+    part = cell.subset(np.array([False, True, True, False]))
+    assert part.items == ("b",) and part.item.tolist() == [0, 0] and part.by_item(part.fields["x"]).tolist() == [5.0]
+    assert not part.complete and cell.complete
+
+
+def test_one_pass_gives_the_separate_functions_numbers(runs):
+    """analyse() runs cells, censoring and attribution in one pass (one product per item set): each equals its
+    function run alone. Sums of non-integer values may be added in another order in a wider product: last bits."""
+    a = analyse(runs, n_resamples=300)
+    cells_df = ll.cells(runs, n_resamples=300).to_frame()
+    last_bits = {"check_exact": False, "rtol": 1e-12, "atol": 0.0}
+    pd.testing.assert_frame_equal(a.tables["cells"], cells_df, **last_bits)
+    pd.testing.assert_frame_equal(a.tables["censoring"], censoring_table(runs, n_resamples=300), **last_bits)
+    alone = attribution(runs, n_resamples=300, table3_cells=table3_cells(cells_df, "loosest"))
+    pd.testing.assert_frame_equal(a.tables["attribution"], alone.cells, **last_bits)
+    pd.testing.assert_frame_equal(a.tables["attribution_summary"], alone.summary, **last_bits)
+
+
+def test_worker_processes_give_the_serial_numbers_bit_for_bit(runs, monkeypatch):
+    serial = analyse(runs, n_resamples=200, workers=1)
+    monkeypatch.setattr(engine, "PROCESS_MIN_RUNS", 0)  # the example is small: send it to processes anyway
+    spawned = analyse(runs, n_resamples=200, workers=2)
+    for name in ("cells", "censoring", "attribution"):
+        pd.testing.assert_frame_equal(spawned.tables[name], serial.tables[name], check_exact=True)
+    assert np.array_equal(spawned.cells.replicates["accuracy_delta_pp"], serial.cells.replicates["accuracy_delta_pp"],
+                          equal_nan=True)
+
+
+def _fail_on_three(x: int) -> int:
+    if x == 3:
+        raise ValueError("three")
+    return x * x
+
+
+def test_map_ordered_keeps_the_order_and_raises_the_error():
+    items = [5, 1, 4, 2]
+    assert map_ordered(_fail_on_three, items, workers=2, cost=float, threads=True) == [25, 1, 16, 4]
+    assert map_ordered(_fail_on_three, items, workers=2, cost=float) == [25, 1, 16, 4]  # spawned processes
+    with pytest.raises(ValueError, match="three"):
+        map_ordered(_fail_on_three, [1, 3, 2], workers=2, threads=True)
