@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Sequence
 
 from lengthlens._version import __version__
 from lengthlens.stats.resample import DEFAULT_N_RESAMPLES, DEFAULT_SEED
@@ -56,9 +56,28 @@ class Progress:
         self._stage = None
 
 
+#: Fewest bootstrap resamples the command accepts: with 200, a 95 % interval's limits rest on the 5 most extreme
+#: replicates on each side; fewer would print "95 % intervals" that are mostly noise.
+MIN_RESAMPLES = 200
+
+
+def _at_least(low: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least ``low`` (usage error naming the option otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number, not {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{what} must be at least {low}, not {value}")
+        return value
+    return parse
+
+
 def _add_analysis_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n-resamples", type=int, default=DEFAULT_N_RESAMPLES, help="bootstrap resamples (default %(default)s)")
-    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
+    p.add_argument("--n-resamples", type=_at_least(MIN_RESAMPLES, "--n-resamples"), default=DEFAULT_N_RESAMPLES,
+                   help=f"bootstrap resamples (default %(default)s, at least {MIN_RESAMPLES})")
+    p.add_argument("--seed", type=_at_least(0, "--seed"), default=DEFAULT_SEED, help="bootstrap seed (default %(default)s)")
     p.add_argument("--ci", choices=("studentized", "percentile", "bca"), default="studentized",
                    help="interval method (default %(default)s: bootstrap-t on the log scale for ratios)")
     p.add_argument("--aft-ci", choices=("sandwich", "bootstrap"), default="sandwich",
@@ -69,7 +88,7 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="cells entering Table 3: the loosest alpha per rule and dataset, or all (default %(default)s)")
     p.add_argument("--grades", action="append", default=[], metavar="FILE",
                    help="grade file(s) in the study's format (campaign/grades next to a root are found anyway)")
-    p.add_argument("--aft-resamples", type=int, default=None, metavar="N",
+    p.add_argument("--aft-resamples", type=_at_least(1, "--aft-resamples"), default=None, metavar="N",
                    help="resamples for the AFT bootstrap (--aft-ci bootstrap), each a likelihood fit (default: lengthlens.analyses.censoring's)")
     p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
     p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
@@ -77,7 +96,7 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="grading policy for runs without a verdict: lengthlens' (answer part only; a run cut inside its "
                         "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
+    p.add_argument("--workers", type=_at_least(1, "--workers"), default=None, metavar="N",
                    help="worker processes for the analysis of large inputs (default: the cores available, or "
                         "$LENGTHLENS_WORKERS); the numbers do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
@@ -118,7 +137,7 @@ def _format_options(args: argparse.Namespace) -> dict:
 def _add_format_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--questions", metavar="FILE", help="Spec-Bench question.jsonl for every answer folder "
                    "(default: the one beside each model_answer/)")
-    p.add_argument("--max-new-tokens", type=int, metavar="N",
+    p.add_argument("--max-new-tokens", type=_at_least(1, "--max-new-tokens"), metavar="N",
                    help="token budget the runs were generated with, when the logs do not say (Spec-Bench: 1024)")
 
 
@@ -169,28 +188,32 @@ def _cmd_report(args: argparse.Namespace) -> int:
     empty = _nothing_to_analyse(runs)
     if empty:
         if not args.quiet:
-            print(runs.summary(), file=sys.stderr)
-        print(f"lengthlens report: {empty}", file=sys.stderr)
-        return 1
+            print(printable(runs.summary()), file=sys.stderr)
+        print(f"lengthlens report: {printable(empty)}", file=sys.stderr)
+        return EXIT_INPUT
     analysis = analyse_from_args(runs, args, progress=progress)
     written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
                            progress=progress)
     progress.close()
+    for name, why in written.failed.items():  # the rest of the report stands
+        print(f"lengthlens report: {name} not written: {printable(why)}", file=sys.stderr)
     if not args.quiet:
-        print(runs.summary())
+        print(printable(runs.summary()))
         print()
-        print(wording.headline(analysis))
+        print(printable(wording.headline(analysis)))
         t3 = analysis.tables["table3"]
         if not t3.empty:
             cols = ["method", "n_cells", "gain_mean", "lambda_mean", "rounds_ratio_mean", "rounds_ratio_median",
                     "time_ratio_mean", "n_lambda_lo_gt_1", "n_graded", "n_drop_2pp", "n_drop_2pp_point"]
             print()
-            print(t3[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            print(printable(t3[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}")))
         for line in wording.summary_lines(analysis):
-            print(line)
+            print(printable(line))
         print(f"\nloaded in {t_load:.1f}s, {time.perf_counter() - t0:.1f}s in all; wrote {len(written)} files to {out}:")
         print("  " + " ".join(p.name for p in written))
-    return 0
+        if written.dropped:
+            print(f"  removed the earlier report's {', '.join(written.dropped)} (not part of this report)")
+    return EXIT_OK
 
 
 def _format_names() -> list[str]:
@@ -220,11 +243,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
     for f in failures:
         print(f"skipped: {f['path']}: {f['reason']}", file=sys.stderr)
     print(f"{table.height} run records written to {out}; {len(failures)} skipped")
-    return 1 if table.height == 0 else 0
+    return EXIT_INPUT if table.height == 0 else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lengthlens", description="Paired, censoring-aware evaluation of lossy speculative decoding.")
+    parser = argparse.ArgumentParser(prog="lengthlens", description="Paired, censoring-aware evaluation of lossy speculative decoding.",
+                                     epilog="Exit codes: 0 success, 1 `check` found numbers that moved, 2 bad input or "
+                                            "usage, 3 internal error. --debug (anywhere) shows an internal error's traceback.")
     parser.add_argument("--version", action="version", version=f"lengthlens {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -263,23 +288,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit codes: success; `check` found numbers that moved; bad input or usage; an internal error (a bug).
+EXIT_OK, EXIT_DIFFERENCES, EXIT_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130
+
+
+def printable(text: object) -> str:
+    """``text`` without control characters (escape sequences in names from the logs), newlines and tabs kept."""
+    return "".join(ch for ch in str(text) if ch in "\n\t" or (ch.isprintable() and not 0x7F <= ord(ch) <= 0x9F))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; errors in the input end with one clear line, not a traceback."""
+    """Entry point of the console script: one clear line for bad input (exit 2), for an interruption (130) and for a
+    bug (exit 3; the traceback with ``--debug``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
-    args = parser.parse_args(argv)  # --help and usage errors end here, before the data stack is imported
-    from lengthlens.data.errors import LoadError  # light: the command imports the data stack when it needs it
+    args = parser.parse_args(argv)  # --help and usage errors end here (exit 2), before the data stack is imported
+    from lengthlens.data.errors import InputError  # light: the command imports the data stack when it needs it
 
     try:
         return int(args.func(args) or 0)
-    except LoadError as exc:
-        print(f"lengthlens: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError, ValueError) as exc:
-        # Unusable input (a snapshot, a campaign file, a grade file): one line, not a traceback.
-        print(f"lengthlens: error: {exc}", file=sys.stderr)
-        return 2
+    except InputError as exc:
+        print(f"lengthlens: {printable(exc)}", file=sys.stderr)
+        return EXIT_INPUT
+    except OSError as exc:  # a file that cannot be read or written (missing, read-only, disk full)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"lengthlens: {printable(where)}{printable(exc.strerror or exc)}", file=sys.stderr)
+        return EXIT_INPUT
     except KeyboardInterrupt:
-        return 130
+        print("lengthlens: interrupted; nothing was written (an earlier report is left as it was)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug: said as one, the traceback on request
+        if debug:
+            raise
+        print(f"lengthlens: internal error (a bug; rerun with --debug for the traceback): {type(exc).__name__}: "
+              f"{printable(exc)}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def console_main() -> int:

@@ -9,7 +9,8 @@ and page footers).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["CSV_OUTPUTS", "figure_svgs", "figures", "render_html", "render_pdf", "write_csvs", "write_latex", "write_report"]
+__all__ = ["CSV_OUTPUTS", "REPORT_FILES", "Written", "figure_svgs", "figures", "render_html", "render_pdf", "write_csvs",
+           "write_latex", "write_report"]
 
 #: Output files and the tables they hold, in the order the README documents them.
 CSV_OUTPUTS = ("cells", "arms", "table3", "skipped")
@@ -70,12 +72,20 @@ def _env() -> Environment:
 
 
 def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
-    """Write every table of the analysis as OUT/<name>.csv; return the paths."""
+    """Write every table of the analysis as OUT/<name>.csv; return the paths.
+
+    A text cell a spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``) gets a
+    leading apostrophe: names come from the logs.
+    """
+    from lengthlens.report.output import neutralize_csv_text
+
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, df in analysis.tables.items():
         path = out / f"{name}.csv"
-        df.to_csv(path, index=False, float_format="%.10g")
+        text = [c for c in df.columns if df[c].dtype == object]
+        safe = df.assign(**{c: df[c].map(neutralize_csv_text) for c in text}) if text else df
+        safe.to_csv(path, index=False, float_format="%.10g")
         written.append(path)
     return written
 
@@ -289,9 +299,36 @@ def write_latex(analysis: Analysis, out: Path) -> list[Path]:
     return _write_latex(analysis, out)
 
 
+#: Every file a report may write: what counts as an earlier report's in an output folder.
+REPORT_FILES = frozenset({*(f"{n}.csv" for n in (*CSV_OUTPUTS, *OPTIONAL_SECTIONS, "alpha_selected",
+                                                "attribution_summary")),
+                          "report.html", "report.pdf", "table3.tex", "table4.tex", "attribution.tex"})
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_report` wrote: the files, the earlier report's files it replaced without writing them again,
+    and the outputs asked for that could not be made (name -> one line why), the rest of the report standing."""
+
+    files: tuple[Path, ...]
+    dropped: tuple[str, ...] = ()
+    failed: Mapping[str, str] = field(default_factory=dict)
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+
 def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex: bool = False, figures: bool = True,
-                 progress: Callable[[str], None] | None = None) -> list[Path]:
-    """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``; return the paths.
+                 progress: Callable[[str], None] | None = None) -> Written:
+    """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``.
+
+    The report is written whole or not at all: into a temporary folder beside ``out``, which then takes
+    its place (:mod:`lengthlens.report.output`); an earlier report's files that this one does not write
+    are gone, files of the user's in ``out`` stay. A PDF that cannot be printed is listed in ``failed``
+    and the rest of the report stands.
 
     Parameters
     ----------
@@ -302,21 +339,34 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
 
     Returns
     -------
-    list of Path
-        The files written.
+    Written
+        The files written (iterating gives their paths), what was dropped and what failed.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                          # doctest: +SKIP
+    >>> write_report(ll.analyse(ll.load("runs/")), "out/", pdf=False)   # doctest: +SKIP
     """
+    from lengthlens.report.output import report_folder
+
     out = Path(out)
     say = progress or (lambda _stage: None)
-    say("tables (CSV)")
-    written = write_csvs(analysis, out)
-    html = render_html(analysis, with_figures=figures, progress=say)
-    html_path = out / "report.html"
-    html_path.write_text(html, encoding="utf-8")
-    written.append(html_path)
-    if pdf:
-        say("report.pdf")
-        written.append(render_pdf(html, out / "report.pdf"))
-    if latex:
-        say("LaTeX")
-        written += write_latex(analysis, out)
-    return written
+    failed: dict[str, str] = {}
+    with report_folder(out, REPORT_FILES) as folder:
+        tmp = folder.path
+        say("tables (CSV)")
+        names = [p.name for p in write_csvs(analysis, tmp)]
+        html = render_html(analysis, with_figures=figures, progress=say)
+        (tmp / "report.html").write_text(html, encoding="utf-8")
+        names.append("report.html")
+        if pdf:
+            say("report.pdf")
+            try:
+                names.append(render_pdf(html, tmp / "report.pdf").name)
+            except (ImportError, OSError) as exc:  # the printer or its system libraries are missing
+                (tmp / "report.pdf").unlink(missing_ok=True)
+                failed["report.pdf"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if latex:
+            say("LaTeX")
+            names += [p.name for p in write_latex(analysis, tmp)]
+    return Written(files=tuple(out / n for n in names), dropped=tuple(folder.dropped), failed=failed)

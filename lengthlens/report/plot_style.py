@@ -40,6 +40,7 @@ RC = {
     "grid.linewidth": 0.6,
     "svg.fonttype": "none",  # text stays text: small files, searchable in HTML and PDF
     "svg.hashsalt": "lengthlens",  # stable ids so that two renders of a report are identical
+    "text.parse_math": False,  # names come from the logs: "$x$" in a rule's name is text, not mathtext
 }
 
 

@@ -89,11 +89,11 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lengthlens")
     add_parsers(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(list(argv) if argv is not None else None)
-    from lengthlens.data.loading import LoadError
+    from lengthlens.data.errors import InputError
 
     try:
         return int(args.func(args))
-    except (LoadError, ValueError, FileNotFoundError) as exc:
+    except (InputError, OSError) as exc:
         print(f"lengthlens {args.command}: {exc}", file=sys.stderr)
         return 2
 
