@@ -135,7 +135,7 @@ def test_wrong_root_is_one_line_error(tmp_path, capsys):
 
 def test_report_cli_writes_tables(tmp_path):
     _tree(tmp_path / "runs")
-    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--n-resamples", "100", "-q", "--no-cache"]) == 0
+    assert main(["report", str(tmp_path / "runs"), "--out", str(tmp_path / "out"), "--n-resamples", "200", "-q", "--no-cache"]) == 0
     for name in ("cells.csv", "arms.csv", "table3.csv", "skipped.csv", "report.html"):
         assert (tmp_path / "out" / name).is_file()
     cells = pl.read_csv(tmp_path / "out" / "cells.csv")

@@ -178,7 +178,7 @@ def test_budget_option(two_turn_tree):
 def test_cli_report_and_import(two_turn_tree, tmp_path, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--format", "specbench", str(two_turn_tree / "mt"), "--out", str(out), "--no-pdf",
-                 "--n-resamples", "50", "--no-figures", "-q"]) == 0
+                 "--n-resamples", "200", "--no-figures", "-q"]) == 0
     direct = pd.read_csv(out / "cells.csv")
     records = tmp_path / "runs.parquet"
     assert main(["import", "specbench", str(two_turn_tree / "mt"), "--out", str(records)]) == 0
@@ -190,7 +190,7 @@ def test_cli_report_and_import(two_turn_tree, tmp_path, capsys):
 def test_report_exits_nonzero_without_cells(tmp_path, capsys):
     ma = tmp_path / "t" / "model_answer"
     _write(ma / "m-7b-sps-68m-float16-temp-0.0.jsonl", [_answer(1, ["a"], [10], [5], [1.0])])
-    assert main(["report", "--format", "specbench", str(tmp_path / "t"), "--out", str(tmp_path / "o"), "--no-pdf"]) == 1
+    assert main(["report", "--format", "specbench", str(tmp_path / "t"), "--out", str(tmp_path / "o"), "--no-pdf"]) == 2
     err = capsys.readouterr().err
     assert "no cell could be formed" in err and "no ok strict baseline" in err
     assert not (tmp_path / "o" / "report.html").exists()
@@ -316,7 +316,7 @@ def test_report_exits_nonzero_when_nothing_loaded(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p",
                                "item_id": "1", "seed": -1, "status": "ok"}) + "\n")
-    assert main(["report", str(bad), "--out", str(tmp_path / "o"), "--no-pdf", "-q"]) == 1
+    assert main(["report", str(bad), "--out", str(tmp_path / "o"), "--no-pdf", "-q"]) == 2
     assert "nothing was loaded" in capsys.readouterr().err
 
 
