@@ -1,86 +1,223 @@
-"""Time the report at paper scale (12 pairs x 6 datasets, ~180k runs, 360 cells): figures, HTML, PDF, LaTeX.
+"""The whole ``lengthlens report`` at paper scale, as a user runs it, against the loop people write by hand.
 
-    python benchmarks/bench_report.py [--runs RUNS.parquet] [--out OUT] [--n-resamples N] [--pickle A.pkl]
+    python benchmarks/bench_report.py [--data DIR] [--n-resamples 10000] [--repeat 1] [--study-cells 72]
+                                      [--real ../shared/data/lossy-token-eff/runs]
 
-Without ``--runs`` the paper-scale synthetic study is written once as flat Parquet (with completion
-texts, so the attribution table is there) to OUT/runs.parquet. Loading and the analysis are timed
-separately; the target is on ``write_report`` (everything after the analysis): <= 60 s with the PDF.
-``--pickle`` reuses a saved Analysis so that only the rendering is timed.
+Builds (once, into DIR) the paper-scale synthetic study as one flat Parquet file: 12 target-draft
+pairs x 6 datasets (1319, 30, 164, 400, 80, 503 items) x strict + 5 rules = 179,712 runs, 360 cells.
+Then prints, in one run (every figure below comes from this run, on this machine):
 
-Measured 2026-11-29 on the 2-core dev machine (432 cells incl. force-commit arms, 58 PDF pages):
-load 3.3 s, analyse 191.5 s; write_report 22.8-28.1 s (figures 2.5-3.8, HTML 3.1-4.3, PDF 19.6-23.5),
-41-50 s while other jobs kept the load average near 6.
+* start-up: ``import lengthlens`` and ``lengthlens --help`` as fresh processes;
+* ``lengthlens report PAPER --out OUT --no-pdf``, the same on one worker (``--workers 1``: what the
+  worker processes buy), and with the PDF, each a fresh process: wall time, CPU time, peak memory of
+  the process tree, and each stage's seconds from ``--progress``;
+* the study-style loop on the same data: per cell, numpy draws of item indices (B x n) and the per-item
+  sums gathered with fancy indexing, the registry's formulas, percentiles (a stratified sample of
+  cells, scaled to all 360);
+* the ratio the project holds itself to: the whole ``--no-pdf`` report at least 4x faster than that loop;
+* with ``--real``, the report on real logs (with and without the PDF).
 """
 
 from __future__ import annotations
 
 import argparse
-import pickle
+import os
+import re
+import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+TARGET_VS_STUDY = 4.0
+_STAGE = re.compile(r"^lengthlens: (.+?) (\d+\.\d) s$")
+
+
+def build(data: Path) -> Path:
+    from lengthlens import synth
+
+    flat = data / "runs.parquet"
+    if not flat.exists():
+        t = time.perf_counter()
+        synth.write_flat(synth.paper_scale(), flat, seed=0)
+        print(f"built {flat} in {time.perf_counter() - t:.1f} s")
+    return flat
+
+
+def _tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its descendants (Linux /proc)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/status") as f:
+                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue  # exited meanwhile
+    return total
+
+
+def run_child(cmd: list[str]) -> dict:
+    """Run ``cmd``; its wall and CPU seconds (worker processes included), the peak of its process tree's memory
+    (GB, sampled every 20 ms) and its stderr. Raises on failure."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=ROOT)
+        peak, stop = [0], threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.02):
+                peak[0] = max(peak[0], _tree_rss(proc.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _, status, usage = os.wait4(proc.pid, 0)  # rusage with the waited-for descendants: CPU summed
+        stop.set()
+        sampler.join()
+        wall = time.perf_counter() - t
+        err.seek(0)
+        text = err.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gb": max(peak[0], usage.ru_maxrss * 1024) / 1e9,
+            "stages": {m.group(1): float(m.group(2)) for line in text.splitlines() if (m := _STAGE.match(line))}}
+
+
+def time_report(source: Path, out: Path, n_resamples: int, repeat: int, *extra: str) -> dict:
+    """The fastest of ``repeat`` whole-process runs of ``lengthlens report`` (the least disturbed by other load)."""
+    cmd = [sys.executable, "-m", "lengthlens", "report", str(source), "--out", str(out), "--progress",
+           "--n-resamples", str(n_resamples), *extra]
+    return min((run_child(cmd) for _ in range(repeat)), key=lambda r: r["wall"])
+
+
+def show(name: str, r: dict) -> None:
+    print(f"{name:<44} {r['wall']:6.1f} s wall, {r['cpu']:6.1f} s CPU, peak {r['peak_gb']:.2f} GB")
+    for stage, secs in r["stages"].items():
+        print(f"    {stage:<40} {secs:6.1f} s")
+
+
+def cell_sample(flat: Path, max_cells: int | None):
+    """Per cell, the per-run quantities (numpy) and the item of each run; a sample stratified by dataset with weights.
+
+    Datasets differ 44-fold in items, so the sample takes cells of every dataset in proportion (at least one
+    each) and each sampled cell stands for (cells of its dataset) / (sampled of it).
+    """
+    import lengthlens as ll
+    from lengthlens.analyses.engine import group_items, groups_of
+    from lengthlens.data.pairing import cell_units
+    from lengthlens.stats.metrics import REGISTRY
+
+    runs = ll.load(flat, run_graders=False)
+    cells = [c for g in groups_of(cell_units(runs.paired), REGISTRY.fields_read(), group_items(runs)) for c in g.cells]
+    by_ds: dict[str, list] = {}
+    for c in cells:
+        by_ds.setdefault(c.key["dataset"], []).append(c)
+    if max_cells is None or max_cells >= len(cells):
+        return cells, [1.0] * len(cells), len(cells)
+    sample, weights = [], []
+    for group in by_ds.values():
+        k = max(1, round(max_cells * len(group) / len(cells)))
+        picked = group[:: max(1, len(group) // k)][:k]
+        sample += picked
+        weights += [len(group) / len(picked)] * len(picked)
+    return sample, weights, len(cells)
+
+
+def study_loop(cells, n_resamples: int) -> list[float]:
+    """The study-style bootstrap: per cell, B x n item draws and fancy-indexed sums of each needed per-item column.
+
+    The same resampling unit (the item; seeds of an item summed), the registry's formulas and percentile
+    intervals: the work a plain numpy script does cell by cell.
+    """
+    from lengthlens.stats.metrics import REGISTRY
+
+    names = REGISTRY.interval_metrics
+    needed = sorted({q for m in names for q in REGISTRY.sums_of(m)})
+    times = []
+    for i, c in enumerate(cells):
+        t = time.perf_counter()
+        per_run = REGISTRY.quantities_of(c.fields, c.n_runs)
+        X = {q: np.bincount(c.item, weights=per_run[q], minlength=c.n_items) for q in needed}
+        idx = np.random.default_rng(i).integers(0, c.n_items, size=(n_resamples, c.n_items))
+        sums = {q: X[q][idx].sum(axis=1) for q in needed}
+        reps = REGISTRY.evaluate(sums, names)
+        for m in names:
+            np.nanpercentile(reps[m], [2.5, 97.5])
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def startup() -> None:
+    imp = min(run_child([sys.executable, "-c", "import lengthlens"])["wall"] for _ in range(3))
+    hlp = min(run_child([sys.executable, "-m", "lengthlens", "--help"])["wall"] for _ in range(3))
+    bare = min(run_child([sys.executable, "-c", "pass"])["wall"] for _ in range(3))
+    print(f"python -c 'import lengthlens': {imp:.2f} s, lengthlens --help: {hlp:.2f} s (a bare interpreter: {bare:.2f} s)")
+
+
+def calibration() -> str:
+    """How fast this machine's core is: a plain Python loop and a one-thread float64 matrix product, best of three."""
+    from threadpoolctl import threadpool_limits
+
+    def loop() -> float:
+        t, s = time.perf_counter(), 0
+        for i in range(5_000_000):
+            s += i
+        return time.perf_counter() - t
+
+    a = np.random.default_rng(0).random((1500, 1500))
+    with threadpool_limits(1):
+        gemm = []
+        for _ in range(3):
+            t = time.perf_counter()
+            a @ a
+            gemm.append(time.perf_counter() - t)
+    return (f"a Python loop of 5M additions {min(loop() for _ in range(3)):.2f} s, a one-thread matrix product "
+            f"{2 * 1500 ** 3 / min(gemm) / 1e9:.0f} GFLOP/s")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=Path, default=None, help="flat runs file or raw root (default: write the paper-scale synth)")
-    ap.add_argument("--out", type=Path, default=Path("/tmp/lengthlens-bench-report"))
+    ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "lengthlens-paper-scale")
     ap.add_argument("--n-resamples", type=int, default=10_000)
-    ap.add_argument("--pickle", type=Path, default=None, help="load/save the Analysis here to time rendering alone")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each report command; the fastest is shown")
+    ap.add_argument("--study-cells", type=int, default=72, help="time the study-style loop on N cells and scale (default 72)")
+    ap.add_argument("--real", type=Path, default=None, help="also time the report on these real logs")
     args = ap.parse_args()
-
-    from lengthlens import synth
-    from lengthlens.analyses.analyse import analyse
-    from lengthlens.data.loading import load
-    from lengthlens.report import render_html, render_pdf, write_csvs
-    from lengthlens.report.latex import write_latex
-
-    args.out.mkdir(parents=True, exist_ok=True)
-    if args.pickle and args.pickle.exists():
-        analysis = pickle.loads(args.pickle.read_bytes())
-        print(f"analysis loaded from {args.pickle}")
-    else:
-        runs_path = args.runs
-        if runs_path is None:
-            runs_path = args.out / "runs.parquet"
-            if not runs_path.exists():
-                t = time.perf_counter()
-                synth.write_flat(synth.paper_scale(force_commit=True), runs_path, text=True)
-                print(f"synth (paper scale, flat, with text): {time.perf_counter() - t:6.1f} s")
-        t = time.perf_counter()
-        runs = load(runs_path)
-        print(f"load:      {time.perf_counter() - t:6.1f} s  ({runs.table.height:,} runs)")
-        t = time.perf_counter()
-        analysis = analyse(runs, n_resamples=args.n_resamples)
-        print(f"analyse:   {time.perf_counter() - t:6.1f} s  ({len(analysis.tables['cells'])} cells; tables: "
-              f"{', '.join(analysis.tables)})")
-        if args.pickle:
-            args.pickle.write_bytes(pickle.dumps(analysis))
-
-    t0 = time.perf_counter()
-    write_csvs(analysis, args.out)
-    t_csv = time.perf_counter() - t0
-    timings: dict[str, float] = {}
-    t = time.perf_counter()
-    html = render_html(analysis, timings=timings)
-    (args.out / "report.html").write_text(html, encoding="utf-8")
-    t_html = time.perf_counter() - t
-    t = time.perf_counter()
-    render_pdf(html, args.out / "report.pdf")
-    t_pdf = time.perf_counter() - t
-    t = time.perf_counter()
-    write_latex(analysis, args.out)
-    t_tex = time.perf_counter() - t
-    total = time.perf_counter() - t0
-    print(f"csv:       {t_csv:6.1f} s")
-    print(f"figures:   {timings.get('figures', float('nan')):6.1f} s")
-    print(f"html:      {t_html:6.1f} s  ({len(html) / 1e6:.1f} MB, figures included)")
-    print(f"pdf:       {t_pdf:6.1f} s  ({(args.out / 'report.pdf').stat().st_size / 1e6:.1f} MB)")
-    print(f"latex:     {t_tex:6.1f} s")
-    print(f"write_report total: {total:6.1f} s  (target <= 60 s)  -> {args.out}")
-    return 0 if total <= 60 else 1
+    args.data.mkdir(parents=True, exist_ok=True)
+    flat = build(args.data)
+    print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {calibration()}")
+    startup()
+    out = Path(tempfile.mkdtemp(prefix="lengthlens-bench-"))
+    no_pdf = time_report(flat, out / "no-pdf", args.n_resamples, args.repeat, "--no-pdf")
+    show("lengthlens report PAPER --no-pdf", no_pdf)
+    serial = time_report(flat, out / "serial", args.n_resamples, args.repeat, "--no-pdf", "--workers", "1")
+    show("the same on one worker (--workers 1)", serial)
+    print(f"    worker processes: {serial['wall'] / no_pdf['wall']:.2f}x faster than one worker")
+    with_pdf = time_report(flat, out / "pdf", args.n_resamples, args.repeat)
+    show("lengthlens report PAPER (with the PDF)", with_pdf)
+    print(f"    the PDF: {with_pdf['wall'] / no_pdf['wall']:.2f}x the --no-pdf command")
+    cells, weights, n_all = cell_sample(flat, args.study_cells)
+    study = float(np.dot(study_loop(cells, args.n_resamples), weights))
+    scaled = "" if len(cells) == n_all else f" (timed on {len(cells)} cells, every dataset in proportion, scaled to {n_all})"
+    print(f"study-style numpy loop, intervals only:       {study:6.1f} s{scaled}")
+    ratio = study / no_pdf["wall"]
+    print(f"ratio: the whole --no-pdf report is {ratio:.2f}x faster than the study-style loop   "
+          f"target >= {TARGET_VS_STUDY:.0f}x: {'ok' if ratio >= TARGET_VS_STUDY else 'MISSED'}")
+    if args.real is not None:
+        show("lengthlens report REAL --no-pdf", time_report(args.real, out / "real-no-pdf", args.n_resamples, 1, "--no-pdf"))
+        show("lengthlens report REAL (with the PDF)", time_report(args.real, out / "real-pdf", args.n_resamples, 1))
+    print(f"outputs in {out}")
+    return 0 if ratio >= TARGET_VS_STUDY else 1
 
 
 if __name__ == "__main__":
