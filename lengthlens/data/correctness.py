@@ -87,11 +87,13 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
 
 def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: bool = True,
                         problems: object = None, texts: pl.Series | None = None,
-                        grading: str = "default") -> tuple[pl.DataFrame, list[str]]:
+                        grading: str = "default", execute_code: bool | str = False) -> tuple[pl.DataFrame, list[str]]:
     """Fill ``correct`` in the documented order and record where each verdict came from.
 
     ``grading``: the policy of the graders that run on the text, ``default`` or ``study``
-    (:mod:`lengthlens.data.grading.policy`).
+    (:mod:`lengthlens.data.grading.policy`). ``execute_code``: whether the code graders may run the
+    answers' code (:func:`lengthlens.data.grading.grade`); without it those runs stay ungraded and
+    one warning counts them.
 
     ``texts``: when the table's text column was set aside (the caller's memory-saving split), the
     texts indexed by the table's ``_rid`` column.
@@ -109,7 +111,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
         filled = before & t["correct"].is_not_null()
         t = t.with_columns(pl.when(filled).then(pl.lit("grade_file")).otherwise(pl.col("grade_source")).alias("grade_source"))
     if run_graders:
-        from lengthlens.data.grading import grade_frame, grader_name
+        from lengthlens.data.grading import NOT_EXECUTED, grade_frame, grader_name
 
         gradable = [d for d in t.get_column("dataset").unique().to_list() if grader_name(d) not in (None, "mtbench")]
         if texts is not None:
@@ -122,7 +124,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
         if texts is not None and todo.height:
             todo = todo.with_columns(texts.gather(todo.get_column("_rid")).alias("text"))
         if todo.height:
-            graded = grade_frame(todo.drop("correct"), problems=problems, policy=grading).select(
+            graded = grade_frame(todo.drop("correct"), problems=problems, policy=grading, execute_code=execute_code).select(
                 "_row", pl.col("correct").alias("_c"), pl.col("grader").alias("_grader"), pl.col("graded_answer").alias("_ans"),
                 pl.col("grade_detail").alias("_detail"))
             t = t.join(graded, on="_row", how="left")
@@ -132,7 +134,13 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
                 pl.when(got).then(pl.format("grader:{}", pl.col("_grader"))).otherwise(pl.col("grade_source")).alias("grade_source"),
                 pl.when(got).then(pl.col("_ans")).otherwise(pl.col("graded_answer")).alias("graded_answer"),
             )
-            ungraded = graded.filter(pl.col("_c").is_null())
+            not_run = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") == NOT_EXECUTED))
+            if not_run.height:
+                names = ", ".join(f"{g} {n}" for g, n in not_run.group_by("_grader").len().sort("_grader").iter_rows())
+                warnings.append(f"{not_run.height} runs ({names}) were left ungraded because code execution is off: pass "
+                                f"--execute-code (LENGTHLENS_EXECUTE_CODE=1, or lengthlens.load(execute_code=True)) to "
+                                f"run their code in a sandbox (docs/execution.md)")
+            ungraded = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") != NOT_EXECUTED))
             if ungraded.height:
                 ex = ungraded.row(0, named=True)
                 warnings.append(f"{ungraded.height} runs could not be graded (e.g. {ex['_grader']}: {ex['_detail']})")
