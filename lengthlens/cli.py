@@ -73,7 +73,9 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="resamples for the AFT bootstrap (--aft-ci bootstrap), each a likelihood fit (default: lengthlens.analyses.censoring's)")
     p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
     p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
-    add_execution_options(p)
+    from lengthlens.data.execute import add_execution_flags  # imports nothing: --help stays light
+
+    add_execution_flags(p)
     p.add_argument("--grading", choices=("default", "study"), default="default",
                    help="grading policy for runs without a verdict: lengthlens' (answer part only; a run cut inside its "
                         "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
@@ -83,23 +85,6 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                         "$LENGTHLENS_WORKERS); the numbers do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
-
-
-def add_execution_options(p: argparse.ArgumentParser) -> None:
-    """--execute-code and --execute-code-unsafe (also on snapshot/check); unset, $LENGTHLENS_EXECUTE_CODE decides."""
-    p.add_argument("--execute-code", dest="execute_code", action="store_const", const="sandbox", default=None,
-                   help="grade HumanEval/LiveCodeBench runs by running their code, isolated by bubblewrap (refused where "
-                        "it cannot run). Default: off, or $LENGTHLENS_EXECUTE_CODE (1, unsafe, 0); see docs/execution.md")
-    p.add_argument("--execute-code-unsafe", dest="execute_code", action="store_const", const="unsafe",
-                   help="as --execute-code, but where the sandbox cannot run, run the code with resource limits only "
-                        "(no isolation; a warning says so)")
-
-
-def execute_code_from_args(args: argparse.Namespace) -> str:
-    """The execution mode of a command: its flag, else $LENGTHLENS_EXECUTE_CODE, else off."""
-    from lengthlens.data.grading.sandbox import mode_from_env
-
-    return getattr(args, "execute_code", None) or mode_from_env()
 
 
 def _example_runs(out: Path) -> list[Path]:
@@ -119,8 +104,14 @@ def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace, bar:
     bar = not getattr(args, "quiet", False) if bar is None else bar
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
                 progress=bar, run_graders=not args.no_graders, problems=args.problems,
-                grading=getattr(args, "grading", "default"), format=fmt, execute_code=execute_code_from_args(args),
+                grading=getattr(args, "grading", "default"), format=fmt, execute_code=_execute_code(args),
                 format_options=_format_options(args) if fmt else None)
+
+
+def _execute_code(args: argparse.Namespace) -> str:
+    from lengthlens.data.execute import mode_from_args
+
+    return mode_from_args(args)
 
 
 def _format_options(args: argparse.Namespace) -> dict:

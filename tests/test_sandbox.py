@@ -28,15 +28,17 @@ import polars as pl
 import pytest
 
 import lengthlens as ll
-from lengthlens.cli import build_parser, execute_code_from_args
-from lengthlens.data.grading import NOT_EXECUTED, grade
-from lengthlens.data.grading import code as code_mod
-from lengthlens.data.grading.code import ProblemsUnavailable, lcb_problem, load_livecodebench_tests, plain_unpickle
+from lengthlens.cli import build_parser
+from lengthlens.data.grading import grade
+from lengthlens.data.grading import untrusted
+from lengthlens.data.grading.code import ProblemsUnavailable, lcb_problem, load_livecodebench_tests
+from lengthlens.data.grading.untrusted import plain_unpickle
 from lengthlens.data.grading.sandbox import (
     ENV_VAR,
     Limits,
     SandboxUnavailable,
     execution_mode,
+    mode_from_args,
     mode_from_env,
     resolve,
     run,
@@ -534,9 +536,9 @@ def test_the_command_line_flags(monkeypatch):
     for argv, want in ((["report", "r", "-o", "o"], "off"), (["report", "r", "-o", "o", "--execute-code"], "sandbox"),
                        (["snapshot", "r", "-o", "s.json", "--execute-code-unsafe"], "unsafe"),
                        (["check", "r", "--against", "s.json", "--execute-code", "--no-graders"], "sandbox")):
-        assert execution_mode(execute_code_from_args(parser.parse_args(argv))) == want
+        assert execution_mode(mode_from_args(parser.parse_args(argv))) == want
     monkeypatch.setenv(ENV_VAR, "1")
-    assert execute_code_from_args(parser.parse_args(["check", "r", "--against", "s.json"])) == "sandbox"
+    assert mode_from_args(parser.parse_args(["check", "r", "--against", "s.json"])) == "sandbox"
     assert parser.parse_args(["snapshot", "r", "-o", "s.json", "--no-graders"]).no_graders is True
 
 
@@ -589,6 +591,11 @@ def test_load_runs_no_code_by_default(tmp_path):
                      "(LENGTHLENS_EXECUTE_CODE=1, or lengthlens.load(execute_code=True)) to run their code in a sandbox "
                      "(docs/execution.md)"]
     assert not marker.exists()
+    # Several sources: still one line, with the counts summed.
+    other = tmp_path / "other.jsonl"
+    other.write_text(runs.read_text().replace('"target": "t"', '"target": "t2"'))
+    lines = [w for w in ll.load(runs, other, problems=probs).warnings if "code execution is off" in w]
+    assert len(lines) == 1 and lines[0].startswith("12 runs (humaneval 12) were left ungraded")
 
 
 @pytest.mark.timeout(20)
@@ -693,6 +700,34 @@ def test_other_hostile_problem_blobs_are_refused(tmp_path, monkeypatch):
             lcb_problem({**rec, "private_test_cases": _lcb_blob(obj)}, "f.jsonl:9")
     with pytest.raises(ProblemsUnavailable, match="f.jsonl:9: private_test_cases is neither JSON nor base64"):
         lcb_problem({**rec, "private_test_cases": "not base64 !"}, "f.jsonl:9")
-    monkeypatch.setattr(code_mod, "MAX_TESTS_BYTES", 1000)
+    monkeypatch.setattr(untrusted, "MAX_TESTS_BYTES", 1000)
     with pytest.raises(ProblemsUnavailable, match="decompresses to more than"):
         lcb_problem({**rec, "private_test_cases": _lcb_blob("x" * 5000)}, "f.jsonl:9")
+
+
+@pytest.mark.timeout(30)
+def test_snapshot_and_check_grade_code_only_with_the_flag(sandbox, tmp_path, monkeypatch, capsys):
+    from lengthlens.cli import main
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    runs, probs = _flat(tmp_path, tmp_path / "ran")
+    snap = tmp_path / "s.json"
+
+    def humaneval_graded(path: Path) -> int:
+        cells = json.loads(path.read_text())["cells"]
+        return next(c["values"]["n_graded"] for c in cells if c["key"]["dataset"] == "humaneval")
+
+    common = [str(runs), "--n-resamples", "50", "--problems", str(probs)]
+    assert main(["snapshot", *common, "-o", str(snap)]) == 0
+    assert humaneval_graded(snap) == 0
+    assert main(["snapshot", *common, "-o", str(snap), "--no-graders", "--execute-code"]) == 0
+    assert humaneval_graded(snap) == 0  # --no-graders: nothing graded, nothing run
+    assert main(["snapshot", *common, "-o", str(snap), "--execute-code"]) == 0
+    assert humaneval_graded(snap) == 3
+    # check recomputes with the same grading: the flag (or the environment variable) is needed again.
+    assert main(["check", *common, "--against", str(snap), "--execute-code"]) == 0
+    monkeypatch.setenv(ENV_VAR, "1")
+    assert main(["check", *common, "--against", str(snap)]) == 0
+    monkeypatch.setenv(ENV_VAR, "0")
+    assert main(["check", *common, "--against", str(snap)]) == 1  # n_graded moved: 3 -> 0
+    capsys.readouterr()

@@ -8,6 +8,7 @@ keys match and, where the grade file logged it, the output length matches too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -136,10 +137,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
             )
             not_run = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") == NOT_EXECUTED))
             if not_run.height:
-                names = ", ".join(f"{g} {n}" for g, n in not_run.group_by("_grader").len().sort("_grader").iter_rows())
-                warnings.append(f"{not_run.height} runs ({names}) were left ungraded because code execution is off: pass "
-                                f"--execute-code (LENGTHLENS_EXECUTE_CODE=1, or lengthlens.load(execute_code=True)) to "
-                                f"run their code in a sandbox (docs/execution.md)")
+                warnings.append(_not_executed_warning(dict(not_run.group_by("_grader").len().iter_rows())))
             ungraded = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") != NOT_EXECUTED))
             if ungraded.height:
                 ex = ungraded.row(0, named=True)
@@ -147,3 +145,32 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
             t = t.drop("_c", "_grader", "_ans", "_detail")
         t = t.drop("_row")
     return t, warnings
+
+
+def _not_executed_warning(counts: dict[str, int]) -> str:
+    """The one line that counts the runs left ungraded because code execution is off (per grader)."""
+    names = ", ".join(f"{g} {n}" for g, n in sorted(counts.items()))
+    return (f"{sum(counts.values())} runs ({names}) were left ungraded because code execution is off: pass "
+            f"--execute-code (LENGTHLENS_EXECUTE_CODE=1, or lengthlens.load(execute_code=True)) to run their code "
+            f"in a sandbox (docs/execution.md)")
+
+
+_NOT_EXECUTED_LINE = re.compile(r"^\d+ runs \((?P<names>[^)]*)\) were left ungraded because code execution is off")
+
+
+def merge_not_executed(warnings: list[str]) -> list[str]:
+    """``warnings`` with the per-source "left ungraded because code execution is off" lines merged into one."""
+    counts: dict[str, int] = {}
+    rest, first = [], None
+    for w in warnings:
+        m = _NOT_EXECUTED_LINE.match(w)
+        if m is None:
+            rest.append(w)
+            continue
+        first = len(rest) if first is None else first
+        for item in m.group("names").split(", "):
+            name, n = item.rsplit(" ", 1)
+            counts[name] = counts.get(name, 0) + int(n)
+    if first is not None:
+        rest.insert(first, _not_executed_warning(counts))
+    return rest

@@ -389,6 +389,9 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         warnings.extend(warn)
         n_found += found
     _raise_if_strict(strict, failures)
+    from lengthlens.data.correctness import merge_not_executed
+
+    warnings = merge_not_executed(warnings)
     table, skipped = _checked_table(frames, failures, warnings)
     return RunSet(table=table, skipped=skipped, sources=tuple(str(s) for s in sources), n_found=n_found, warnings=tuple(warnings),
                   grading=grading)

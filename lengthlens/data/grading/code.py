@@ -28,22 +28,19 @@ LiveCodeBench's own ``code_generation_lite`` records are accepted too: ``public_
 
 from __future__ import annotations
 
-import base64
-import binascii
 import gzip
-import io
 import json
 import os
 import pickle
 import re
-import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from lengthlens.data.grading.sandbox import Limits, RunResult, SandboxUnavailable, resolve
+from lengthlens.data.grading.sandbox import Limits, RunResult, resolve
 from lengthlens.data.grading.sandbox import run as run_isolated
+from lengthlens.data.grading.untrusted import decode_pickled
 
 
 class ProblemsUnavailable(RuntimeError):
@@ -237,61 +234,6 @@ class LCBProblem:
     fn_name: str | None = None
 
 
-#: The largest decompressed private-test blob accepted (a zlib bomb is refused, not inflated).
-MAX_TESTS_BYTES = 1 << 30
-
-_PLAIN = (str, bytes, int, float, bool, type(None), list, tuple, dict)
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """An unpickler that builds only plain data: any global (class, function) is refused, so nothing runs."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"it refers to the global {module}.{name}")
-
-    def persistent_load(self, pid: Any) -> Any:
-        raise pickle.UnpicklingError("it holds a persistent reference")
-
-
-def plain_unpickle(data: bytes) -> Any:
-    """``pickle.loads`` for untrusted bytes: only str, bytes, int, float, bool, None, list, tuple and dict.
-
-    Every way a pickle can call code goes through a global (``GLOBAL``/``STACK_GLOBAL``/``INST``/the
-    extension registry, which all ask ``find_class``) or a persistent id; both are refused, and the
-    result is checked to hold nothing but plain data.
-
-    Raises
-    ------
-    pickle.UnpicklingError
-        Saying what was refused.
-
-    Examples
-    --------
-    >>> plain_unpickle(pickle.dumps({"a": [1, 2.5, None]}))
-    {'a': [1, 2.5, None]}
-    """
-    obj = _PlainUnpickler(io.BytesIO(data)).load()
-    stack = [obj]
-    while stack:  # iterative: a deeply nested value must not overflow the check
-        v = stack.pop()
-        if type(v) not in _PLAIN:
-            raise pickle.UnpicklingError(f"it holds a {type(v).__name__}, not plain data")
-        if isinstance(v, (list, tuple)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-    return obj
-
-
-def _inflate(raw: bytes) -> bytes:
-    d = zlib.decompressobj()
-    out = d.decompress(raw, MAX_TESTS_BYTES)
-    if d.unconsumed_tail:
-        raise ValueError(f"it decompresses to more than {MAX_TESTS_BYTES} bytes")
-    return out
-
-
 def _decode_lcb_cases(v: Any, where: str, field: str) -> list[dict[str, Any]]:
     """Test cases from a JSON string or list; LiveCodeBench's private ones are base64(zlib(pickle(JSON string))),
     unpickled here as plain data only (:func:`plain_unpickle`)."""
@@ -305,11 +247,11 @@ def _decode_lcb_cases(v: Any, where: str, field: str) -> list[dict[str, Any]]:
         cases = json.loads(v)
     except json.JSONDecodeError:
         try:
-            inner = plain_unpickle(_inflate(base64.b64decode(v.encode("utf-8"), validate=True)))
+            inner = decode_pickled(v)
         except pickle.UnpicklingError as exc:
             raise ProblemsUnavailable(f"{where}: {field} is a pickle that was refused, unexecuted: {exc} (only plain "
                                       f"data is accepted: str, bytes, numbers, None, lists, tuples, dicts)") from None
-        except (binascii.Error, zlib.error, ValueError, EOFError, IndexError, TypeError) as exc:
+        except ValueError as exc:
             raise ProblemsUnavailable(f"{where}: {field} is neither JSON nor base64(zlib(pickle)): {exc}") from None
         try:
             cases = json.loads(inner) if isinstance(inner, (str, bytes)) else inner
