@@ -731,3 +731,29 @@ def test_snapshot_and_check_grade_code_only_with_the_flag(sandbox, tmp_path, mon
     monkeypatch.setenv(ENV_VAR, "0")
     assert main(["check", *common, "--against", str(snap)]) == 1  # n_graded moved: 3 -> 0
     capsys.readouterr()
+
+
+@pytest.mark.timeout(20)
+def test_a_program_does_not_outlive_a_killed_lengthlens(sandbox):
+    # lengthlens (here a child process grading one program) is SIGKILLed mid-run: bwrap's --die-with-parent and the
+    # PID namespace take the program with it.
+    marker = "llmark" + secrets.token_hex(6)
+    code = ("import os\nfrom lengthlens.data.grading.sandbox import Limits, run\n"
+            "run(f\"import os\\nos.execv('/bin/sleep', ['{os.environ['MARK']}', '600'])\\n\", limits=Limits(cpu_s=30))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1]), "MARK": marker}  # not on its command line
+    grader = subprocess.Popen([sys.executable, "-c", code], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while not host_processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host_processes_with(marker), "the program never started"
+        grader.kill()
+        grader.wait()
+        deadline = time.monotonic() + 5
+        while host_processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert host_processes_with(marker) == []
+    finally:
+        grader.kill()
+        for pid in host_processes_with(marker):
+            os.kill(pid, 9)
