@@ -38,9 +38,15 @@ class _Stopper:
         m = _CHILD_PID.search(info)
         if m is None or self.pidfd is not None:
             return
+        pid = int(m.group(1))
         try:
-            self.pidfd = os.pidfd_open(int(m.group(1)))
+            self.pidfd = os.pidfd_open(pid)
         except OSError:  # already gone, and its namespace with it
+            self.pidfd = -1
+            return
+        # The pid may have been reaped and reused before it was opened: keep it only if bwrap is its parent.
+        if _parent_of(pid) != self.proc.pid:
+            close_fd(self.pidfd)
             self.pidfd = -1
 
     def kill(self, group: bool = False) -> None:
@@ -64,6 +70,14 @@ class _Stopper:
                 sel.select(timeout=10)
             close_fd(self.pidfd)
         self.pidfd = None
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[1])  # the field after the state, past the command name
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def collect(proc: subprocess.Popen, token: bytes, limits: Limits, info_fd: int | None) -> RunResult:

@@ -96,6 +96,7 @@ def _interpreter_roots(python: str) -> list[str]:
 
 
 def _system_binds() -> list[str]:
+    """Read-only binds of the system's libraries and programs, with /bin, /lib* as links where the host has links."""
     args: list[str] = ["--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
@@ -109,6 +110,7 @@ def _system_binds() -> list[str]:
 
 def _runner_args(python: str, tok_fd: int, limits: Limits, prog: str, run_name: str, script: bool,
                  nproc: int) -> list[str]:
+    """The runner's command line: the interpreter, the runner, and its arguments (no secret: the token is in a pipe)."""
     return [python, "-I", "-c", _RUNNER, str(tok_fd), str(limits.memory_mb << 20), str(math.ceil(limits.cpu_s)),
             str(limits.disk_mb << 20), str(nproc), str(limits.open_files), prog, run_name, "1" if script else "0"]
 
@@ -136,6 +138,7 @@ def _memfd(data: bytes, name: str) -> int:
 
 
 def run_bwrap(info: SandboxInfo, source: str, stdin: str, limits: Limits, run_name: str, script: bool) -> RunResult:
+    """One program in a bubblewrap sandbox set up as :class:`SandboxInfo` says (see :mod:`.sandbox` for the design)."""
     prog = "/sandbox/program.py"
     tok_fd, token = _token_pipe()
     src_fd = _memfd(source.encode("utf-8"), "program")
@@ -175,6 +178,7 @@ def run_bwrap(info: SandboxInfo, source: str, stdin: str, limits: Limits, run_na
 
 
 def run_unsafe(python: str, source: str, stdin: str, limits: Limits, run_name: str, script: bool) -> RunResult:
+    """One program as a plain child in a temporary folder: resource limits and a process-group kill, no isolation."""
     with tempfile.TemporaryDirectory(prefix="lengthlens-exec-") as tmp:
         prog = os.path.join(tmp, "program.py")
         with open(prog, "w", encoding="utf-8") as f:

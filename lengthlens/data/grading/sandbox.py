@@ -32,7 +32,6 @@ runs with the same limits set by ``setrlimit`` and a process-group kill only, as
 the load warns about it.
 """
 
-
 from __future__ import annotations
 
 import os
