@@ -757,3 +757,29 @@ def test_a_program_does_not_outlive_a_killed_lengthlens(sandbox):
         grader.kill()
         for pid in host_processes_with(marker):
             os.kill(pid, 9)
+
+
+@pytest.mark.timeout(30)
+def test_the_load_cache_keeps_verdicts_apart_by_execution_mode(sandbox, tmp_path, monkeypatch):
+    # A raw tree loaded with cache=True without execution, then with it: the second load grades (a cached
+    # "ungraded" table would be wrong), and the first mode's cache entry still gives its own verdicts.
+    from core.minitree import write_run  # tests/ is on sys.path, as for tests/core itself
+
+    monkeypatch.setenv("LENGTHLENS_CACHE_DIR", str(tmp_path / "cache"))
+    root = tmp_path / "runs"
+    for method, params, alpha in (("strict", "strict", None), ("cactus", "alpha0.3", 0.3)):
+        for case, ans in (("case_000", "def total(xs):\n    return sum(xs)\n"), ("case_001", WRONG)):
+            d = write_run(root, "humaneval", method, params, case, 0, alpha=alpha, text=H(ans))
+            cfg = json.loads((d / "config.json").read_text())
+            (d / "config.json").write_text(json.dumps({**cfg, "prompt_source_id": "openai/openai_humaneval:test:HumanEval/0"}))
+    probs = tmp_path / "problems.jsonl"
+    probs.write_text(json.dumps(PROBLEM) + "\n")
+
+    def verdicts(**kw):
+        t = ll.load(root, cache=True, problems=str(probs), **kw).table.sort("method", "item_id")
+        return t["correct"].to_list()
+
+    assert verdicts() == [None] * 4
+    assert verdicts(execute_code=True) == [True, False, True, False]
+    assert verdicts() == [None] * 4
+    assert verdicts(execute_code=True) == [True, False, True, False]
