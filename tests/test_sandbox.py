@@ -48,6 +48,8 @@ from lengthlens.data.grading.sandbox import (
 
 #: Small limits: one CPU second, a three-second wall, 256 MiB, 8 MiB of disk, 1 MiB of output.
 SMALL = Limits(cpu_s=1, wall_factor=3, memory_mb=256, disk_mb=8, output_mb=1, threads=8)
+#: For programs that wait: the shortest wall limit (the CPU limit's whole second, plus one).
+WAITS = Limits(cpu_s=1, wall_factor=1, memory_mb=256, disk_mb=8, output_mb=1)
 
 
 @pytest.fixture
@@ -341,22 +343,22 @@ def test_double_forked_sleepers_do_not_survive(sandbox):
 def test_the_program_itself_sleeping_forever_ends_at_the_wall_limit_and_is_gone(sandbox):
     marker = "llmark" + secrets.token_hex(6)
     t0 = time.monotonic()
-    # The program replaces itself by `sleep`: no CPU used, only the wall limit (3 s here) can end it.
-    r = run(f"import os\nos.execv('/bin/sleep', ['{marker}', '600'])\n", limits=SMALL)
+    # The program replaces itself by `sleep`: no CPU used, only the wall limit (2 s here) can end it.
+    r = run(f"import os\nos.execv('/bin/sleep', ['{marker}', '600'])\n", limits=WAITS)
     took = time.monotonic() - t0
     assert (r.ok, r.timed_out, r.stopped_by) == (False, True, "wall")
-    assert SMALL.wall_s <= took < SMALL.wall_s + 1.5
+    assert WAITS.wall_s <= took < WAITS.wall_s + 1.5
     assert host_processes_with(marker) == []  # gone when grading returned, not later
 
 
 @pytest.mark.timeout(10)
 def test_sleeping_forever_returns_at_the_wall_limit(sandbox):
     t0 = time.monotonic()
-    r = run("import threading\nthreading.Event().wait()\n", limits=SMALL)
+    r = run("import threading\nthreading.Event().wait()\n", limits=WAITS)
     took = time.monotonic() - t0
     assert (r.ok, r.timed_out, r.stopped_by) == (False, True, "wall")
-    assert r.error == "timed out after 3s (wall limit)"
-    assert SMALL.wall_s <= took < SMALL.wall_s + 1.5
+    assert r.error == "timed out after 2s (wall limit)"
+    assert WAITS.wall_s <= took < WAITS.wall_s + 1.5
 
 
 @pytest.mark.timeout(10)
@@ -487,8 +489,8 @@ def test_verdicts_do_not_depend_on_load(sandbox):
 @pytest.mark.timeout(10)
 def test_unsafe_mode_still_caps_time_output_and_the_verdict():
     t0 = time.monotonic()
-    assert run("import time\ntime.sleep(100)\n", limits=SMALL, isolation="unsafe").stopped_by == "wall"
-    assert time.monotonic() - t0 < SMALL.wall_s + 1.5
+    assert run("import time\ntime.sleep(100)\n", limits=WAITS, isolation="unsafe").stopped_by == "wall"
+    assert time.monotonic() - t0 < WAITS.wall_s + 1.5
     assert run("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", limits=SMALL,
                isolation="unsafe").stopped_by == "output"
     assert run("import os\nos._exit(0)\n", limits=SMALL, isolation="unsafe").error.endswith("(no sentinel)")
