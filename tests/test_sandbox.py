@@ -469,6 +469,18 @@ def test_a_stdin_script_may_end_with_its_own_exit_zero(sandbox):
         assert g.correct is correct, (body, g.detail)
 
 
+@pytest.mark.timeout(10)
+def test_the_deep_recursion_thread_idiom_passes(sandbox):
+    # A common competitive-programming idiom: the work runs in a thread with a large stack, started as the module
+    # ends; the run is over (and the sentinel printed) only when that thread is.
+    body = ("import sys, threading\nsys.setrecursionlimit(100000)\nthreading.stack_size(1 << 26)\n"
+            "def f(n):\n    return 0 if n == 0 else 1 + f(n - 1)\n"
+            "def main():\n    print(f(int(input())))\nthreading.Thread(target=main).start()\n")
+    tests = {"1": {"tests": [{"input": "20000\n", "output": "20000\n", "testtype": "stdin"}]}}
+    g = grade("livecodebench", H(body), None, "lcb:test:1", problems=tests, execute_code=True, timeout_s=2)
+    assert g.correct is True, g.detail
+
+
 @pytest.mark.timeout(60)
 def test_verdicts_do_not_depend_on_load(sandbox):
     """Eight correct programs of ~0.4 CPU seconds each, graded at once beside two busy processes on this

@@ -23,7 +23,7 @@ NOBODY = 65534  # the overflow uid/gid: the conventional unprivileged identity
 # --------------------------------------------------------------------------------------------
 
 _RUNNER = r"""
-import os, resource, sys
+import atexit, os, resource, sys
 def _ll_run():
     tok_fd, mem, cpu, fsize, nproc, nofile = (int(x) for x in sys.argv[1:7])
     prog, run_name, script = sys.argv[7], sys.argv[8], sys.argv[9] == "1"
@@ -46,6 +46,24 @@ def _ll_run():
         except (ValueError, OSError) as exc:
             os.write(2, f"lengthlens sandbox: cannot set resource limit {lim}: {exc}\n".encode())
             os._exit(125)
+    finished = []
+
+    def sentinel():
+        # Registered before the program's own exit handlers, so it runs after them and after the interpreter
+        # joined the program's non-daemon threads: the program is over.
+        if not finished:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        data = b"\n" + token + b"\n"
+        while data:
+            data = data[os.write(1, data):]
+        os._exit(0)  # nothing may print after the token (finalizers would)
+
+    atexit.register(sentinel)
     sys.argv = [prog]
     sys.setrecursionlimit(10000)
     import runpy
@@ -55,23 +73,7 @@ def _ll_run():
         # A script's own exit status 0 ends a stdin test normally; anywhere else it came before the tests.
         if not (script and exc.code in (None, 0)):
             raise
-    threading = sys.modules.get("threading")
-    if threading is not None:
-        while True:
-            alive = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-            if not alive:
-                break
-            for t in alive:
-                t.join()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:
-            pass
-    data = b"\n" + token + b"\n"
-    while data:
-        data = data[os.write(1, data):]
-    os._exit(0)
+    finished.append(True)
 _ll_run()
 """
 

@@ -149,11 +149,11 @@ def _probe(python: str, substitute: bool) -> SandboxInfo:
 
 
 _COUNT_THREADS = """
-import threading, time
+import _thread, time
 n = 0
 try:
     for _ in range(64):
-        threading.Thread(target=time.sleep, args=(0.2,), daemon=True).start()
+        _thread.start_new_thread(time.sleep, (0.2,))
         n += 1
 except RuntimeError:
     pass
