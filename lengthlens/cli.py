@@ -92,6 +92,9 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="resamples for the AFT bootstrap (--aft-ci bootstrap), each a likelihood fit (default: lengthlens.analyses.censoring's)")
     p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
     p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
+    from lengthlens.data.execute import add_execution_flags  # imports nothing: --help stays light
+
+    add_execution_flags(p)
     p.add_argument("--grading", choices=("default", "study"), default="default",
                    help="grading policy for runs without a verdict: lengthlens' (answer part only; a run cut inside its "
                         "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
@@ -120,8 +123,14 @@ def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace, bar:
     bar = not getattr(args, "quiet", False) if bar is None else bar
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
                 progress=bar, run_graders=not args.no_graders, problems=args.problems,
-                grading=getattr(args, "grading", "default"), format=fmt,
+                grading=getattr(args, "grading", "default"), format=fmt, execute_code=_execute_code(args),
                 format_options=_format_options(args) if fmt else None)
+
+
+def _execute_code(args: argparse.Namespace) -> str:
+    from lengthlens.data.execute import mode_from_args
+
+    return mode_from_args(args)
 
 
 def _format_options(args: argparse.Namespace) -> dict:

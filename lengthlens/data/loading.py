@@ -81,7 +81,8 @@ def _validate_raw_chunk(results: list) -> tuple[list[dict[str, Any]], list[dict[
     return valid, fails + invalid + notes
 
 
-def _grades_key(grade_files: list, run_graders: bool, problems: object, grading: str = "default") -> tuple | None:
+def _grades_key(grade_files: list, run_graders: bool, problems: object, grading: str = "default",
+                execute_code: bool | str = False) -> tuple | None:
     """What correctness depends on besides the runs (None: not cacheable, e.g. problems given as a mapping)."""
     if problems is not None and not isinstance(problems, (str, os.PathLike)):
         return None
@@ -97,7 +98,17 @@ def _grades_key(grade_files: list, run_graders: bool, problems: object, grading:
     if problems is not None:
         st = os.stat(problems)
         prob = (str(problems), st.st_size, st.st_mtime_ns)
-    return (tuple(files), run_graders, prob, grading)
+    return (tuple(files), run_graders, prob, grading, _execution_key(execute_code) if run_graders else None)
+
+
+def _execution_key(execute_code: bool | str) -> tuple:
+    """What code execution would be on this machine (off, sandbox with its interpreter, unsafe): verdicts depend on it."""
+    from lengthlens.data.grading.sandbox import resolve, sandbox_info
+
+    ex = resolve(execute_code)
+    if ex is None:
+        return ("off",)
+    return (ex.isolation, sandbox_info().python if ex.isolation == "sandbox" else None)
 
 
 def _reattach(slim: pl.DataFrame, texts: pl.Series) -> pl.Series:
@@ -109,14 +120,14 @@ def _reattach(slim: pl.DataFrame, texts: pl.Series) -> pl.Series:
 
 
 def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems: object,
-             grading: str = "default") -> tuple[pl.DataFrame, list[str]]:
+             grading: str = "default", execute_code: bool | str = False) -> tuple[pl.DataFrame, list[str]]:
     """Correctness for one source's table; the texts stay out of the joins (they are most of its bytes)."""
     from lengthlens.data.correctness import resolve_correctness
 
     table = table.with_row_index("_rid")
     texts = table.get_column("text")
     slim, warnings = resolve_correctness(table.drop("text"), grade_files, run_graders=run_graders, problems=problems,
-                                         grading=grading,
+                                         grading=grading, execute_code=execute_code,
                                          texts=texts)
     extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
     return slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra), warnings
@@ -124,12 +135,12 @@ def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems
 
 def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool, grade_files: list,
                    run_graders: bool, problems: object,
-                   grading: str = "default") -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
+                   grading: str = "default", execute_code: bool | str = False) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
     """Validated, graded table, failures, runs found and grading warnings of one raw root.
 
     Cached (Arrow IPC) under the fingerprint of every run file and grade file it depends on.
     """
-    gkey = _grades_key(grade_files, run_graders, problems, grading)
+    gkey = _grades_key(grade_files, run_graders, problems, grading, execute_code)
     cache = cache and gkey is not None
     if cache:
         digest, n_runs, unplaced = tree_fingerprint(root, workers=workers)
@@ -167,7 +178,7 @@ def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | N
     own_failures = [f for f in own_failures if f["stage"] != "note"]
     table = pl.concat(tables, rechunk=False) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
     del tables
-    table, grade_warnings = _resolve(table, grade_files, run_graders, problems, grading)
+    table, grade_warnings = _resolve(table, grade_files, run_graders, problems, grading, execute_code)
     grade_warnings = note_warnings(notes) + grade_warnings
     if cache:
         try:
@@ -253,7 +264,7 @@ def read_format(path: str | os.PathLike[str], name: str, **options: Any) -> tupl
 
 def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, with_text: bool, workers: int | None,
                  progress: bool, run_graders: bool, problems: object, grading: str, format: str | None,
-                 format_options: dict[str, Any] | None) -> tuple[pl.DataFrame, list, int, list[str]]:
+                 format_options: dict[str, Any] | None, execute_code: bool | str = False) -> tuple[pl.DataFrame, list, int, list[str]]:
     """One source read and validated, with verdicts resolved: (table, failures, runs found, warnings)."""
     from lengthlens.data.correctness import find_grade_files
 
@@ -261,22 +272,36 @@ def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, wit
         raise LoadError(f"{p}: no such file or folder")
     if format is not None:
         table, fails, found, fwarn = read_format(p, format, **(format_options or {}))
-        table, gwarn = _resolve(table, explicit, run_graders, problems, grading)
+        table, gwarn = _resolve(table, explicit, run_graders, problems, grading, execute_code)
         return table, fails, found, fwarn + gwarn
     if p.is_dir():
         gfiles = explicit + (find_grade_files([p]) if find_grades else [])
         table, fails, found, gwarn = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress,
                                                     grade_files=gfiles, run_graders=run_graders, problems=problems,
-                                                    grading=grading)
+                                                    grading=grading, execute_code=execute_code)
         if found == 0:
             raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
         return table, fails, found, gwarn
     if flat_kind(p):
         table, fails, found, unknown = _load_flat(p)
         warn = [f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}"] if unknown else []
-        table, gwarn = _resolve(table, explicit, run_graders, problems, grading)
+        table, gwarn = _resolve(table, explicit, run_graders, problems, grading, execute_code)
         return table, fails, found, warn + gwarn
     raise LoadError(f"{p}: neither a folder of raw runs nor a .jsonl/.csv/.parquet file")
+
+
+def _check_execution(execute_code: bool | str) -> list[str]:
+    """Refuse before reading where code execution was asked for and cannot be isolated; the unsafe mode's warning."""
+    from lengthlens.data.grading.sandbox import SandboxUnavailable, resolve
+
+    try:
+        ex = resolve(execute_code)
+    except SandboxUnavailable as exc:
+        raise LoadError(f"cannot execute generated code safely: {exc}; or pass --execute-code-unsafe "
+                        f"(execute_code='unsafe') to run it with resource limits only") from None
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    return [ex.warning] if ex is not None and ex.warning else []
 
 
 def _raise_if_strict(strict: bool, failures: list[dict[str, str]]) -> None:
@@ -322,7 +347,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
          find_grades: bool = True, strict: bool = False, cache: bool = False, with_text: bool = True,
          workers: int | None = None, progress: bool = False, run_graders: bool = True,
          problems: object = None, grading: str = "default", format: str | None = None,
-         format_options: dict[str, Any] | None = None) -> RunSet:
+         format_options: dict[str, Any] | None = None, execute_code: bool | str = False) -> RunSet:
     """Load runs from raw-layout folders and/or flat record files (JSONL, CSV, Parquet).
 
     Parameters
@@ -341,6 +366,10 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         Grade files and records' own verdicts come first under either.
     format : read every source with this log-format reader instead (``"specbench"``: Spec-Bench
         answer folders; see :mod:`lengthlens.data.readers`), with ``format_options`` passed to it.
+    execute_code : let the HumanEval/LiveCodeBench graders run the answers' code: ``False`` (default: such
+        runs stay ungraded, one warning counts them), ``True`` (isolated by bubblewrap; a :class:`LoadError`
+        where it cannot run) or ``"unsafe"`` (isolated where possible, else with resource limits only, and a
+        warning). See docs/execution.md.
     """
     if not sources:
         raise LoadError("no sources given: pass raw-layout folders or flat record files")
@@ -348,9 +377,9 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         raise LoadError(f"grading must be 'default' or 'study', not {grading!r}")
     frames: list[pl.DataFrame] = []
     failures: list[dict[str, str]] = []
-    warnings: list[str] = []
+    warnings: list[str] = _check_execution(execute_code) if run_graders else []
     n_found = 0
-    opts = dict(explicit=[Path(g) for g in (grades or [])], find_grades=find_grades, cache=cache, with_text=with_text,
+    opts = dict(execute_code=execute_code, explicit=[Path(g) for g in (grades or [])], find_grades=find_grades, cache=cache, with_text=with_text,
                 workers=workers, progress=progress, run_graders=run_graders, problems=problems, grading=grading,
                 format=format, format_options=format_options)
     for src in sources:
@@ -360,6 +389,9 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         warnings.extend(warn)
         n_found += found
     _raise_if_strict(strict, failures)
+    from lengthlens.data.correctness import merge_not_executed
+
+    warnings = merge_not_executed(warnings)
     table, skipped = _checked_table(frames, failures, warnings)
     return RunSet(table=table, skipped=skipped, sources=tuple(str(s) for s in sources), n_found=n_found, warnings=tuple(warnings),
                   grading=grading)

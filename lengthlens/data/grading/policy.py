@@ -19,6 +19,10 @@ verdicts can be reproduced and compared with lengthlens' default policy:
   ``<|end|>``), run on its own with the problem's tests and ``check(entry_point)``.
 * **LiveCodeBench**: the last fenced code block of the segment, run against the public tests.
 
+The two code graders run programs only with ``execute_code`` (as the default policy's, isolated by
+:mod:`lengthlens.data.grading.sandbox`); without it such a run is ungraded (:data:`NOT_EXECUTED`),
+while one without a code block is still incorrect.
+
 Where the default policy differs: it reads only the answer part of lengthlens' channel split, calls a
 run cut at the budget with its thinking open incorrect, and parses answers more leniently
 (:mod:`lengthlens.data.grading.answers`).
@@ -31,6 +35,7 @@ import textwrap
 from typing import Any
 
 from lengthlens.data.grading.code import (
+    NOT_EXECUTED,
     ProblemsUnavailable,
     humaneval_task_id,
     lcb_question_id,
@@ -39,6 +44,7 @@ from lengthlens.data.grading.code import (
     run_lcb_tests,
     run_program,
 )
+from lengthlens.data.grading.sandbox import execution_mode
 
 #: Names of the grading policies (``lengthlens report --grading``).
 POLICIES = ("default", "study")
@@ -108,7 +114,8 @@ def _choice(seg: str, reference: str | None) -> tuple[str | None, bool | None, s
     return ans, ans == ref, how
 
 
-def _humaneval(text: str, source_id: str | None, problems: Any, timeout_s: float, memory_mb: int):
+def _humaneval(text: str, source_id: str | None, problems: Any, timeout_s: float, memory_mb: int,
+               execute_code: bool | str):
     if FINAL_MARKER in text:
         seg = text.split(FINAL_MARKER, 1)[1].split(_END, 1)[0]
     else:
@@ -119,6 +126,8 @@ def _humaneval(text: str, source_id: str | None, problems: Any, timeout_s: float
     if not blocks:
         return None, False, "no code block"
     code = textwrap.dedent(blocks[-1]).strip("\n")
+    if execution_mode(execute_code) == "off":
+        return code, None, NOT_EXECUTED
     try:
         probs = load_humaneval_problems(problems)
     except ProblemsUnavailable as e:
@@ -127,15 +136,18 @@ def _humaneval(text: str, source_id: str | None, problems: Any, timeout_s: float
     if prob is None:
         return code, None, f"HumanEval task of {source_id!r} not in the problems"
     src = f"{code}\n\n{prob['test']}\n\ncheck({prob['entry_point']})\n"
-    r = run_program(src, timeout_s=timeout_s, memory_mb=memory_mb, run_name="__candidate__")
+    r = run_program(src, timeout_s=timeout_s, memory_mb=memory_mb, run_name="__candidate__", execute_code=execute_code)
     return code, r.ok, "fenced_block" if r.ok else f"fenced_block: {r.error}"
 
 
-def _livecodebench(seg: str, source_id: str | None, problems: Any, timeout_s: float, memory_mb: int):
+def _livecodebench(seg: str, source_id: str | None, problems: Any, timeout_s: float, memory_mb: int,
+                   execute_code: bool | str):
     blocks = _ANY_BLOCK.findall(seg)
     if not blocks:
         return None, False, "no code block"
     code = blocks[-1]
+    if execution_mode(execute_code) == "off":
+        return code, None, NOT_EXECUTED
     try:
         tests = load_livecodebench_tests(problems)
     except ProblemsUnavailable as e:
@@ -143,26 +155,28 @@ def _livecodebench(seg: str, source_id: str | None, problems: Any, timeout_s: fl
     prob = tests.get(lcb_question_id(source_id))
     if prob is None:
         return code, None, f"LiveCodeBench question of {source_id!r} not in the tests"
-    ok, detail = run_lcb_tests(prob, code, timeout_s=timeout_s, memory_mb=memory_mb)
+    ok, detail = run_lcb_tests(prob, code, timeout_s=timeout_s, memory_mb=memory_mb, execute_code=execute_code)
     return code, ok, f"last_fenced_block: {detail}"
 
 
 def study_grade(name: str, text: str, reference: str | None, source_id: str | None, *, problems: Any = None,
-                timeout_s: float = 10.0, memory_mb: int = 1024) -> tuple[str | None, bool | None, str]:
+                timeout_s: float = 10.0, memory_mb: int = 1024,
+                execute_code: bool | str = False) -> tuple[str | None, bool | None, str]:
     """(answer, correct, how) for one run under the study's policy; ``name`` is a grader name (``gsm8k``, ``aime``, ...).
 
     ``correct`` is None (ungraded) for MT-Bench, for an unusable reference and where a code
-    dataset's tests are not at hand; a run with no answer segment or nothing to extract is incorrect.
+    dataset's tests are not at hand or its code would have to run and ``execute_code`` is off; a run with no
+    answer segment or nothing to extract is incorrect.
     """
     if name == "mtbench":
         return None, None, "judge-scored; kept out of accuracy"
     if name == "humaneval":
-        return _humaneval(text, source_id, problems, timeout_s, memory_mb)
+        return _humaneval(text, source_id, problems, timeout_s, memory_mb, execute_code)
     seg, how = study_segment(text)
     if seg is None:
         return None, False, how
     if name == "livecodebench":
-        return _livecodebench(seg, source_id, problems, timeout_s, memory_mb)
+        return _livecodebench(seg, source_id, problems, timeout_s, memory_mb, execute_code)
     fn = {"gsm8k": _gsm8k, "aime": _aime, "longbench_v2": _choice}.get(name)
     if fn is None:
         return None, None, f"no study grader for {name!r}"
