@@ -22,12 +22,12 @@ Datasets map to graders by name (:func:`grader_name`): ``gsm8k``, ``aime``/``aim
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import polars as pl
 
+from lengthlens.execution import map_ordered
 from lengthlens.data.channels import ChannelSplit, split_channels
 from lengthlens.data.grading.answers import (
     aime_integer,
@@ -280,8 +280,7 @@ def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, t
         return grade(dataset, text, ref, sid, finish_reason=fin, model=model, problems=problems,
                      timeout_s=timeout_s, memory_mb=memory_mb, execute_code=execute_code)
 
-    with ThreadPoolExecutor(max(1, workers)) as ex:
-        grades = list(ex.map(one, rows))
+    grades = map_ordered(one, rows, workers=max(1, workers), threads=True)  # the graders wait on their subprocesses
     added = pl.DataFrame({"grader": [g.grader for g in grades], "graded_answer": [g.answer for g in grades],
                           "correct": [g.correct for g in grades], "grade_detail": [g.detail for g in grades]},
                          schema=GRADE_COLUMNS)
