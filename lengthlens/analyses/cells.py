@@ -16,7 +16,7 @@ import numpy as np
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
 from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
-from lengthlens.stats.metrics import drop_2pp, drop_2pp_point
+from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp, drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
 from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
@@ -34,6 +34,37 @@ SMALL_N_ITEMS = 10
 
 #: Old names of cells.csv columns, written beside the new ones for one release.
 DEPRECATED_COLUMNS = {"mcnemar_p": "accuracy_p", "mcnemar_p_holm": "accuracy_p_holm", "mcnemar_q_bh": "accuracy_q_bh"}
+
+#: What each of cells.csv's columns beside the metrics holds (the metrics' own come from the registry).
+CELL_COLUMNS: dict[str, str] = {
+    "target": "the target model", "draft": "the draft model (empty for plain autoregressive decoding)",
+    "dataset": "the dataset (benchmark folder)", "method": "the relaxed rule or speculative method",
+    "params": "its parameters as logged (e.g. alpha0.35)", "alpha": "the rule's alpha, parsed from params",
+    "n_items": "items the cell covers (the resampling units)", "n_runs": "paired runs (item, seed, turn units)",
+    "n_graded": "paired runs graded on both sides: the only ones accuracy uses",
+    "drop_2pp": f"interval rule: the upper limit of the accuracy change is at most −{ACCURACY_DROP_PP:g} points "
+                "(empty when ungraded or graded on fewer than half its items)",
+    "drop_2pp_point": f"the study's point rule: the accuracy change itself is at most −{ACCURACY_DROP_PP:g} points",
+    "wrong_to_right": "graded pairs wrong on the baseline and right on the relaxed arm",
+    "right_to_wrong": "graded pairs right on the baseline and wrong on the relaxed arm",
+    "accuracy_p": "the paired accuracy test's p-value (accuracy_test names the test)",
+    "accuracy_test": "mcnemar_exact (one graded pair per item), or sign_flip_exact / sign_flip_monte_carlo "
+                     "(the item-level sign-flip test, with several seeds)",
+    "rounds_ratio_median_item": "median over items of the item's mean per-run R/R*",
+    "time_ratio_median_item": "median over items of the item's mean per-run T/T*",
+    "budget": "the relaxed runs' token budget (max_new_tokens)", "n_items_baseline": "items of the group's baseline",
+    "unavailable": "metrics left empty and why (inputs not logged); empty when every metric is computed",
+    "small_n": f"fewer than {SMALL_N_ITEMS} items: left out of Table 3, the headline and the figures' intervals",
+    "undefined_resamples": "most resamples left out of any of the cell's intervals (an undefined value)",
+    "percentile_fallback": "metrics whose studentized interval was unbounded and got the percentile interval",
+    "n_graded_items": "items with at least one pair graded on both sides",
+    "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
+    "accuracy_p_holm": "accuracy_p adjusted by Holm over every graded cell of the report (family-wise)",
+    "accuracy_q_bh": "accuracy_p adjusted by Benjamini–Hochberg over every graded cell (false discovery rate)",
+    "mcnemar_p": "old name of accuracy_p (kept for one release)",
+    "mcnemar_p_holm": "old name of accuracy_p_holm (kept for one release)",
+    "mcnemar_q_bh": "old name of accuracy_q_bh (kept for one release)",
+}
 
 _NAN = float("nan")
 
