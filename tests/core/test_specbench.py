@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,11 @@ from lengthlens.cli import main
 from lengthlens.data.specbench import parse_model_id
 from lengthlens.stats.estimate import all_group_items
 
-SPECBENCH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "spec-bench"
+#: The Spec-Bench sample lives beside the study logs (../shared/data/spec-bench); LENGTHLENS_SHARED_DATA
+#: (the study logs' folder, as in tests/conftest.py) moves both.
+SPECBENCH = Path(os.environ.get("LENGTHLENS_SHARED_DATA",
+                                Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lossy-token-eff")
+                 ).parent / "spec-bench"
 
 
 @pytest.fixture(scope="module")
