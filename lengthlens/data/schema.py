@@ -141,8 +141,8 @@ class RunRecord(BaseModel):
         default=None, ge=0, description="Serving condition: requests sent per second (`inf`: all at once).",
     )
     batch_size: int | None = Field(
-        default=None, ge=1, description="Serving condition: the engine's batch bound (vLLM `max_num_seqs`), or the "
-        "number of requests handed to one offline `generate` call.",
+        default=None, ge=1, description="Serving condition: the engine's batch bound (vLLM `max_num_seqs`; 1 for a "
+        "generator that runs one sequence at a time).",
     )
     gpu: str | None = Field(default=None, description="Serving condition: the accelerator's name, e.g. `NVIDIA H200`.")
     text: str | None = Field(default=None, description="The raw completion text (output.txt).")
