@@ -66,7 +66,10 @@ class RunSet:
                 lines.append(f"  ... {reasons.height - 8} more reasons (see skipped.csv)")
         from lengthlens.data.coverage import incomplete_lines
 
-        lines += [f"  {line}" for line in incomplete_lines(self.table)]
+        incomplete = incomplete_lines(self.table)
+        lines += [f"  {line}" for line in incomplete[:10]]
+        if len(incomplete) > 10:
+            lines.append(f"  ... {len(incomplete) - 10} more incomplete arms")
         for w in self.warnings[:10]:
             lines.append(f"  warning: {w}")
         if len(self.warnings) > 10:
