@@ -22,8 +22,8 @@ written with ``exclude_none``, so absent fields are missing keys. The mapping:
   per-record metrics ``spec_decode_steps`` / ``spec_decode_accepted_draft_tokens`` /
   ``spec_decode_draft_tokens``). Without them (AIPerf before 0.13, or a server without per-request
   counters) the records carry no speculative counters: gain, ℓ̄ and R/R* are unavailable per
-  cell, and the reader says so, with the run-level totals of ``profile_export_aiperf.json`` when
-  that file logs them (pooled over the whole run, without item intervals);
+  cell, and the reader says so (AIPerf's run-level totals are sums of the same per-request
+  records, so there is then no pooled figure either);
 - ``error`` or ``was_cancelled`` gives status ``error``; warm-up records are skipped, named;
 - the budget (``max_tokens`` / ``max_completion_tokens``) from ``inputs.json`` beside the file
   (AIPerf's formatted request payloads, per session and turn) when it is there, else the arm's
@@ -55,7 +55,6 @@ from lengthlens.data.readers import ReadResult, Record
 ITEM_KEYS = ("conversation_id", "session_num", "x_correlation_id")
 _SPEC_METRICS = {"spec_decode_steps": "draft_rounds", "spec_decode_accepted_draft_tokens": "accepted_tokens",
                  "spec_decode_draft_tokens": "draft_tokens"}
-_RUN_TOTALS = ("total_spec_decode_steps", "total_accepted_draft_tokens", "total_draft_tokens")
 
 
 def _metric(metrics: dict[str, Any], *tags: str) -> tuple[Any, str | None]:
@@ -120,22 +119,7 @@ def _budgets(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return out
 
 
-def _run_totals(folder: Path) -> str | None:
-    """The run-level speculative totals of ``profile_export_aiperf.json``, as a sentence, when logged."""
-    f = folder / "profile_export_aiperf.json"
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    vals = {k: (data.get(k) or {}).get("avg") for k in _RUN_TOTALS if isinstance(data.get(k), dict)}
-    if not vals.get("total_spec_decode_steps"):
-        return None
-    steps, acc = vals["total_spec_decode_steps"], vals.get("total_accepted_draft_tokens")
-    pooled = f", pooled ℓ̄ {acc / steps:.4f}" if acc is not None else ""
-    return f"the run as a whole (profile_export_aiperf.json): {steps:g} steps, {acc} accepted{pooled}"
-
-
-def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Record], list[dict[str, str]], list[str], int]:
+def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Record], list[dict[str, str]], int]:
     budgets = _budgets(f.parent)
     rows, fails, n = [], [], 0
     for lineno, obj, bad in json_lines(f):
@@ -152,10 +136,10 @@ def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Re
             fields = from_record(obj)
             if meta.get(item_key) is None:
                 raise ValueError(f"metadata.{item_key} is missing: the record names no item")
+            turn = whole(meta.get("turn_index") or 0, "metadata.turn_index")
         except ValueError as exc:
             fails.append({"path": where, "reason": str(exc), "stage": "read"})
             continue
-        turn = int(meta.get("turn_index") or 0)
         rec = {**budgets.get((str(meta.get("conversation_id")), turn), {}), **base, **fields,
                "item_id": str(meta[item_key]), "turn": turn + 1, "source": where}
         rec.setdefault("seed", 0)
@@ -163,7 +147,7 @@ def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Re
     if not any(r[2]["turn"] > 1 for r in rows):
         for r in rows:
             r[2]["turn"] = None  # single-turn sessions
-    return rows, fails, [], n
+    return rows, fails, n
 
 
 def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int | None = None,
@@ -186,7 +170,8 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
     out = ReadResult(records=[])
     n = 0
     for f in files:
-        rows, fails, warns, k = _file_records(f, {**opts, **arm_from_files(f, path)}, item_key)
+        rows, fails, k = _file_records(f, {**opts, **arm_from_files(f, path)}, item_key)
+        warns: list[str] = []
         n += k
         out.failures.extend(fails)
         for _, lineno, rec in rows:
@@ -196,9 +181,7 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
             else:
                 out.records.append((str(f), lineno, rec))
         if rows and not any("draft_rounds" in r[2] for r in rows):
-            totals = _run_totals(f.parent)
             warns.append(f"{f}: the records carry no per-request speculative counters (AIPerf before 0.13, or a server "
-                         "without per-request metrics): gain, ℓ̄ and R/R* are unavailable per cell"
-                         + (f"; {totals} — a pooled figure without item intervals" if totals else ""))
+                         "without per-request metrics): gain, ℓ̄ and R/R* are unavailable per cell")
         out.warnings.extend(cap_warnings(f, warns))
     return ReadResult(out.records, out.failures, out.warnings, n)
