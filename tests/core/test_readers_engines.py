@@ -104,7 +104,7 @@ def test_vllm_cells_equal_a_pandas_computation(vllm_runs):
     cell = ll.cells(vllm_runs, n_resamples=200).get(method="fly")
     assert (cell.target, cell.draft, cell.dataset) == ("Qwen/Qwen3-8B", "eagle3-qwen3-8b", "gsm8k")
     _check(cell, _oracle(_vllm_frame(ROOT / "vllm/fly/responses.jsonl"), _vllm_frame(ROOT / "vllm/strict/responses.jsonl")))
-    assert cell.extras["unavailable"] is None
+    assert cell.to_row()["unavailable"] is None
 
 
 def test_vllm_fields_kept_and_failures_named(vllm_runs):
@@ -178,7 +178,7 @@ def test_sglang_cells_equal_a_pandas_computation(sglang_runs, method):
     cell = ll.cells(sglang_runs, n_resamples=200).get(method=method)
     want = _oracle(_sglang_frame(ROOT / f"sglang/{method}/outputs.jsonl"), _sglang_frame(ROOT / "sglang/strict/outputs.jsonl"))
     _check(cell, want)
-    assert "time_ratio" in want or "wall_time_s not logged" in cell.extras["unavailable"]
+    assert "time_ratio" in want or "wall_time_s not logged" in cell.to_row()["unavailable"]
 
 
 def test_sglang_accept_length_conversion_by_hand(tmp_path):
@@ -239,7 +239,7 @@ def test_aiperf_cells_equal_a_pandas_computation(aiperf_runs, dataset, arm, base
                    _aiperf_frame(ROOT / f"aiperf/{base}/profile_export.jsonl"))
     _check(cell, want)
     if dataset == "math":  # records without per-request counters: gain and R/R* unavailable, and said
-        assert "draft_rounds not logged" in cell.extras["unavailable"]
+        assert "draft_rounds not logged" in cell.to_row()["unavailable"]
         assert any("old_fly/profile_export.jsonl: the records carry no per-request speculative counters" in w
                    for w in aiperf_runs.warnings)
 
@@ -267,7 +267,7 @@ def test_vllm_bench_cells_pooled_counters_said_plainly():
     cell = ll.cells(runs, n_resamples=200).get(method="fly")
     files = sorted((ROOT / "vllm_bench").glob("*.json"))
     _check(cell, _oracle(_bench_frame(files[0]), _bench_frame(files[1])))
-    assert "gain" in cell.extras["unavailable"] and "rounds_ratio" in cell.extras["unavailable"]
+    assert "gain" in cell.to_row()["unavailable"] and "rounds_ratio" in cell.to_row()["unavailable"]
     res = json.loads(files[0].read_text())
     pooled = res["spec_decode_accepted_tokens"] / res["spec_decode_num_drafts"]
     warn = next(w for w in runs.warnings if files[0].name in w)
@@ -301,7 +301,7 @@ def test_vllm_bench_without_save_detailed_is_named(tmp_path):
 def test_cli_report_and_import(tmp_path, fmt, sub, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--format", fmt, str(ROOT / sub), "--out", str(out), "--no-pdf", "--no-figures",
-                 "--n-resamples", "50", "-q", "--max-new-tokens", str(BUDGET)]) == 0
+                 "--n-resamples", "200", "-q", "--max-new-tokens", str(BUDGET)]) == 0
     direct = pd.read_csv(out / "cells.csv")
     records = tmp_path / "runs.parquet"
     assert main(["import", fmt, str(ROOT / sub), "--out", str(records), "--max-new-tokens", str(BUDGET)]) == 0
