@@ -140,6 +140,14 @@ def _format_options(args: argparse.Namespace) -> dict:
         out["questions"] = args.questions
     if getattr(args, "max_new_tokens", None):
         out["max_new_tokens"] = args.max_new_tokens
+    if getattr(args, "arm", None):
+        from lengthlens.data.engine_common import parse_arm_items
+
+        out["arm"] = parse_arm_items(args.arm)
+    if getattr(args, "method_map", None):
+        from lengthlens.data.specbench import parse_method_map
+
+        out["method_map"] = parse_method_map(args.method_map)
     return out
 
 
@@ -148,6 +156,13 @@ def _add_format_options(p: argparse.ArgumentParser) -> None:
                    "(default: the one beside each model_answer/)")
     p.add_argument("--max-new-tokens", type=_at_least(1, "--max-new-tokens"), metavar="N",
                    help="token budget the runs were generated with, when the logs do not say (Spec-Bench: 1024)")
+    p.add_argument("--arm", action="append", metavar="KEY=VALUE",
+                   help="engine records (vllm, sglang, aiperf, vllm-bench): an arm field for every file, e.g. "
+                        "--arm method=eagle3 --arm concurrency=32 (arm.json beside a file wins; docs/readers.md)")
+    p.add_argument("--method-map", action="append", metavar="ID=METHOD|FILE",
+                   help="Spec-Bench: the arm of an answer file whose model id lengthlens cannot read (EAGLE's, "
+                        "Medusa's, Hydra's own files): ID (or a glob) = METHOD, ID = a JSON object of arm fields, "
+                        "or a JSON file mapping ids to either")
 
 
 def _nothing_to_analyse(runs) -> str | None:

@@ -183,6 +183,8 @@ def _record(run: RunDir, rj: dict[str, Any], cfg: dict[str, Any], alpha: float |
         "backend": rj.get("backend", cfg.get("backend")),
         "engine_version": None if engine_version is None else str(engine_version),
         "force_commit_fired": rj.get("force_commit_fired"),
+        # What a generator may log beside (lengthlens generate: the serving condition, in run.json).
+        **{k: rj.get(k, cfg.get(k)) for k in ("reasoning_tokens", "concurrency", "request_rate", "batch_size", "gpu")},
         "text": text,
         "source": run.path,
     }

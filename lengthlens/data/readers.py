@@ -17,7 +17,9 @@ add a format:
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -37,8 +39,14 @@ class ReadResult:
 
 ReadFn = Callable[..., ReadResult]
 
-#: Built-in readers, imported when first used.
-BUILTIN: dict[str, str] = {"specbench": "lengthlens.data.specbench:read"}
+#: Built-in readers, imported when first used (docs/readers.md describes each: fields, metrics, assumptions).
+BUILTIN: dict[str, str] = {
+    "specbench": "lengthlens.data.specbench:read",
+    "vllm": "lengthlens.data.vllm_records:read",
+    "sglang": "lengthlens.data.sglang:read",
+    "aiperf": "lengthlens.data.aiperf:read",
+    "vllm-bench": "lengthlens.data.vllm_bench:read",
+}
 _REGISTERED: dict[str, ReadFn] = {}
 
 
@@ -53,10 +61,29 @@ def names() -> list[str]:
 
 
 def reader(name: str) -> ReadFn:
-    """The read function of a format; ValueError naming the known ones for any other name."""
+    """The read function of a format; ValueError naming the known ones for any other name.
+
+    The function returned refuses, with a ValueError naming them, options its format does not take
+    (``--questions`` given to the vLLM reader), instead of a TypeError from deep inside.
+    """
     if name in _REGISTERED:
         return _REGISTERED[name]
     if name not in BUILTIN:
         raise ValueError(f"unknown log format {name!r}; known: {', '.join(names())}")
     module, fn = BUILTIN[name].split(":")
-    return getattr(importlib.import_module(module), fn)
+    return _checked(name, getattr(importlib.import_module(module), fn))
+
+
+def _checked(name: str, read: ReadFn) -> ReadFn:
+    params = inspect.signature(read).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    known = [k for k, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+    @functools.wraps(read)
+    def call(path, **options):
+        bad = [] if takes_any else sorted(set(options) - set(known))
+        if bad:
+            raise ValueError(f"the {name} reader takes no option {', '.join(bad)} (it takes: {', '.join(known) or 'none'})")
+        return read(path, **options)
+
+    return call

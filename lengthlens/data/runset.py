@@ -64,6 +64,12 @@ class RunSet:
                 lines.append(f"  skipped {r['len']:>6}: {r['reason'][:160]}")
             if reasons.height > 8:
                 lines.append(f"  ... {reasons.height - 8} more reasons (see skipped.csv)")
+        from lengthlens.data.coverage import incomplete_lines
+
+        incomplete = incomplete_lines(self.table)
+        lines += [f"  {line}" for line in incomplete[:10]]
+        if len(incomplete) > 10:
+            lines.append(f"  ... {len(incomplete) - 10} more incomplete arms")
         for w in self.warnings[:10]:
             lines.append(f"  warning: {w}")
         if len(self.warnings) > 10:

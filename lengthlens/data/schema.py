@@ -124,11 +124,33 @@ class RunRecord(BaseModel):
     force_commit_fired: bool | None = Field(
         default=None, description="Intervention runs only: whether forcing the thinking closed actually fired."
     )
+    # --- logged by engines and benchmarks (the readers of lengthlens.data.readers fill them) --
+    reasoning_tokens: int | None = Field(
+        default=None, ge=0, description="Completion tokens in the thinking (reasoning) channel, as the engine counted "
+        "them (vLLM/SGLang `usage.completion_tokens_details.reasoning_tokens`); the thinking/answer split in tokens "
+        "where the text is not kept.",
+    )
+    category: str | None = Field(
+        default=None, description="A finer grouping within the dataset, e.g. Spec-Bench's question category "
+        "(`writing`, `translation`, ...) of a task.",
+    )
+    concurrency: int | None = Field(
+        default=None, ge=1, description="Serving condition: requests in flight at once (the client's max concurrency).",
+    )
+    request_rate: float | None = Field(
+        default=None, ge=0, description="Serving condition: requests sent per second (`inf`: all at once).",
+    )
+    batch_size: int | None = Field(
+        default=None, ge=1, description="Serving condition: the engine's batch bound (vLLM `max_num_seqs`; 1 for a "
+        "generator that runs one sequence at a time).",
+    )
+    gpu: str | None = Field(default=None, description="Serving condition: the accelerator's name, e.g. `NVIDIA H200`.")
     text: str | None = Field(default=None, description="The raw completion text (output.txt).")
     source: str | None = Field(default=None, description="Where the record came from (run folder, or file:line).")
 
     @field_validator("draft_rounds", "accepted_tokens", "draft_tokens", "output_tokens",
-                     "max_new_tokens", "input_tokens", "analysis_chars", "final_chars", mode="before")
+                     "max_new_tokens", "input_tokens", "analysis_chars", "final_chars", "reasoning_tokens",
+                     "concurrency", "batch_size", mode="before")
     @classmethod
     def _whole(cls, v: Any, info: Any) -> Any:
         return _integral(v, info.field_name)
@@ -190,7 +212,10 @@ _PL_TYPES: dict[str, pl.DataType] = {
     "l_bar_logged": pl.Float64, "analysis_chars": pl.Int64, "final_chars": pl.Int64,
     "reached_final_channel": pl.Boolean, "reference_answer": pl.String,
     "prompt_source_id": pl.String, "backend": pl.String, "engine_version": pl.String,
-    "force_commit_fired": pl.Boolean, "text": pl.String, "source": pl.String,
+    "force_commit_fired": pl.Boolean,
+    "reasoning_tokens": pl.Int64, "category": pl.String, "concurrency": pl.Int64, "request_rate": pl.Float64,
+    "batch_size": pl.Int64, "gpu": pl.String,
+    "text": pl.String, "source": pl.String,
 }
 assert list(_PL_TYPES) == list(RunRecord.model_fields), "polars schema out of sync with RunRecord"
 POLARS_SCHEMA = pl.Schema(_PL_TYPES)

@@ -1,87 +1,94 @@
-"""Read Spec-Bench answer files (``<task>/model_answer/<model-id>.jsonl``) as they are.
+"""Read Spec-Bench answer files (``<bench>/model_answer*/<model-id>.jsonl``) as Spec-Bench users have them.
 
-Spec-Bench (Xia et al., 2024) writes one JSON line per question with, per turn, ``new_tokens``,
-``wall_time`` and ``decoding_steps``, and one flat ``accept_lengths`` list over all turns (tokens
-emitted per verification step, the bonus token included). The mapping to run records:
+Spec-Bench (Xia et al., 2024; ``evaluation/eval.py`` of hemingkx/Spec-Bench, commit fd2c1cd) writes
+one JSON line per question: ``question_id``, ``category``, and ``choices``, one per
+``--num-choices`` (choice ``i`` sampled after ``torch.manual_seed(i)``), each with per-turn
+``turns`` (texts), ``new_tokens``, ``wall_time``, ``decoding_steps`` and one flat ``accept_lengths``
+list over all turns (tokens emitted per verification step, the bonus token included). EAGLE's,
+Medusa's and Hydra's own scripts write ``idxs`` (the 0-based index of the last verification loop)
+instead of ``decoding_steps`` and no ``accept_lengths``. The mapping to run records:
 
-- ``target``, ``method``, ``draft``: from the model id ``<model>-<method>[-<extra>]-<dtype>-temp(erature)-<T>``;
-  the draft is ``<method>[-<extra>]`` (``sps-68m``, ``eagle``), empty for ``vanilla`` (plain
-  autoregressive decoding: the baseline, which serves every draft of its model and task);
-  ``params`` is ``<dtype>-temp<T>``, ``temperature`` is T; ``dataset`` is the task folder;
-- one record per turn (``turn`` 1, 2, ... when a question has several; the question is the
-  resampling unit); ``output_tokens`` = new_tokens, ``wall_time_s`` = wall_time;
-- ``draft_rounds`` = the turn's verification steps, ``accepted_tokens`` = the tokens those steps
-  emitted minus one bonus token per step (``accept_lengths`` split by ``decoding_steps``);
-- a turn whose text is ``ERROR`` has status ``error``;
+- the arm (target, method, draft, params, temperature) from the model id
+  (:mod:`lengthlens.data.specbench_ids`; ``method_map`` for ids it cannot read); ``vanilla`` is
+  plain autoregressive decoding, the baseline of every draft of its model and task;
+- **the task is the dataset**: on Spec-Bench's main set (the bench folder ``spec_bench``, or
+  questions spanning several of its tasks) the question's category gives the task, MT-Bench's eight
+  categories forming one, ``mt_bench`` (Spec-Bench's ``evaluation/speed.py``); the category is kept
+  in the field ``category`` for a finer grouping. Elsewhere the dataset is the bench folder;
+- one record per choice and turn: ``seed`` = the choice's index; in repeat folders
+  ``model_answer_temp<T>_run_<N>`` (speed.py's ``get_mean_speedup``) ``seed`` = (N - 1) × 1000 +
+  index, and Medusa's repeated runs (``medusa-<model>-<N>-...``) likewise; ``turn`` 1, 2, ... when a
+  question has several (the question is the resampling unit);
+- ``output_tokens`` = new_tokens, ``wall_time_s`` = wall_time; ``draft_rounds`` = the turn's
+  verification steps (``decoding_steps``, or ``idxs`` + 1), ``accepted_tokens`` = the tokens those
+  steps emitted minus one bonus token per step (``accept_lengths`` split by ``decoding_steps``, else
+  new_tokens - steps);
+- a turn whose text is ``ERROR`` has status ``error``; a count that is not a whole number, a
+  ``turns`` that is not a list, a line that is not UTF-8 or not JSON are skips naming file, line
+  and field, the file's other lines loaded;
 - Spec-Bench logs no budget: ``max_new_tokens`` is the run's setting (``--max-new-tokens``, 1024 by
   default in Spec-Bench); a turn at or over it has finish_reason ``length`` (tree methods emit
   several tokens per step and can pass the budget by a few);
-- ``reference_answer`` from ``question.jsonl`` (next to ``model_answer/`` or given) when it has one.
+- ``reference_answer`` (and the category, where the answer line lacks it) from ``question.jsonl``
+  beside ``model_answer*/`` (or given).
 """
 
 from __future__ import annotations
 
-import json
-import math
+import re
 from pathlib import Path
 from typing import Any
 
+from lengthlens.data.engine_common import cap_warnings, json_lines, whole
 from lengthlens.data.readers import ReadResult, Record
+from lengthlens.data.specbench_ids import (  # noqa: F401  (parse_model_id, KNOWN_METHODS: public here)
+    KNOWN_METHODS,
+    check_method_map,
+    parse_method_map,
+    parse_model_id,
+    resolve_id,
+)
 
 #: Spec-Bench's default budget (evaluation/eval.py, ``--max-new-tokens``).
 DEFAULT_MAX_NEW_TOKENS = 1024
+#: MT-Bench's eight categories, one Spec-Bench task (evaluation/speed.py's ``mt_bench_list``).
+MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
+#: Spec-Bench's six tasks, in speed.py's order.
+TASKS = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
+#: Seeds of repeat folder N start at (N - 1) * SEED_STRIDE.
+SEED_STRIDE = 1000
+_RUN = re.compile(r"_run_?(\d+)$")
 
-#: Method names that Spec-Bench's inference scripts put in the model id.
-KNOWN_METHODS = frozenset({"vanilla", "sps", "eagle", "eagle2", "eagle3", "hydra", "medusa", "pld", "lade", "lookahead",
-                           "rest", "space", "recycling", "samd", "baseline"})
-_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "fp16", "bf16"})
-_AUTOREGRESSIVE = frozenset({"vanilla", "baseline"})
 
-
-def parse_model_id(model_id: str) -> dict[str, Any]:
-    """target, method, draft, params and temperature from a Spec-Bench model id (ValueError if unreadable)."""
-    tokens = model_id.split("-")
-    di = next((i for i, t in enumerate(tokens) if t in _DTYPES), None)
-    mi = next((i for i, t in enumerate(tokens[:di]) if i > 0 and t in KNOWN_METHODS), None)
-    if di is None or mi is None:
-        raise ValueError(f"cannot read {model_id!r} as <model>-<method>[-<extra>]-<dtype>[-temp-<T>] "
-                         f"(methods known: {', '.join(sorted(KNOWN_METHODS))}; dtypes: {', '.join(sorted(_DTYPES))})")
-    rest = tokens[di + 1:]
-    temperature = None
-    if len(rest) >= 2 and rest[0] in ("temp", "temperature"):
-        temperature = float(rest[1])
-    method = tokens[mi]
-    auto = method in _AUTOREGRESSIVE
-    return {
-        "target": "-".join(tokens[:mi]),
-        "method": "autoregressive" if auto else method,
-        "draft": "" if auto else "-".join(tokens[mi:di]),
-        "params": tokens[di] + (f"-temp{rest[1]}" if temperature is not None else ""),
-        "temperature": temperature,
-    }
+def task_of(category: str | None) -> str | None:
+    """Spec-Bench's task of a question category (``writing`` -> ``mt_bench``), None for others."""
+    if category in MT_BENCH_CATEGORIES:
+        return "mt_bench"
+    return category if category in TASKS else None
 
 
 def answer_files(path: Path) -> list[Path]:
-    """The answer files under ``path`` (a Spec-Bench data folder, a task folder, ``model_answer/`` or one file)."""
+    """The answer files under ``path``: a bench folder, ``model_answer*/`` folders, one file, or a folder of files."""
     if path.is_file():
         return [path]
-    if path.name == "model_answer":
+    if path.name.startswith("model_answer"):
         return sorted(path.glob("*.jsonl"))
-    return sorted(path.rglob("model_answer/*.jsonl"))
+    found = sorted(p for p in path.rglob("*.jsonl") if p.parent.name.startswith("model_answer"))
+    if not found:  # EAGLE's own layout: <bench>/<model-id>.jsonl
+        found = sorted(p for p in path.glob("*.jsonl") if p.name != "question.jsonl")
+    return found
 
 
-def read_questions(path: Path) -> dict[str, dict[str, Any]]:
-    """question_id -> question line of a ``question.jsonl``."""
+def read_questions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """question_id -> question line of a ``question.jsonl``, and warnings for lines that cannot be read."""
     out: dict[str, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if line.strip():
-                try:
-                    q = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-                out[str(q.get("question_id"))] = q
-    return out
+    warns = []
+    for lineno, q, bad in json_lines(path):
+        if bad or not isinstance(q, dict):
+            warns.append(f"{path}:{lineno}: question not read ({bad or 'not a JSON object'})")
+            continue
+        out[str(q.get("question_id"))] = q
+    return out, warns
 
 
 def _reference(q: dict[str, Any] | None, turn: int) -> str | None:
@@ -91,112 +98,181 @@ def _reference(q: dict[str, Any] | None, turn: int) -> str | None:
     return None if ref is None else str(ref)
 
 
-def _split_steps(choice: dict[str, Any], n_turns: int) -> list[list[int]] | None:
-    """accept_lengths cut into turns by decoding_steps; None when they do not add up."""
-    acc, steps = choice.get("accept_lengths"), choice.get("decoding_steps")
-    if not isinstance(acc, list) or not isinstance(steps, list) or len(steps) != n_turns:
+def _per_turn(choice: dict[str, Any], key: str, n_turns: int, required: bool = True) -> list[Any] | None:
+    v = choice.get(key)
+    if v is None and not required:
+        return None
+    if not isinstance(v, list) or len(v) != n_turns:
+        raise ValueError(f"field '{key}': expected a list of {n_turns} per-turn values, got {v!r:.60}")
+    return v
+
+
+def _steps(choice: dict[str, Any], n_turns: int) -> list[int] | None:
+    """Verification steps per turn: ``decoding_steps``, or EAGLE/Medusa/Hydra's 0-based ``idxs`` + 1."""
+    if choice.get("decoding_steps") is not None:
+        return [whole(k, "decoding_steps") for k in _per_turn(choice, "decoding_steps", n_turns)]
+    if choice.get("idxs") is not None:
+        return [whole(k, "idxs") + 1 for k in _per_turn(choice, "idxs", n_turns)]
+    return None
+
+
+def _emitted(choice: dict[str, Any], steps: list[int] | None, n_turns: int) -> list[int] | None:
+    """Tokens emitted per turn from accept_lengths split by the steps; None when they do not split."""
+    acc = choice.get("accept_lengths")
+    if not isinstance(acc, list) or steps is None:
         return None
     if acc and isinstance(acc[0], list):  # one list per turn already
-        return acc if len(acc) == n_turns else None
+        return [sum(a) for a in acc] if len(acc) == n_turns else None
     if sum(steps) != len(acc):
         return None
     out, i = [], 0
     for k in steps:
-        out.append(acc[i:i + k])
+        out.append(sum(acc[i:i + k]))
         i += k
     return out
 
 
-def _turn_record(base: dict[str, Any], choice: dict[str, Any], t: int, steps: list[list[int]] | None,
-                 budget: int) -> tuple[dict[str, Any], str | None]:
-    """The record of turn ``t`` and a warning when its counters disagree."""
-    text = choice["turns"][t]
-    rec = {**base, "text": text}
-    if text == "ERROR":
-        return {**rec, "status": "error"}, None
-    new = int(choice["new_tokens"][t])
-    wall = choice.get("wall_time", [None] * (t + 1))[t]
-    rec.update(status="ok", output_tokens=new, max_new_tokens=budget, finish_reason="length" if new >= budget else None,
-               wall_time_s=None if wall is None or (isinstance(wall, float) and math.isnan(wall)) else float(wall))
-    warning = None
-    if steps is not None:
-        emitted = sum(steps[t])
-        rec.update(draft_rounds=len(steps[t]), accepted_tokens=emitted - len(steps[t]))
-        if emitted != new:
-            warning = f"accept_lengths add up to {emitted} tokens but new_tokens is {new}"
-    elif isinstance(choice.get("decoding_steps"), list):
-        k = int(choice["decoding_steps"][t])
-        rec.update(draft_rounds=k, accepted_tokens=new - k)
-    return rec, warning
+def _choice_records(choice: dict[str, Any], base: dict[str, Any], budget: int,
+                    where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of one choice (one per turn) and its warnings; ValueError names the bad field."""
+    turns = choice.get("turns")
+    if not isinstance(turns, list) or not all(isinstance(t, str) for t in turns):
+        raise ValueError(f"field 'turns': expected a list of texts, got {type(turns).__name__}")
+    n = len(turns)
+    new = [whole(x, "new_tokens") for x in _per_turn(choice, "new_tokens", n)]
+    walls = _per_turn(choice, "wall_time", n, required=False) or [None] * n
+    steps = _steps(choice, n)
+    emitted = _emitted(choice, steps, n)
+    warns = []
+    if steps is not None and emitted is None and choice.get("accept_lengths") is not None:
+        warns.append(f"{where}: accept_lengths do not split by decoding_steps; rounds from decoding_steps")
+    out = []
+    for t, text in enumerate(turns):
+        rec = {**base, "turn": t + 1 if n > 1 else None, "text": text,
+               "source": where + (f"#turn{t + 1}" if n > 1 else "")}
+        if text == "ERROR":
+            out.append({**rec, "status": "error"})
+            continue
+        wall = walls[t]
+        if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
+            raise ValueError(f"field 'wall_time': turn {t + 1} is {wall!r}, not a number of seconds")
+        rec.update(status="ok", output_tokens=new[t], max_new_tokens=budget, wall_time_s=wall,
+                   finish_reason="length" if new[t] >= budget else None)
+        if steps is not None:
+            tokens = emitted[t] if emitted is not None else new[t]
+            rec.update(draft_rounds=steps[t], accepted_tokens=tokens - steps[t])
+            if emitted is not None and emitted[t] != new[t]:
+                warns.append(f"{rec['source']}: accept_lengths add up to {emitted[t]} tokens but new_tokens is {new[t]}")
+        out.append(rec)
+    return out, warns
 
 
-def _file_records(path: Path, questions: dict[str, dict[str, Any]], dataset: str,
-                  budget: int) -> tuple[list[Record], list[dict[str, str]], list[str], int]:
-    ident = parse_model_id(path.stem)
+def _line_records(row: Any, ident: dict[str, Any], ctx: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every choice and turn of one answer line."""
+    if not isinstance(row, dict) or not isinstance(row.get("choices"), list) or not row["choices"]:
+        raise ValueError("not a Spec-Bench answer line (no 'choices' list)")
+    qid = row.get("question_id")
+    if qid is None or isinstance(qid, (dict, list, bool)):
+        raise ValueError(f"field 'question_id': {qid!r}")
+    q = ctx["questions"].get(str(qid))
+    category = row.get("category", (q or {}).get("category"))
+    dataset = (task_of(category) or str(category)) if ctx["split"] and category is not None else ctx["bench"]
+    out, warns = [], []
+    for i, choice in enumerate(row["choices"]):
+        if not isinstance(choice, dict):
+            raise ValueError(f"choices[{i}] is not an object")
+        seed = ctx["seed0"] + whole(choice.get("index", i), "choices.index")
+        base = {**ident, "dataset": dataset, "category": category, "item_id": str(qid), "seed": seed}
+        cw = where + (f"#choice{i}" if len(row["choices"]) > 1 else "")
+        recs, w = _choice_records(choice, base, ctx["budget"], cw)
+        for t, rec in enumerate(recs):
+            rec["reference_answer"] = _reference(q, t)
+        out += recs
+        warns += w
+    return out, warns
+
+
+def _file_records(path: Path, ident: dict[str, Any], ctx: dict[str, Any]) -> tuple[list[Record], list[dict[str, str]], list[str], int]:
     records: list[Record] = []
     failures: list[dict[str, str]] = []
     warnings: list[str] = []
     n = 0
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                choice = row["choices"][0]
-                n_turns = len(choice["turns"])
-                qid = str(row["question_id"])
-            except (json.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
-                n += 1
-                failures.append({"path": f"{path}:{lineno}", "reason": f"not a Spec-Bench answer line ({exc!r})", "stage": "read"})
-                continue
-            steps = _split_steps(choice, n_turns)
-            if steps is None and choice.get("accept_lengths") is not None:
-                warnings.append(f"{path}:{lineno}: accept_lengths do not split by decoding_steps; rounds from decoding_steps")
-            for t in range(n_turns):
-                n += 1
-                base = {**ident, "dataset": dataset, "item_id": qid, "seed": 0, "turn": t + 1 if n_turns > 1 else None,
-                        "reference_answer": _reference(questions.get(qid), t),
-                        "source": f"{path}:{lineno}" + (f"#turn{t + 1}" if n_turns > 1 else "")}
-                try:
-                    rec, warn = _turn_record(base, choice, t, steps, budget)
-                except (KeyError, IndexError, TypeError, ValueError) as exc:
-                    failures.append({"path": base["source"], "reason": f"turn {t + 1}: missing or bad counter ({exc!r})",
-                                     "stage": "read"})
-                    continue
-                if warn:
-                    warnings.append(f"{base['source']}: {warn}")
-                records.append((str(path), lineno, rec))
+    for lineno, row, bad in json_lines(path):
+        where = f"{path}:{lineno}"
+        try:
+            if bad:
+                raise ValueError(bad)
+            recs, warns = _line_records(row, ident, ctx, where)
+        except (ValueError, TypeError, KeyError) as exc:
+            n += 1
+            failures.append({"path": where, "reason": f"not read: {exc}", "stage": "read"})
+            continue
+        n += len(recs)
+        warnings += warns
+        records += [(str(path), lineno, r) for r in recs]
     return records, failures, warnings, n
 
 
-def read(path: Path, *, questions: str | Path | None = None, max_new_tokens: int | None = None) -> ReadResult:
-    """Every turn of every Spec-Bench answer file under ``path`` as run-record mappings.
+def _bench_context(folder: Path, files: list[Path], shared_q: dict | None, split: bool | None) -> tuple[dict, list[str]]:
+    """Questions of a bench folder and whether its tasks split it (by name, or questions spanning several tasks)."""
+    warns: list[str] = []
+    qfile = folder / "question.jsonl"
+    if shared_q is not None:
+        qs = shared_q
+    elif qfile.is_file():
+        qs, warns = read_questions(qfile)
+    else:
+        qs = {}
+    if split is None:
+        cats = {q.get("category") for q in qs.values()}
+        if not qs:
+            cats = {row.get("category") for f in files for _, row, _ in json_lines(f) if isinstance(row, dict)}
+        split = folder.name == "spec_bench" or len({task_of(c) for c in cats} - {None}) > 1
+    return {"questions": qs, "split": split, "bench": folder.name}, warns
 
-    ``questions``: a ``question.jsonl`` for all files (default: the one beside each ``model_answer/``).
+
+def read(path: Path, *, questions: str | Path | None = None, max_new_tokens: int | None = None,
+         method_map: dict[str, Any] | None = None, tasks: bool | None = None) -> ReadResult:
+    """Every choice and turn of every Spec-Bench answer file under ``path`` as run-record mappings.
+
+    ``questions``: a ``question.jsonl`` for all files (default: the one beside each ``model_answer*/``).
     ``max_new_tokens``: the budget the runs were generated with (Spec-Bench does not log it).
+    ``method_map``: model id (or glob) -> method, or -> {target, draft, method, params, temperature},
+    for ids the reader cannot parse (EAGLE's own answer files). ``tasks``: make the task the dataset
+    (default: on Spec-Bench's main set, see the module docstring); False keeps the bench folder.
     """
     path = Path(path)
     files = answer_files(path)
     if not files:
-        raise ValueError(f"{path}: no Spec-Bench answer files (expected <task>/model_answer/<model-id>.jsonl)")
+        raise ValueError(f"{path}: no Spec-Bench answer files (expected <bench>/model_answer/<model-id>.jsonl)")
+    method_map = check_method_map(method_map)
     budget = max_new_tokens or DEFAULT_MAX_NEW_TOKENS
     out = ReadResult(records=[], warnings=[] if max_new_tokens else [
         f"{path}: Spec-Bench logs no token budget; max_new_tokens = {budget} (Spec-Bench's default) assumed for censoring"])
+    shared_q = None
+    if questions:
+        shared_q, qwarn = read_questions(Path(questions))
+        out.warnings.extend(qwarn)
+    contexts: dict[Path, dict] = {}
     n_found = 0
-    shared_q = read_questions(Path(questions)) if questions else None
     for f in files:
-        task_dir = f.parent.parent if f.parent.name == "model_answer" else f.parent
-        qfile = task_dir / "question.jsonl"
-        qs = shared_q if shared_q is not None else (read_questions(qfile) if qfile.exists() else {})
+        bench = f.parent.parent if f.parent.name.startswith("model_answer") else f.parent
+        if bench not in contexts:
+            contexts[bench], qwarn = _bench_context(bench, [g for g in files if bench in g.parents], shared_q, tasks)
+            out.warnings.extend(qwarn)
         try:
-            recs, fails, warns, n = _file_records(f, qs, task_dir.name, budget)
+            ident = resolve_id(f.stem, method_map)
         except ValueError as exc:
             out.failures.append({"path": str(f), "reason": str(exc), "stage": "read"})
+            n_found += 1
             continue
+        run = ident.pop("run", None)
+        m = _RUN.search(f.parent.name)
+        run_index = int(m.group(1)) - 1 if m else (run or 0)
+        ctx = {**contexts[bench], "budget": budget, "seed0": run_index * SEED_STRIDE}
+        recs, fails, warns, n = _file_records(f, ident, ctx)
         out.records.extend(recs)
         out.failures.extend(fails)
-        out.warnings.extend(warns[:20] + ([f"{f}: ... and {len(warns) - 20} more"] if len(warns) > 20 else []))
+        out.warnings.extend(cap_warnings(f, warns))
         n_found += n
     return ReadResult(out.records, out.failures, out.warnings, n_found)
-

@@ -21,7 +21,7 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("config", nargs="?", help="campaign file (.yaml/.yml/.toml)")
     p.add_argument("out", nargs="?", default=None, help="output root (default: the current folder)")
-    p.add_argument("--backend", choices=("reference", "vllm"), default=None,
+    p.add_argument("--backend", choices=("reference", "vllm", "vllm-batched"), default=None,
                    help="override the campaign's backend")
     p.add_argument("--example", metavar="OUT", default=None,
                    help="write and run the built-in toy campaign into OUT (reference backend)")
@@ -101,7 +101,7 @@ def run_generate(args: argparse.Namespace) -> int:
     try:
         s = run_campaign(cfg, out, log=log, fail_fast=args.fail_fast, shard=shard)
     except ImportError as exc:
-        extra = "vllm" if cfg.backend == "vllm" else "reference"
+        extra = "vllm" if cfg.backend.startswith("vllm") else "reference"
         print(f"generate: the {cfg.backend} backend needs `pip install lengthlens[{extra}]` ({exc})", file=sys.stderr)
         return 3
     except UnsupportedVLLM as exc:

@@ -16,7 +16,12 @@ Example (YAML)::
       - strict
       - {rule: cactus, alpha: [0.03, 0.08]}
       - {rule: spec_casc_tok, alpha: 0.35, force_commit: [1024]}
+      - {rule: fly, alpha: 0.3, window: 6}   # vLLM's own FLy (vllm backends only; alpha = entropy threshold)
     vllm: {engine_per: run, llm_kwargs: {gpu_memory_utilization: 0.8}}
+    order: interleaved            # serial runs: each item's arms one after another (default), or by_arm
+
+``backend: vllm-batched`` runs each arm's items of a shard in one ``generate`` call on one engine
+(``vllm: {max_num_seqs: 64, requests_per_call: 256}``), the serving load recorded in each run.
 
 The reference backend also accepts tiny models built from a config instead of a path
 (``target: {name: tiny-target, tiny: {hidden: 64, layers: 2, seed: 0}}``, ``draft: {tiny: {copy_of:
@@ -36,6 +41,10 @@ import yaml
 from lengthlens.generate.layout import CLOSE_MARKERS, arm_names, case_name, iter_jsonl
 
 _RULES = ("lossless", "mentored_dec", "cactus", "spec_casc_opt", "spec_casc_tok", "r_fuzzy")
+#: Rules the engine itself runs (lengthlens.generate.engine_rules): vLLM backends only.
+ENGINE_RULES = ("fly",)
+BACKENDS = ("reference", "vllm", "vllm-batched")
+ORDERS = ("interleaved", "by_arm")
 
 
 @dataclass(frozen=True)
@@ -45,14 +54,15 @@ class Arm:
     rule: str
     alpha: float | None = None
     force_commit: int | None = None
+    window: int | None = None  # vLLM FLy's fly_window_size
 
     @property
     def method(self) -> str:
-        return arm_names(self.rule, self.alpha, self.force_commit)[0]
+        return arm_names(self.rule, self.alpha, self.force_commit, self.window)[0]
 
     @property
     def params(self) -> str:
-        return arm_names(self.rule, self.alpha, self.force_commit)[1]
+        return arm_names(self.rule, self.alpha, self.force_commit, self.window)[1]
 
     @property
     def rule_alpha(self) -> float:
@@ -102,6 +112,7 @@ class GenerateConfig:
     add_special_tokens: bool = True
     vllm: dict[str, Any] = field(default_factory=dict)
     source: Path | None = None
+    order: str | None = None  # None: interleaved, by_arm where an engine serves one arm at a time
 
     def items(self, dataset: str) -> list[Item]:
         """The dataset's items in file order (``max_items`` first ones when set)."""
@@ -133,8 +144,11 @@ def parse_arms(raw: Any) -> list[Arm]:
         if not isinstance(a, dict) or "rule" not in a:
             raise ValueError(f"arms[{i}]: expected 'strict' or a mapping with 'rule'")
         rule = "lossless" if a["rule"] == "strict" else a["rule"]
-        if rule not in _RULES:
-            raise ValueError(f"arms[{i}]: unknown rule {a['rule']!r}; expected one of {', '.join(_RULES)}")
+        if rule not in _RULES + ENGINE_RULES:
+            raise ValueError(f"arms[{i}]: unknown rule {a['rule']!r}; expected one of {', '.join(_RULES + ENGINE_RULES)}")
+        window = a.get("window")
+        if window is not None and (rule != "fly" or isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValueError(f"arms[{i}]: 'window' is FLy's (rule fly) and must be a positive integer")
         alphas = _as_list(a.get("alpha", 0.0 if rule == "lossless" else None))
         if alphas == [None]:
             raise ValueError(f"arms[{i}]: rule {rule} needs 'alpha'")
@@ -147,7 +161,7 @@ def parse_arms(raw: Any) -> list[Arm]:
                 if fc is not None and (int(fc) != fc or fc <= 0):
                     raise ValueError(f"arms[{i}]: force_commit must be a positive integer")
                 alpha = None if (rule == "lossless" and fc is None) else al
-                arms.append(Arm(rule, alpha, None if fc is None else int(fc)))
+                arms.append(Arm(rule, alpha, None if fc is None else int(fc), window))
     seen: set[tuple[str, str]] = set()
     for arm in arms:
         key = (arm.method, arm.params)
@@ -171,7 +185,7 @@ def _model(raw: Any, what: str) -> ModelSpec:
 def config_from_dict(d: dict[str, Any], base: Path | None = None) -> GenerateConfig:
     """Validate a campaign mapping; relative dataset paths resolve against ``base``."""
     known = {"backend", "target", "draft", "tokenizer", "speculative", "sampling", "seeds", "datasets",
-             "thinking", "arms", "vllm", "log_proposals", "max_items", "prompt"}
+             "thinking", "arms", "vllm", "log_proposals", "max_items", "prompt", "order"}
     unknown = set(d) - known
     if unknown:
         raise ValueError(f"unknown config keys: {', '.join(sorted(unknown))}")
@@ -209,9 +223,18 @@ def config_from_dict(d: dict[str, Any], base: Path | None = None) -> GenerateCon
         prompt_template=str(prompt.get("template", "{prompt}")),
         add_special_tokens=bool(prompt.get("add_special_tokens", True)),
         source=None,
+        order=d.get("order"),
     )
-    if cfg.backend not in ("reference", "vllm"):
-        raise ValueError(f"backend must be 'reference' or 'vllm', got {cfg.backend!r}")
+    _check(cfg)
+    return cfg
+
+
+def _check(cfg: GenerateConfig) -> None:
+    """Raise ValueError for a setting outside its domain."""
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {cfg.backend!r}")
+    if cfg.order is not None and cfg.order not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {cfg.order!r}")
     if cfg.num_draft_tokens < 1:
         raise ValueError("speculative.num_draft_tokens must be >= 1")
     if cfg.max_new_tokens < 1:
@@ -224,10 +247,9 @@ def config_from_dict(d: dict[str, Any], base: Path | None = None) -> GenerateCon
         raise ValueError("prompt.template must contain '{prompt}'")
     if any(s < 0 for s in cfg.seeds):
         raise ValueError("seeds must be >= 0")
-    for name in datasets:
+    for name in cfg.datasets:
         if not name or "/" in name or name.startswith("."):
             raise ValueError(f"bad dataset name {name!r}")
-    return cfg
 
 
 def load_config(path: str | Path) -> GenerateConfig:

@@ -39,13 +39,17 @@ def format_alpha(alpha: float) -> str:
     return ("neg" if a < 0 else "") + body
 
 
-def arm_names(rule: str, alpha: float | None, force_commit: int | None = None) -> tuple[str, str]:
-    """(method folder, params folder) of an arm: strict/strict, cactus/alpha0.03, r_fuzzy_force_commit/alpha0.1_t96."""
+def arm_names(rule: str, alpha: float | None, force_commit: int | None = None,
+              window: int | None = None) -> tuple[str, str]:
+    """(method folder, params folder) of an arm: strict/strict, cactus/alpha0.03, r_fuzzy_force_commit/alpha0.1_t96.
+
+    ``window``: vLLM's FLy window (``fly/alpha0.3_w6``).
+    """
     if rule in (STRICT, "lossless") and force_commit is None:
         return STRICT, STRICT
     method = STRICT if rule == "lossless" else rule
     a = 0.0 if alpha is None else alpha
-    params = f"alpha{format_alpha(a)}"
+    params = f"alpha{format_alpha(a)}" + ("" if window is None else f"_w{int(window)}")
     if force_commit is not None:
         method += FORCE_COMMIT_SUFFIX
         params += f"_t{int(force_commit)}"
@@ -149,10 +153,11 @@ class RunResult:
     text: str
     output_tokens: int
     finish_reason: str  # "stop" or "length"
-    draft_rounds: int
-    accepted_tokens: int
-    draft_tokens: int
-    wall_time_seconds: float
+    # None where the engine gave no per-request counter (a batched run on a vLLM without per-request metrics)
+    draft_rounds: int | None
+    accepted_tokens: int | None
+    draft_tokens: int | None
+    wall_time_seconds: float | None
     input_tokens: int
     proposals: list[dict[str, Any]] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -160,13 +165,13 @@ class RunResult:
 
 def run_json(result: RunResult, backend: str, split: ThinkingSplit, max_new_tokens: int) -> dict[str, Any]:
     """run.json content with the study's field names and types (counters as floats, like vLLM's metrics)."""
-    rounds = float(result.draft_rounds)
-    acc = float(result.accepted_tokens)
-    drafts = float(result.draft_tokens)
+    rounds = None if result.draft_rounds is None else float(result.draft_rounds)
+    acc = None if result.accepted_tokens is None else float(result.accepted_tokens)
+    drafts = None if result.draft_tokens is None else float(result.draft_tokens)
     out: dict[str, Any] = {
         "status": "ok",
         "backend": backend,
-        "wall_time_seconds": float(result.wall_time_seconds),
+        "wall_time_seconds": None if result.wall_time_seconds is None else float(result.wall_time_seconds),
         "input_tokens": int(result.input_tokens),
         "output_tokens": int(result.output_tokens),
         "finish_reason": result.finish_reason,
@@ -178,9 +183,9 @@ def run_json(result: RunResult, backend: str, split: ThinkingSplit, max_new_toke
         "draft_tokens": drafts,
         "accepted_tokens": acc,
         "draft_rounds": rounds,
-        "draft_acceptance_rate": acc / drafts if drafts else None,
-        "l_bar": acc / rounds if rounds else None,
-        "mean_accept_length": (acc / rounds + 1.0) if rounds else None,
+        "draft_acceptance_rate": acc / drafts if drafts and acc is not None else None,
+        "l_bar": acc / rounds if rounds and acc is not None else None,
+        "mean_accept_length": (acc / rounds + 1.0) if rounds and acc is not None else None,
         "L_over_l_bar": (result.output_tokens / (acc / rounds)) if rounds and acc else None,
     }
     out.update(result.extra)

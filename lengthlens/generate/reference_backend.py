@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lengthlens.generate.config import Arm, GenerateConfig
+from lengthlens.generate.config import ENGINE_RULES, Arm, GenerateConfig
 from lengthlens.generate.layout import CLOSE_MARKERS, RunResult, thinking_open
 
 
@@ -18,6 +18,9 @@ class ReferenceBackend:
         from lengthlens.generate.reference import load_models
 
         self.cfg = cfg
+        engine = sorted({a.rule for a in cfg.arms} & set(ENGINE_RULES))
+        if engine:
+            raise ValueError(f"rule {', '.join(engine)} is vLLM's own: run it on the vllm or vllm-batched backend")
         if cfg.target.tiny is not None and cfg.draft.tiny is not None:
             # Tiny matrices gain nothing from threads, and spinning threads on a busy 2-core
             # machine made single runs 30x slower in practice.
@@ -57,7 +60,8 @@ class ReferenceBackend:
             force_commit=fc, decode=self._decode if cfg.log_proposals else None, log_proposals=cfg.log_proposals,
         )
         extra = {"forced_tokens": g.forced_tokens, "truncated_tokens": g.truncated_tokens,
-                 "target_forwards": g.target_forwards, "num_speculative_tokens": cfg.num_draft_tokens}
+                 "target_forwards": g.target_forwards, "num_speculative_tokens": cfg.num_draft_tokens,
+                 "concurrency": 1, "batch_size": 1}  # one sequence at a time: the serving condition
         if fc is not None:
             extra.update(force_commit_fired=g.forced_at is not None, force_commit_at=g.forced_at)
         return RunResult(

@@ -1,4 +1,6 @@
-"""The vLLM backend (GPU): one request at a time, counters from vLLM's speculative-decoding metrics.
+"""The vLLM backend (GPU): one request at a time (batch 1), counters from vLLM's speculative-decoding metrics.
+
+The batched backend (:mod:`lengthlens.generate.vllm_batched`) measures under load instead.
 
 Per measurement: the rule is put in force through :mod:`lengthlens.generate.vllm_plugin` (by
 environment for vLLM's engine processes, and by patching this process for in-process engines),
@@ -32,7 +34,8 @@ import os
 import time
 from typing import Any
 
-from lengthlens.generate.config import Arm, GenerateConfig
+from lengthlens.generate.config import ENGINE_RULES, Arm, GenerateConfig
+from lengthlens.generate.engine_rules import check_campaign_speculative_config, fly_speculative_config
 from lengthlens.generate.layout import CLOSE_MARKERS, RunResult, thinking_open
 from lengthlens.generate.vllm_plugin import ENV_ALPHA, ENV_RULE
 
@@ -57,6 +60,16 @@ def spec_counters(metrics: Any) -> dict[str, float]:
         if key is not None and isinstance(getattr(m, "value", None), (int, float)):
             out[key] += float(m.value)
     return out
+
+
+def gpu_name() -> str | None:
+    """The first CUDA device's name (``NVIDIA H200``), None without one: the serving condition's ``gpu``."""
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except (ImportError, RuntimeError):
+        return None
 
 
 def parallel_kwargs(v: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -98,6 +111,8 @@ class VLLMBackend:
             raise ValueError("vllm.engine_per must be 'run' or 'arm'")
         self.patch_strict = bool(v.get("patch_strict", False))
         self.parallel, self.spec_parallel = parallel_kwargs(v)
+        check_campaign_speculative_config(v.get("speculative_config") or {})
+        self.gpu = gpu_name()
         self._llm: Any = None
         self._arm: Arm | None = None
         # Fail before the first engine start when the installed vLLM cannot take the rules.
@@ -115,9 +130,35 @@ class VLLMBackend:
     # -- engine lifecycle -------------------------------------------------------------------
 
     def _rule_env(self, arm: Arm) -> tuple[str, float] | None:
-        if arm.rule == "lossless" and not self.patch_strict:
-            return None
+        if (arm.rule == "lossless" and not self.patch_strict) or arm.rule in ENGINE_RULES:
+            return None  # vLLM's own sampler (and its own relaxed rule for engine rules)
         return arm.rule, arm.rule_alpha
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """``vllm.LLM`` keyword arguments besides the model and the speculative config."""
+        kwargs: dict[str, Any] = {"enable_prefix_caching": False, "disable_log_stats": False, "seed": 0}
+        kwargs.update(self.parallel)
+        kwargs.update(self.cfg.vllm.get("llm_kwargs") or {})
+        if self.cfg.tokenizer:
+            kwargs.setdefault("tokenizer", self.cfg.tokenizer)
+        return kwargs
+
+    def speculative_config(self, arm: Arm) -> dict[str, Any]:
+        """The arm's speculative config: the campaign's, plus vLLM's FLy settings for a ``fly`` arm."""
+        cfg, v = self.cfg, self.cfg.vllm
+        spec = {"method": v.get("speculative_method", "draft_model"), "model": cfg.draft.path,
+                "num_speculative_tokens": cfg.num_draft_tokens, "draft_sample_method": "probabilistic"}
+        spec.update(self.spec_parallel)
+        spec.update(v.get("speculative_config") or {})
+        if arm.rule == "fly":
+            spec.update(fly_speculative_config(arm.rule_alpha, arm.window))
+        return spec
+
+    def serving(self, in_flight: int) -> dict[str, Any]:
+        """The serving condition of a measurement: requests in flight, the engine's batch bound, the GPU."""
+        bound = (self.cfg.vllm.get("llm_kwargs") or {}).get("max_num_seqs", self.cfg.vllm.get("max_num_seqs"))
+        out = {"concurrency": in_flight, "batch_size": bound, "gpu": self.gpu}
+        return {k: v for k, v in out.items() if v is not None}
 
     def _start(self, arm: Arm) -> Any:
         from lengthlens.generate import vllm_plugin
@@ -134,17 +175,8 @@ class VLLMBackend:
             if "LENGTHLENS_" not in prefixes:
                 os.environ[RAY_COPY_PREFIXES] = ",".join([*prefixes, "LENGTHLENS_"])
             vllm_plugin.apply(*req)  # for engines running in this process
-        cfg, v = self.cfg, self.cfg.vllm
-        spec = {"method": v.get("speculative_method", "draft_model"), "model": cfg.draft.path,
-                "num_speculative_tokens": cfg.num_draft_tokens, "draft_sample_method": "probabilistic"}
-        spec.update(self.spec_parallel)
-        spec.update(v.get("speculative_config") or {})
-        kwargs: dict[str, Any] = {"enable_prefix_caching": False, "disable_log_stats": False, "seed": 0}
-        kwargs.update(self.parallel)
-        kwargs.update(v.get("llm_kwargs") or {})
-        if cfg.tokenizer:
-            kwargs.setdefault("tokenizer", cfg.tokenizer)
-        self._llm = self.vllm.LLM(model=cfg.target.path, speculative_config=spec, **kwargs)
+        self._llm = self.vllm.LLM(model=self.cfg.target.path, speculative_config=self.speculative_config(arm),
+                                  **self.engine_kwargs())
         self._arm = arm
         return self._llm
 
@@ -203,7 +235,7 @@ class VLLMBackend:
         comp = out.outputs[0]
         text, n_out, finish = comp.text, len(comp.token_ids), comp.finish_reason
         extra: dict[str, Any] = {"num_speculative_tokens": cfg.num_draft_tokens,
-                                 "vllm_finish_reason": comp.finish_reason, **self.parallel}
+                                 "vllm_finish_reason": comp.finish_reason, **self.parallel, **self.serving(1)}
         if arm.force_commit is not None:
             fired = (finish == "length" and n_out < budget
                      and thinking_open(text, cfg.thinking_format, cfg.opened_in_prompt))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,11 @@ from lengthlens.data.specbench import parse_model_id
 from lengthlens.analyses.engine import group_items as all_group_items
 from lengthlens.report import wording
 
-SPECBENCH = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "spec-bench"
+#: The Spec-Bench sample lives beside the study logs (../shared/data/spec-bench); LENGTHLENS_SHARED_DATA
+#: (the study logs' folder, as in tests/conftest.py) moves both.
+SPECBENCH = Path(os.environ.get("LENGTHLENS_SHARED_DATA",
+                                Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lossy-token-eff")
+                 ).parent / "spec-bench"
 
 
 @pytest.fixture(scope="module")

@@ -110,7 +110,8 @@ def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch, plugin_calls):
     assert (e.kw["tensor_parallel_size"], e.kw["pipeline_parallel_size"], e.kw["distributed_executor_backend"]) == (2, 2, "ray")
     assert e.spec == {"method": "draft_model", "model": "/models/d", "num_speculative_tokens": 4,
                       "draft_sample_method": "probabilistic", "draft_tensor_parallel_size": 1}
-    assert [x.env_rule for x in fake.engines] == [None, None, "cactus", "cactus"]
+    # Interleaved: item a's arms (strict, cactus), then item b's with the order rotated (cactus, strict).
+    assert [x.env_rule for x in fake.engines] == [None, "cactus", "cactus", None]
     assert ("apply", "cactus", 0.3) in plugin_calls
     # Token ids, with the BOS the campaign asked for (add_special_tokens: true).
     assert fake.engines[0].prompts == [[1, *b"p1"]]
@@ -129,7 +130,7 @@ def test_vllm_backend_with_fake_engine(tmp_path, monkeypatch, plugin_calls):
     assert rj["draft_rounds"] == 4.0 + 8.0
     assert (fc / "output.txt").read_text() == "x" * 16 + "</think>" + "x" * 40
     # The continuation is the first request's ids, the completion's ids and the marker's: no second BOS.
-    assert fake.engines[3].prompts == [[1, *b"p2"], [1, *b"p2", *b"x" * 16, *b"</think>"]]
+    assert fake.engines[2].prompts == [[1, *b"p2"], [1, *b"p2", *b"x" * 16, *b"</think>"]]
     assert "LENGTHLENS_RULE" not in os.environ  # closing the backend clears the rule
 
 
