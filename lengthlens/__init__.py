@@ -16,7 +16,7 @@ from lengthlens._version import __version__
 # Names are imported on first use (PEP 562), so that ``import lengthlens`` and ``lengthlens --help``
 # do not pay for numpy, polars, pandas, scipy, pydantic, matplotlib or WeasyPrint before they are needed.
 _LAZY = {
-    "load": "lengthlens.data.loading", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
+    "load": "lengthlens.data.loading", "record": "lengthlens.data.record", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
     "cells": "lengthlens.analyses.cells", "Cell": "lengthlens.analyses.cells", "CellTable": "lengthlens.analyses.cells",
     "ConfidenceInterval": "lengthlens.results", "Estimate": "lengthlens.results", "TestResult": "lengthlens.results",
     "arms": "lengthlens.analyses.tables", "table3": "lengthlens.analyses.tables", "alpha_selected": "lengthlens.analyses.tables",
@@ -33,6 +33,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers
     from lengthlens.analyses.intervention import table4
     from lengthlens.analyses.tables import alpha_selected, arms, table3
     from lengthlens.data.loading import LoadError, RunSet, load
+    from lengthlens.data.record import record
     from lengthlens.results import ConfidenceInterval, Estimate, TestResult
 
 
@@ -51,6 +52,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["load", "cells", "arms", "table3", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
+__all__ = ["load", "record", "cells", "arms", "table3", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
            "censoring_table", "analyse", "Analysis", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
            "ConfidenceInterval", "Estimate", "TestResult", "__version__"]

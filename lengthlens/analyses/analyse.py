@@ -159,6 +159,11 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
     -------
     Attribution
         ``cells`` (attribution.csv), ``summary`` and the audits of logged channel counts.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                 # doctest: +SKIP
+    >>> ll.attribution(ll.load("runs/")).summary                # doctest: +SKIP
     """
     paired, disagreements, causes = run_channels_audited(runs.paired)
     settings = Settings(n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
@@ -183,6 +188,11 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     -------
     pandas.DataFrame
         One row per cell whose lengths and censoring are known on every run.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                 # doctest: +SKIP
+    >>> ll.censoring_table(ll.load("runs/"))                    # doctest: +SKIP
     """
     settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
     (table,) = run_on(runs, [CensoringAnalysis(aft_ci, n_resamples_aft)], settings, workers=workers)

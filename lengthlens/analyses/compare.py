@@ -179,6 +179,21 @@ def method_pairs(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: 
     study, are compared with their baseline in the cells). Columns: target, dataset, x_/y_ method,
     params and draft, n_items, n_runs, λ, R/R*, T/T*, gain and Δacc with ``_lo``/``_hi`` (ratios are x over
     y), accuracy_p (and its old name mcnemar_p), unavailable.
+
+    Parameters
+    ----------
+    runs : loaded runs.
+    n_resamples, seed, ci, confidence_level : as for :func:`compare`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per pair (empty when every target and dataset has one draft).
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                              # doctest: +SKIP
+    >>> ll.method_pairs(ll.load("spec-bench/data", format="specbench"))      # doctest: +SKIP
     """
     t = runs.table.filter((pl.col("status") == "ok") & (pl.col("method") != STRICT))
     arms = t.select(*ARM_KEY).unique().sort(ARM_KEY)

@@ -71,6 +71,20 @@ def table4(runs: RunSet) -> pd.DataFrame:
     fired pairs (``n_graded``); ``still_capped`` counts fired runs that hit the budget even so;
     ``accuracy_p`` is exact McNemar, or the item-level sign-flip test with several seeds (``accuracy_test``;
     ``mcnemar_p`` is its old name, kept for one release).
+
+    Parameters
+    ----------
+    runs : loaded runs with ``<rule>_force_commit`` arms (params ``alpha<a>_t<threshold>``) and their base arms.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per intervention arm and a total row (empty without intervention arms).
+
+    Examples
+    --------
+    >>> import lengthlens as ll                     # doctest: +SKIP
+    >>> ll.table4(ll.load("runs/"))                 # doctest: +SKIP
     """
     pairs = force_commit_pairs(runs)
     cols = [*ARM_KEY, "threshold", "fired", "n_graded", "correct_before", "correct_after", "wrong_to_right",

@@ -17,8 +17,23 @@ from lengthlens.stats.survival import kaplan_meier
 
 
 def arms(runs: RunSet) -> pd.DataFrame:
-    """One row per arm: runs found and ok, means over its ok runs (the study's per-arm aggregates, no pairing),
-    and Kaplan–Meier quartiles of completion length with their intervals (NaN where not identified)."""
+    """arms.csv: one row per arm, means over its ok runs (the study's per-arm aggregates, no pairing).
+
+    Parameters
+    ----------
+    runs : loaded runs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per arm: runs found and ok, items, mean ℓ̄, length, rounds and wall time, accuracy, censored share,
+        budget, and Kaplan–Meier quartiles of completion length with their intervals (NaN where not identified).
+
+    Examples
+    --------
+    >>> import lengthlens as ll                     # doctest: +SKIP
+    >>> ll.arms(ll.load("runs/"))                   # doctest: +SKIP
+    """
     t = with_derived(runs.table)
     if "shared_baseline" in t.columns:  # an autoregressive baseline shared by several drafts is one arm
         t = t.filter(~pl.col("shared_baseline"))
@@ -100,10 +115,22 @@ def select_alphas(cells_df: pd.DataFrame, alphas: Literal["loosest", "all"] = "l
 
 
 def alpha_selected(cells_df: pd.DataFrame) -> pd.DataFrame:
-    """OUT/alpha_selected.csv: per (target, draft, dataset, rule) the alpha Table 3 uses and why.
+    """alpha_selected.csv: per (target, draft, dataset, rule) the alpha Table 3 uses and why.
 
-    Columns: alpha_selected, params_selected, n_items (of that cell), n_items_baseline, complete,
-    alphas_complete and alphas_incomplete (every alpha run, ';'-separated, largest first).
+    Parameters
+    ----------
+    cells_df : the cell table as a frame (``CellTable.to_frame()``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        alpha_selected, params_selected, n_items (of that cell), n_items_baseline, complete, alphas_complete and
+        alphas_incomplete (every alpha run, ';'-separated, largest first).
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                        # doctest: +SKIP
+    >>> ll.alpha_selected(ll.cells(ll.load("runs/")).to_frame())       # doctest: +SKIP
     """
     cols = [*GROUP_KEY, "method", "alpha_selected", "params_selected", "n_items", "n_items_baseline", "complete",
             "alphas_complete", "alphas_incomplete"]
@@ -197,6 +224,22 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
     loses (time_ratio >= 1). Intervention arms are left out: Table 4 reports them. Cells with
     fewer than 10 items (``small_n``) among those chosen are left out too unless ``include_small``;
     ``n_small_excluded`` counts them.
+
+    Parameters
+    ----------
+    cells : the cell table (:func:`lengthlens.cells`; a CellTable gives the mean Δacc its interval) or its frame.
+    alphas : ``loosest`` (each rule at its most aggressive complete alpha per dataset) or ``all``.
+    include_small : keep the cells with fewer than 10 items.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rule and an ``all`` row.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                        # doctest: +SKIP
+    >>> ll.table3(ll.cells(ll.load("runs/")))          # doctest: +SKIP
     """
     replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
     # After the choice of alpha: the small cells that would have entered.

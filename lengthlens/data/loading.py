@@ -352,6 +352,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
 
     Parameters
     ----------
+    sources : raw-layout folders (``runs/``, ``old_runs/``, a dataset folder) or flat record files.
     grades : grade files in the study's format (``{"runs": [{case, seed, method, params, verdict}]}``);
         with ``find_grades`` the files under ``campaign/grades/`` next to a raw root are used too.
     strict : raise :class:`LoadError` listing every invalid record instead of skipping them.
@@ -370,6 +371,17 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         runs stay ungraded, one warning counts them), ``True`` (isolated by bubblewrap; a :class:`LoadError`
         where it cannot run) or ``"unsafe"`` (isolated where possible, else with resource limits only, and a
         warning). See docs/execution.md.
+
+    Returns
+    -------
+    RunSet
+        The validated table of every run loaded, the runs skipped with their reasons, the warnings.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                  # doctest: +SKIP
+    >>> runs = ll.load("runs/", "old_runs/")                     # doctest: +SKIP
+    >>> print(runs.summary())                                    # doctest: +SKIP
     """
     if not sources:
         raise LoadError("no sources given: pass raw-layout folders or flat record files")

@@ -134,3 +134,7 @@ def record_outputs(outputs: Sequence[Any], *, target: str, draft: str, method: s
     if out is not None:
         write_records(records, out)
     return records
+
+
+#: ``lengthlens.record(outputs, target=..., ...)``: the short name the package exports.
+record = record_outputs

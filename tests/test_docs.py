@@ -1,0 +1,59 @@
+"""The docs stay true: generated pages current, links that resolve, a short README, documented public functions."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lengthlens
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_generated_docs_are_current():
+    done = subprocess.run([sys.executable, str(REPO / "docs" / "make_docs.py"), "--check"], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_readme_is_short_and_its_links_resolve():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode()) <= 12_000
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text(encoding="utf-8")):
+            if target.startswith("http"):
+                continue
+            assert (page.parent / target).exists(), f"{page.name}: broken link {target}"
+
+
+def test_the_readme_set_up_commands_are_the_ones_ci_runs():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert 'python -m pip install "torch==2.13.0" -e ".[dev]"' in readme and "lengthlens report --example --out out/example" in readme
+    assert '"torch==2.13.0" -e ".[dev]"' in ci and "lengthlens report --example --out out/example" in ci
+    assert "\npython -m pytest\n" in ci
+
+
+PUBLIC_FUNCTIONS = [n for n in lengthlens.__all__ if n != "__version__" and inspect.isfunction(getattr(lengthlens, n))]
+
+
+@pytest.mark.parametrize("name", PUBLIC_FUNCTIONS)
+def test_public_functions_say_what_they_take_return_and_show_an_example(name):
+    doc = inspect.getdoc(getattr(lengthlens, name)) or ""
+    for section in ("Parameters\n----------", "Returns\n-------", "Examples\n--------"):
+        assert section in doc, f"{name}: no {section.splitlines()[0]} section"
+
+
+@pytest.mark.parametrize("module", ["lengthlens.results", "lengthlens.execution", "lengthlens.stats.metrics",
+                                    "lengthlens.stats.intervals", "lengthlens.stats.paired_test",
+                                    "lengthlens.analyses.censoring", "lengthlens.report.output"])
+def test_docstring_examples_run(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
