@@ -23,13 +23,12 @@ from lengthlens.data.schema import (
     SCHEMA_VERSION,
     FieldError,
     RunRecord,
-    screen_frame,
     validate_record,
 )
+from lengthlens.data.screen import screen_frame
 from lengthlens.data.runset import LoadError, RunSet  # noqa: F401  (public here: ll.load returns a RunSet)
 from lengthlens.data.validate import (
     drop_duplicates,
-    drop_over_budget,
     finish_reason_warnings,
     l_bar_warnings,
     pairing_checks,
@@ -302,8 +301,6 @@ def _checked_table(frames: list[pl.DataFrame], failures: list[dict[str, str]], w
 
     skipped_parts = [pl.DataFrame(failures, schema=_SKIP_SCHEMA) if failures else pl.DataFrame(schema=_SKIP_SCHEMA)]
     slim, sk = drop_duplicates(slim)
-    skipped_parts.append(sk)
-    slim, sk = drop_over_budget(slim)
     skipped_parts.append(sk)
     warnings += finish_reason_warnings(slim) + l_bar_warnings(slim)
     slim, shared_notes = share_draftless_baselines(slim)

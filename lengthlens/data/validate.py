@@ -36,19 +36,6 @@ def drop_duplicates(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return keep, skipped
 
 
-def drop_over_budget(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A run longer than its own budget is impossible; the record is wrong, so it is skipped.
-
-    Unless it says it stopped for the budget: methods that emit several tokens per verification
-    step (tree drafts: EAGLE, Medusa, Hydra) check the budget after each step and can pass it by a
-    few tokens. Those runs are kept (and censored).
-    """
-    over = (pl.col("output_tokens") > pl.col("max_new_tokens")).fill_null(False)
-    bad = over & ~pl.col("finish_reason").is_in(list(LENGTH_FINISH_REASONS)).fill_null(False)
-    skipped = _skips(table.filter(bad), pl.format("field 'output_tokens': {} exceeds max_new_tokens {}", pl.col("output_tokens"), pl.col("max_new_tokens")), "validate")
-    return table.filter(~bad), skipped
-
-
 def finish_reason_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
     """Runs whose finish_reason and length disagree about reaching the budget (kept; both signals mean censored)."""
     # Without a finish_reason (or a budget) there is nothing to disagree with.
