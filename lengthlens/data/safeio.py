@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 from typing import Any
 
@@ -72,6 +73,16 @@ def read_file(path: str | os.PathLike[str], limit: int) -> bytes:
     for anything else that is not a readable regular file under the cap. The file is checked
     before it is opened (a FIFO is never opened) and again through the open descriptor.
     """
+    return read_file_stamped(path, limit)[0]
+
+
+def file_stamp(st: os.stat_result) -> str:
+    """What identifies a file's content without reading it: type, inode, size, mtime and ctime."""
+    return f"{st.st_mode >> 12}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def read_file_stamped(path: str | os.PathLike[str], limit: int) -> tuple[bytes, str]:
+    """:func:`read_file` and the :func:`file_stamp` of the descriptor it read (to check later that nothing changed)."""
     try:
         kind = _kind(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -101,7 +112,7 @@ def read_file(path: str | os.PathLike[str], limit: int) -> bytes:
         os.close(fd)
     if len(data) > limit:  # it grew while being read
         raise UnreadableFile(too_large(len(data), limit))
-    return data
+    return data, file_stamp(st)
 
 
 def too_large(size: int, limit: int) -> str:
@@ -152,6 +163,15 @@ class _Duplicate(Exception):
     """Raised from inside the parser; turned into a JSONProblem by :func:`decode_json`."""
 
 
+def _second_key_line(text: str, key: str) -> int | None:
+    """The line of the second occurrence of ``"key":`` in ``text`` (where the duplicate most likely is)."""
+    token = re.compile(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:")
+    hits = token.finditer(text)
+    next(hits, None)
+    second = next(hits, None)
+    return None if second is None else text.count("\n", 0, second.start()) + 1
+
+
 def decode_json(text: str | bytes) -> Any:
     """Parse one JSON document; :class:`JSONProblem` for invalid JSON, a duplicated key, too deep nesting or a huge number.
 
@@ -165,7 +185,7 @@ def decode_json(text: str | bytes) -> Any:
     except _Duplicate as exc:
         key = exc.args[0]
         raise JSONProblem(f"key {key!r} appears twice in one object (JSON readers disagree on which value counts)",
-                          None, key) from None
+                          _second_key_line(text, key), key) from None
     except json.JSONDecodeError as exc:
         raise JSONProblem(f"invalid JSON ({exc.msg}, column {exc.colno})", exc.lineno) from None
     except RecursionError:
