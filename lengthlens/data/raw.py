@@ -317,3 +317,59 @@ def tree_fingerprint(root: str | os.PathLike[str], *, workers: int | None = None
         parts = list(pool.map(_subtree_fingerprint, children))
     digest = hashlib.sha256((listing + "".join(d for d, _ in parts)).encode()).hexdigest()
     return digest, sum(n for _, n in parts)
+
+
+def unreadable_traces(paths: list[str], schema: Any, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> dict[str, str]:
+    """Per-run JSON-lines files (proposals.jsonl) that cannot be read with ``schema``: path -> reason naming the line.
+
+    One scan of all the files checks them at once (every column parsed); only when it fails is each
+    file scanned alone to find which. A missing file is not listed (the caller counts those).
+    """
+    import polars as pl
+
+    bad: dict[str, str] = {}
+    for p in paths:
+        try:
+            check_regular(p)
+            if os.stat(p).st_size > max_bytes:
+                bad[p] = too_large(os.stat(p).st_size, max_bytes)
+        except FileNotFoundError:
+            continue
+        except (UnreadableFile, OSError) as exc:
+            bad[p] = str(exc)
+    rest = [p for p in paths if p not in bad and os.path.exists(p)]
+
+    def scan(files: list[str]) -> None:
+        (pl.scan_ndjson(files, schema=schema).select([pl.col(c).null_count() for c in schema])
+         .collect(engine="streaming"))
+
+    try:
+        if rest:
+            scan(rest)
+        return bad
+    except pl.exceptions.PolarsError:
+        pass
+    for p in rest:
+        try:
+            scan([p])
+        except pl.exceptions.PolarsError as exc:
+            bad[p] = _first_bad_line(p, max_bytes) or f"unreadable ({str(exc).splitlines()[0]})"
+    return bad
+
+
+def _first_bad_line(path: str, max_bytes: int) -> str | None:
+    """``line N: <why>`` for the first line of a JSON-lines file that is not a JSON object, or None."""
+    try:
+        data = read_file(path, max_bytes)
+    except (OSError, UnreadableFile):
+        return None
+    for n, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = decode_json(line)
+        except JSONProblem as exc:
+            return f"line {n}: {exc.reason}"
+        if not isinstance(obj, dict):
+            return f"line {n}: expected a JSON object, got {type(obj).__name__}"
+    return None

@@ -27,7 +27,17 @@ class CallFailed(Exception):
         self.kind, self.message, self.trace = kind, message, trace
 
 
+#: Memory a worker may allocate: a regression that reads a device without end fails instead of exhausting the machine.
+MEMORY_LIMIT = 4 * 2**30
+
+
 def _serve(conn: Any) -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
+    except (ImportError, ValueError, OSError):
+        pass
     while True:
         try:
             target, args, kwargs = conn.recv()
