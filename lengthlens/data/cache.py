@@ -1,7 +1,8 @@
 """The on-disk cache of normalized raw-tree tables: keyed by everything the table depends on, written whole, bounded.
 
 An entry holds the validated, graded table of one raw root *without* the output texts (they are
-most of its bytes and are re-read from the run folders on a hit), its skipped runs and warnings.
+most of its bytes and are re-read from the run folders on a hit; ``$LENGTHLENS_CACHE_TEXTS=1``
+keeps them in the entry, compressed, for faster hits), its skipped runs and warnings.
 Its key is a digest of every fact the table depends on (:func:`entry_key`): the format versions,
 the root, the tree's fingerprint (every run file's inode, size, mtime and ctime, and every entry
 listed as skipped), the grade files' stamps, *every* keyword option of :func:`lengthlens.load`
@@ -46,10 +47,12 @@ MAGIC = b"LENGTHLENS-CACHE\n"
 CACHE_DIR_ENV = "LENGTHLENS_CACHE_DIR"
 MAX_BYTES_ENV = "LENGTHLENS_CACHE_MAX_BYTES"
 MAX_ENTRIES_ENV = "LENGTHLENS_CACHE_MAX_ENTRIES"
+#: ``1``: keep the output texts in the entries too (zstd-compressed): faster hits, larger entries.
+TEXTS_ENV = "LENGTHLENS_CACHE_TEXTS"
 DEFAULT_MAX_BYTES = 2**30
 DEFAULT_MAX_ENTRIES = 16
 #: Variables that steer the cache itself and change no result (left out of the key).
-_CACHE_ENV = {CACHE_DIR_ENV, MAX_BYTES_ENV, MAX_ENTRIES_ENV}
+_CACHE_ENV = {CACHE_DIR_ENV, MAX_BYTES_ENV, MAX_ENTRIES_ENV, TEXTS_ENV}
 _SUFFIX = ".llcache"
 
 
@@ -203,7 +206,7 @@ def write_entry(key: str, table: pl.DataFrame, meta: dict[str, Any]) -> None:
     """
     path = _path(key)
     buf = io.BytesIO()
-    table.write_ipc(buf)
+    table.write_ipc(buf, compression="zstd")
     payload = buf.getvalue()
     header = json.dumps({"format": CACHE_FORMAT, "key": key, "payload_bytes": len(payload),
                          "payload_sha256": hashlib.sha256(payload).hexdigest(), "meta": meta}).encode()

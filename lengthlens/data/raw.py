@@ -26,13 +26,15 @@ from lengthlens.data.safeio import (
     check_regular,
     decode_json,
     file_stamp,
+    max_file_bytes,
     read_file,
     read_file_stamped,
     too_large,
 )
 from lengthlens.data.schema import STRICT, check_params, parse_alpha
 
-__all__ = ["RunDir", "RawResult", "discover", "read_run", "read_runs", "read_text", "note_warnings", "tree_fingerprint"]
+__all__ = ["RunDir", "RawResult", "discover", "read_run", "read_runs", "read_output", "read_text", "note_warnings",
+           "tree_fingerprint", "unreadable_traces"]
 
 #: Bumped whenever read_run's output changes, so cached normalized tables are rebuilt.
 READER_VERSION = 4
@@ -179,33 +181,49 @@ def read_run(run: RunDir, *, with_text: bool = True, max_bytes: int = DEFAULT_MA
     return RawResult(p, _record(run, rj, cfg, alpha, text), None, note, text_stamp)
 
 
-def read_text(run_path: str, limit: int, with_text: bool = True) -> tuple[str | None, str | None, str | None]:
-    """A run's output.txt, a note and the file's stamp.
+def read_output(run_path: str, limit: int) -> tuple[bytes | None, str | None, str | None]:
+    """A run's output.txt as UTF-8 bytes, a note and the file's stamp (:func:`~lengthlens.data.safeio.file_stamp`).
 
-    The note is ``text_missing`` (no file), ``text_not_utf8``, or ``unreadable output.txt: ...``.
-
-    Bytes that are not UTF-8 become U+FFFD (the run is kept; the loader warns naming it). Kept as
-    surrogates they would abort the whole load when the table is built. Without ``with_text``
-    the file is only checked (a regular file under the cap), so that both modes skip the same runs.
+    The note is ``text_missing`` (no file), ``text_not_utf8`` (each invalid byte replaced by U+FFFD:
+    the run is kept and the loader warns naming it; kept as surrogates they would abort the whole
+    load when the table is built), or ``unreadable output.txt: ...`` (the run is skipped).
     """
-    path = os.path.join(run_path, "output.txt")
     try:
-        if not with_text:
+        # Read as bytes: "\r" stays as written (character counts must match the generator's).
+        raw, st = read_file_stamped(os.path.join(run_path, "output.txt"), limit)
+    except FileNotFoundError:
+        return None, "text_missing", None
+    except UnreadableFile as exc:
+        return None, f"unreadable output.txt: {exc}", None
+    if raw.isascii():
+        return raw, None, st
+    try:
+        raw.decode("utf-8")
+        return raw, None, st
+    except UnicodeDecodeError:
+        return raw.decode("utf-8", errors="replace").encode("utf-8"), "text_not_utf8", st
+
+
+def read_text(run_path: str, limit: int, with_text: bool = True) -> tuple[str | None, str | None, str | None]:
+    """A run's output.txt as text, with :func:`read_output`'s note and stamp.
+
+    Without ``with_text`` the file is only checked (a regular file under the cap), so that both
+    modes skip the same runs.
+    """
+    if not with_text:
+        path = os.path.join(run_path, "output.txt")
+        try:
             check_regular(path)
             size = os.stat(path).st_size
             if size > limit:
                 raise UnreadableFile(too_large(size, limit))
-            return None, None, None
-        # Read as bytes: "\r" stays as written (character counts must match the generator's).
-        raw, st = read_file_stamped(path, limit)
-    except FileNotFoundError:
-        return None, "text_missing" if with_text else None, None
-    except UnreadableFile as exc:
-        return None, f"unreadable output.txt: {exc}", None
-    try:
-        return raw.decode("utf-8"), None, st
-    except UnicodeDecodeError:
-        return raw.decode("utf-8", errors="replace"), "text_not_utf8", st
+        except FileNotFoundError:
+            pass
+        except UnreadableFile as exc:
+            return None, f"unreadable output.txt: {exc}", None
+        return None, None, None
+    raw, note, st = read_output(run_path, limit)
+    return (None if raw is None else raw.decode("utf-8")), note, st
 
 
 #: What a reader's note on a kept run means, for the load warnings.
@@ -319,14 +337,16 @@ def tree_fingerprint(root: str | os.PathLike[str], *, workers: int | None = None
     return digest, sum(n for _, n in parts)
 
 
-def unreadable_traces(paths: list[str], schema: Any, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> dict[str, str]:
+def unreadable_traces(paths: list[str], schema: Any, max_bytes: int | None = None) -> dict[str, str]:
     """Per-run JSON-lines files (proposals.jsonl) that cannot be read with ``schema``: path -> reason naming the line.
 
     One scan of all the files checks them at once (every column parsed); only when it fails is each
     file scanned alone to find which. A missing file is not listed (the caller counts those).
+    ``max_bytes``: the size cap (default :func:`lengthlens.data.safeio.max_file_bytes`).
     """
     import polars as pl
 
+    max_bytes = max_file_bytes(max_bytes)
     bad: dict[str, str] = {}
     for p in paths:
         try:

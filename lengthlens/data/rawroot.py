@@ -1,21 +1,31 @@
 """One raw-layout root loaded: discovered, read, validated and graded; through the cache (:mod:`lengthlens.data.cache`) when asked.
 
-The cache holds the table without the output texts. On a hit the texts are read again from the
-run folders, and each file's stamp (inode, size, mtime, ctime) must equal the one it had when the
-entry was built; if any differs the entry is not used and the root is read afresh.
+The cache holds the table without the output texts (unless ``$LENGTHLENS_CACHE_TEXTS=1``). On a
+hit the texts are read again from the run folders, and each file's stamp (inode, size, mtime,
+ctime) must equal the one it had when the entry was built; if any differs the entry is not used
+and the root is read afresh.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from lengthlens.data.cache import CACHE_FORMAT, NotCacheable, canonical, entry_key, environment_facts, read_entry, stamp, write_entry
-from lengthlens.data.raw import READER_VERSION, RawResult, discover, note_warnings, read_runs, read_text, tree_fingerprint
+from lengthlens.data.cache import (
+    CACHE_FORMAT,
+    TEXTS_ENV,
+    NotCacheable,
+    canonical,
+    entry_key,
+    environment_facts,
+    read_entry,
+    stamp,
+    write_entry,
+)
+from lengthlens.data.raw import READER_VERSION, RawResult, discover, note_warnings, read_output, read_runs, tree_fingerprint
 from lengthlens.data.records import resolve, validate_dicts
 from lengthlens.data.schema import POLARS_SCHEMA, SCHEMA_VERSION
 
@@ -51,25 +61,16 @@ def _key(root: Path, options: dict[str, Any], grade_files: list, workers: int | 
                       "environment": environment_facts()})
 
 
-def _read_texts(table: pl.DataFrame, max_bytes: int, workers: int | None) -> pl.Series | None:
+def _read_texts(table: pl.DataFrame, max_bytes: int) -> pl.Series | None:
     """The cached runs' texts read again, or None when any output.txt is not the file the entry was built from."""
-    sources = table.get_column("source").to_list()
-    stamps = table.get_column(_STAMP).to_list()
-
-    def chunk(i: int) -> list[str | None] | None:
-        out = []
-        for src, want in zip(sources[i:i + 1000], stamps[i:i + 1000]):
-            text, note, got = read_text(src, max_bytes)
-            if got != want or (note is not None and note.startswith("unreadable")):
-                return None
-            out.append(text)
-        return out
-
-    with ThreadPoolExecutor(max(1, min(8, workers or os.cpu_count() or 1))) as pool:
-        parts = list(pool.map(chunk, range(0, len(sources), 1000)))
-    if any(p is None for p in parts):
-        return None
-    return pl.Series("text", [t for p in parts for t in p], dtype=pl.String)
+    texts: list[bytes | None] = []
+    for src, want in zip(table.get_column("source").to_list(), table.get_column(_STAMP).to_list()):
+        raw, note, got = read_output(src, max_bytes)
+        if got != want or (note is not None and note.startswith("unreadable")):
+            return None
+        texts.append(raw)
+    # UTF-8 by construction (read_output replaced what was not): the cast only moves the bytes.
+    return pl.Series("text", texts, dtype=pl.Binary).cast(pl.String)
 
 
 def _read_root(root: Path, *, with_text: bool, workers: int | None, progress: bool, grade_files: list, run_graders: bool,
@@ -113,11 +114,16 @@ def load_raw_root(root: Path, *, options: dict[str, Any], cache: bool, with_text
     key = _key(root, options, grade_files, workers) if cache else None
     if key is not None:
         hit = read_entry(key, warnings)
-        if hit is not None:
+        if hit is not None and all(k in hit[1] for k in ("failures", "n_found", "warnings")):
             table, meta = hit
-            texts = _read_texts(table, max_bytes, workers) if with_text else pl.Series("text", [None] * table.height, dtype=pl.String)
+            if "text" in table.columns:  # stored with the texts: the key's fingerprint vouches for them
+                texts: pl.Series | None = table.get_column("text")
+            elif with_text:
+                texts = _read_texts(table, max_bytes)
+            else:
+                texts = pl.Series("text", [None] * table.height, dtype=pl.String)
             if texts is not None:
-                order = [c for c in table.columns if c != _STAMP]
+                order = [c for c in table.columns if c not in (_STAMP, "text")]
                 order.insert(POLARS_SCHEMA.names().index("text"), "text")
                 return (table.with_columns(texts).select(order), meta["failures"], meta["n_found"],
                         warnings + meta["warnings"])
@@ -125,5 +131,6 @@ def load_raw_root(root: Path, *, options: dict[str, Any], cache: bool, with_text
         root, with_text=with_text, workers=workers, progress=progress, grade_files=grade_files, run_graders=run_graders,
         problems=problems, grading=grading, max_bytes=max_bytes)
     if key is not None:
-        write_entry(key, table.drop("text"), {"failures": failures, "n_found": n_found, "warnings": read_warnings})
+        stored = table if os.environ.get(TEXTS_ENV) == "1" else table.drop("text")
+        write_entry(key, stored, {"failures": failures, "n_found": n_found, "warnings": read_warnings})
     return table.drop(_STAMP), failures, n_found, warnings + read_warnings

@@ -104,8 +104,19 @@ def read_file_stamped(path: str | os.PathLike[str], limit: int) -> tuple[bytes, 
             raise UnreadableFile(f"not a regular file: it is {kind}")
         if st.st_size > limit:
             raise UnreadableFile(too_large(st.st_size, limit))
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            data = fh.read(limit + 1)
+        # Ask for the size fstat gave (a read of n bytes allocates n up front), then for what a growing file added.
+        parts = []
+        want, got = min(st.st_size, limit) + 1, 0
+        while got <= limit:
+            chunk = os.read(fd, want)
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+            if len(chunk) < want and got >= st.st_size:
+                break  # a short read of a regular file is its end
+            want = min(limit + 1 - got, 2**20) if got > st.st_size else st.st_size + 1 - got
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
     except OSError as exc:
         raise UnreadableFile(os_reason(exc)) from None
     finally:
@@ -163,6 +174,9 @@ class _Duplicate(Exception):
     """Raised from inside the parser; turned into a JSONProblem by :func:`decode_json`."""
 
 
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_hook)
+
+
 def _second_key_line(text: str, key: str) -> int | None:
     """The line of the second occurrence of ``"key":`` in ``text`` (where the duplicate most likely is)."""
     token = re.compile(re.escape(json.dumps(key, ensure_ascii=False)) + r"\s*:")
@@ -181,7 +195,7 @@ def decode_json(text: str | bytes) -> Any:
     if isinstance(text, bytes):
         text = decode_text(text)
     try:
-        return json.loads(text, object_pairs_hook=_pairs_hook)
+        return _DECODER.decode(text)
     except _Duplicate as exc:
         key = exc.args[0]
         raise JSONProblem(f"key {key!r} appears twice in one object (JSON readers disagree on which value counts)",

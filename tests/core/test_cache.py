@@ -224,3 +224,15 @@ def test_an_unwritable_cache_folder_only_costs_the_speed_up(tmp_path, monkeypatc
     blocker.write_text("")
     monkeypatch.setenv(cache.CACHE_DIR_ENV, str(blocker / "cache"))
     assert ll.load(root, cache=True).table.equals(ll.load(root).table)
+
+
+@pytest.mark.parametrize("keep_texts", ["0", "1"])
+def test_texts_read_again_or_kept_give_the_same_table(cache_dir, root, monkeypatch, keep_texts):
+    monkeypatch.setenv(cache.TEXTS_ENV, keep_texts)
+    d = root / "gsm8k" / "cactus" / "alpha0.3" / "case_001" / "seed_0"
+    (d / "output.txt").write_bytes(b"<think>caf\xe9</think>#### 1")  # not UTF-8: read with U+FFFD, and warned
+    fresh = ll.load(root)
+    ll.load(root, cache=True)
+    hit = ll.load(root, cache=True)
+    assert hit.table.equals(fresh.table) and hit.warnings == fresh.warnings
+    assert any("not valid UTF-8" in w for w in hit.warnings)
