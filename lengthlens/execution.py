@@ -7,17 +7,19 @@ the machine or on ``workers``.
 
 Workers are spawned, not forked: a forked child inherits polars' and OpenBLAS's thread pools in
 whatever state they were, which can deadlock. A spawned worker imports what the work needs, so the
-function must be importable (a module-level function) and its inputs picklable.
+function must be importable (a module-level function) and its inputs picklable; where the main script
+cannot be re-imported (a script read from stdin), the work runs here, one after another.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-__all__ = ["WORKERS_ENV", "map_ordered", "one_blas_thread", "resolve_workers"]
+__all__ = ["WORKERS_ENV", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -59,6 +61,13 @@ def one_blas_thread() -> AbstractContextManager:
     return threadpool_limits(limits=1, user_api="blas")
 
 
+def _can_spawn() -> bool:
+    """Whether spawned workers can start: they re-import the main script, which a script read from stdin has not on disk."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return path is None or os.path.exists(path)
+
+
 def _worker_start() -> None:
     for name in _ONE_THREAD_ENV:
         os.environ[name] = "1"
@@ -91,7 +100,7 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1, c
     """
     items = list(items)
     n = min(max(1, int(workers)), len(items))
-    if n <= 1:
+    if n <= 1 or (not threads and not _can_spawn()):
         with one_blas_thread():
             return [fn(x) for x in items]
     order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost is not None else list(range(len(items)))
@@ -108,3 +117,26 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1, c
                              initializer=_worker_start) as pool:
         futures = {i: pool.submit(fn, items[i]) for i in order}
         return [futures[i].result() for i in range(len(items))]
+
+
+def iter_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1) -> Iterator[R]:
+    """:func:`map_ordered` that yields each result as soon as it and those before it are done (for progress bars).
+
+    Examples
+    --------
+    >>> list(iter_ordered(abs, [-1, 2]))
+    [1, 2]
+    """
+    items = list(items)
+    n = min(max(1, int(workers)), len(items))
+    if n <= 1 or not _can_spawn():
+        with one_blas_thread():
+            for x in items:
+                yield fn(x)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_worker_start) as pool:
+        yield from pool.map(fn, items)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 #: Import name -> distribution name, where they differ.
-DIST_OF = {"yaml": "pyyaml"}
+DIST_OF = {"yaml": "pyyaml", "pydantic_core": "pydantic"}
 #: Listed though no module imports it by name, and why.
 INDIRECT = {"pyarrow": "polars' DataFrame.to_pandas() needs it"}
 #: Imported by the optional generation module only, from the extras that install them.

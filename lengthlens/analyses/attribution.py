@@ -19,6 +19,7 @@ import polars as pl
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings
 from lengthlens.data.channel_counts import disagreement_notes
 from lengthlens.data.pairing import CELL_KEY
+from lengthlens.data.schema import ARM_KEY
 from lengthlens.results import Estimate, frame, frame_html
 from lengthlens.stats.intervals import Ratio
 
@@ -147,8 +148,8 @@ def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) 
     import pandas as pd
     scopes = [("all", cells_df)]
     if table3_cells is not None:
-        keys = table3_cells[list(CELL_KEY)].drop_duplicates()
-        scopes.append(("table3", cells_df.merge(keys, on=list(CELL_KEY), how="inner")))
+        keys = table3_cells[list(ARM_KEY)].drop_duplicates()  # an arm is a cell: alpha (maybe all empty) adds nothing
+        scopes.append(("table3", cells_df.merge(keys, on=list(ARM_KEY), how="inner")))
     rows = []
     for scope, df in scopes:
         rows += [{"scope": scope, **_summary_row(d, str(m))} for m, d in df.groupby("method", sort=True)]

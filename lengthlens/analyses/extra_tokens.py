@@ -29,6 +29,7 @@ p, rank) of the two compared token classes are kept (~17 MB per GB of JSON) for 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import polars as pl
 
+from lengthlens.data.raw import unreadable_traces
 from lengthlens.data.schema import ARM_KEY
 
 if TYPE_CHECKING:
@@ -95,6 +97,11 @@ def proposal_files(runs: pl.DataFrame) -> pl.DataFrame:
         raise ValueError("runs needs a `source` column (the run folder) to find proposals.jsonl")
     paths = [None if s is None else str(Path(s) / PROPOSALS_FILE) for s in runs["source"].to_list()]
     has = [p is not None and Path(p).is_file() for p in paths]
+    # A trace that cannot be read is left out with a warning naming it, not an abort of the whole report.
+    bad = unreadable_traces(list(dict.fromkeys(p for p, h in zip(paths, has) if h)), PROPOSAL_SCHEMA)
+    for p, why in bad.items():
+        warnings.warn(f"{p}: {why}; this run's extra-token rows are left out", UserWarning, stacklevel=2)
+    has = [h and p not in bad for p, h in zip(paths, has)]
     return runs.with_columns(
         pl.Series(PATH_COL, paths, dtype=pl.String), pl.Series("has_proposals", has, dtype=pl.Boolean)
     )

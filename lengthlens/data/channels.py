@@ -170,7 +170,9 @@ def _harmony_messages(text: str) -> tuple[Message, ...]:
         is_start = h.group() == _H_START
         # A "<|start|>role<|channel|>x" header is one header; a bare "<|channel|>x" ends at another one.
         cut = (_START_HEADER_CUT if is_start else _CONTENT_END).search(text, h.end())
-        m_at = text.find(_H_MESSAGE, h.end())
+        # Only a <|message|> before the cut counts, so the search stops there (else each header
+        # would scan to the end of the text: quadratic in the number of headers).
+        m_at = text.find(_H_MESSAGE, h.end(), cut.start() if cut is not None else len(text))
         if m_at < 0 or (cut is not None and cut.start() < m_at):
             # A header cut before any <|message|> (real logs: "<|channel|>final choosing C<|end|>")
             # is an empty message of that channel.

@@ -14,6 +14,9 @@ from typing import Iterable
 
 import polars as pl
 
+from lengthlens.data.errors import LoadError
+from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, display_path, max_file_bytes, read_file
+
 _KEY = ["dataset", "method", "params", "item_id", "seed"]
 
 
@@ -31,13 +34,43 @@ def find_grade_files(raw_roots: Iterable[Path]) -> list[tuple[Path, Path]]:
         if hit:
             bases = hit[:1]
         else:
-            bases = sorted(d for d in root.iterdir() if d.is_dir() and (d / "campaign" / "grades").is_dir())
+            try:
+                bases = sorted(d for d in root.iterdir() if d.is_dir() and (d / "campaign" / "grades").is_dir())
+            except OSError:
+                bases = []  # an unreadable root is reported by the run discovery
         for b in bases:
             found.extend((f, b) for f in sorted((b / "campaign" / "grades").glob("*.json")))
     return list(dict.fromkeys(found))
 
 
-def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path | None]]) -> tuple[pl.DataFrame, list[str]]:
+def read_grade_file(path: str | Path, max_bytes: int | None = None) -> pl.DataFrame:
+    """:func:`~lengthlens.data.grading.load_grade_file` after the checks every input file gets.
+
+    A grade file that cannot be used is a :class:`~lengthlens.data.errors.LoadError` naming it in
+    one line: left out, it would silently change accuracies. Checked: a regular file under the size
+    cap, valid UTF-8 JSON with no key given twice, and the study's entries with the types they need.
+    """
+    from lengthlens.data.grading import load_grade_file
+
+    where = display_path(path)
+    try:
+        decode_json(read_file(path, max_file_bytes(max_bytes)))
+        return load_grade_file(path)
+    except FileNotFoundError:
+        raise LoadError(f"{where}: grade file not found") from None
+    except JSONProblem as exc:
+        line = f":{exc.line}" if exc.line is not None else ""
+        raise LoadError(f"{where}{line}: unusable grade file: {exc.reason}") from None
+    except UnreadableFile as exc:
+        raise LoadError(f"{where}: unusable grade file: {exc}") from None
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, pl.exceptions.PolarsError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        msg = msg.removeprefix(f"{path}: ")
+        raise LoadError(f"{where}: invalid grade file: {msg}") from None
+
+
+def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path | None]],
+                  max_bytes: int | None = None) -> tuple[pl.DataFrame, list[str]]:
     """Fill ``correct`` (where still null) from grade files; return the table and warnings.
 
     Each file may come with a scope folder: its grades apply only to runs stored under it (the
@@ -46,13 +79,11 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
     A grade whose logged output_tokens differs from the run's is not applied and is counted in a
     warning: it grades another run (e.g. an older campaign stored under the same keys).
     """
-    from lengthlens.data.grading import load_grade_file
-
     warnings: list[str] = []
     frames = []
     for entry in files:
         f, scope = entry if isinstance(entry, tuple) else (entry, None)
-        g = load_grade_file(f)
+        g = read_grade_file(f, max_bytes)
         frames.append(g.with_columns(pl.lit(str(f)).alias("_grade_file"),
                                      pl.lit(None if scope is None else str(Path(scope).resolve()) + "/", dtype=pl.String).alias("_scope")))
     if not frames:
@@ -88,7 +119,8 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
 
 def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: bool = True,
                         problems: object = None, texts: pl.Series | None = None,
-                        grading: str = "default", execute_code: bool | str = False) -> tuple[pl.DataFrame, list[str]]:
+                        grading: str = "default", execute_code: bool | str = False,
+                        max_bytes: int | None = None) -> tuple[pl.DataFrame, list[str]]:
     """Fill ``correct`` in the documented order and record where each verdict came from.
 
     ``grading``: the policy of the graders that run on the text, ``default`` or ``study``
@@ -97,7 +129,8 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
     one warning counts them.
 
     ``texts``: when the table's text column was set aside (the caller's memory-saving split), the
-    texts indexed by the table's ``_rid`` column.
+    texts indexed by the table's ``_rid`` column. ``max_bytes``: the size cap of a grade file
+    (:func:`lengthlens.data.safeio.max_file_bytes`).
 
     Adds ``grade_source`` (``record``, ``grade_file``, ``grader:<name>``, or null when ungraded)
     and ``graded_answer`` (the answer a lengthlens grader extracted; null otherwise).
@@ -107,7 +140,7 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
                            pl.lit(None, dtype=pl.String).alias("graded_answer"))
     if grade_files:
         before = t["correct"].is_null()
-        t, w = attach_grades(t, grade_files)
+        t, w = attach_grades(t, grade_files, max_bytes)
         warnings += w
         filled = before & t["correct"].is_not_null()
         t = t.with_columns(pl.when(filled).then(pl.lit("grade_file")).otherwise(pl.col("grade_source")).alias("grade_source"))

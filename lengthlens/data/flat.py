@@ -1,18 +1,30 @@
-"""Read flat tables of normalized run records (JSONL, CSV, Parquet) written by any generator."""
+"""Read flat tables of normalized run records (JSONL, CSV, Parquet) written by any generator.
+
+Two paths read a file: one typed polars table (:func:`read_flat_frame`, the fast path), or row by
+row (:func:`read_flat`), which names the line of every row it cannot read. A file goes the row way
+whenever the fast path could read it differently from the row path: a JSONL line that is not valid
+UTF-8 or may hold a key twice (polars keeps the first value, Python's ``json`` the last; the row
+path refuses the line), a CSV with ragged rows, or anything polars cannot type. Only regular files
+are read (a FIFO or a device is an error naming the file).
+"""
 
 from __future__ import annotations
 
-import json
+import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import polars as pl
 
+from lengthlens.data.safeio import JSONProblem, UnreadableFile, check_regular, decode_json, decode_text, display_path
 from lengthlens.data.schema import RunRecord
 
 FLAT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 _FIELDS = set(RunRecord.model_fields)
+# A JSON string followed by a colon: an object key (strings inside strings cannot hold an unescaped quote).
+_KEY = r'"(?:[^"\\]|\\.)*"\s*:'
 
 
 @dataclass(frozen=True)
@@ -30,6 +42,16 @@ def flat_kind(path: str | Path) -> str | None:
     return FLAT_SUFFIXES.get(Path(path).suffix.lower())
 
 
+def _open_check(path: Path) -> None:
+    """ValueError naming the file unless it is a regular file (a FIFO would block, a device never end)."""
+    try:
+        check_regular(path)
+    except FileNotFoundError:
+        raise ValueError(f"{display_path(path)}: no such file") from None
+    except UnreadableFile as exc:
+        raise ValueError(f"{display_path(path)}: {exc}") from None
+
+
 def read_flat(path: str | Path) -> tuple[Iterator[FlatRow], list[str]]:
     """Rows of a flat file as mappings, plus the file's columns that the record schema does not know.
 
@@ -39,51 +61,71 @@ def read_flat(path: str | Path) -> tuple[Iterator[FlatRow], list[str]]:
     kind = flat_kind(path)
     if kind is None:
         raise ValueError(f"{path}: not a flat records file (expected .jsonl, .csv or .parquet)")
+    _open_check(path)
     if kind == "jsonl":
         return _jsonl_rows(path), []
     if kind == "csv":
-        # Everything as text: pydantic converts per field and names the field that fails.
-        df = pl.read_csv(path, infer_schema=False)
-        first_line = 2  # line 1 is the header
-    else:
+        return _csv_rows(path)
+    try:
         df = pl.read_parquet(path)
-        first_line = 1
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable Parquet file ({exc})") from None
     unknown = [c for c in df.columns if c not in _FIELDS]
-    keep = [c for c in df.columns if c in _FIELDS]
-    df = df.select(keep)
+    df = df.select([c for c in df.columns if c in _FIELDS])
 
     def rows() -> Iterator[FlatRow]:
         for i, d in enumerate(df.iter_rows(named=True)):
-            yield FlatRow(str(path), i + first_line, d, None)
+            yield FlatRow(str(path), i + 1, d, None)
 
     return rows(), unknown
+
+
+def _jsonl_screen(data: bytes) -> tuple[list[int], bool]:
+    """Line numbers of the non-blank lines, and whether every line is safe for the fast path.
+
+    A line is not safe when it is not valid UTF-8 or when a key string appears twice in it (a
+    duplicated key, or only a key reused in a nested object: the row path tells them apart).
+    """
+    raw = data.split(b"\n")
+    numbers = [i for i, line in enumerate(raw, start=1) if line.strip()]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return numbers, False
+    keys = pl.Series("l", text.split("\n"), dtype=pl.String).str.extract_all(_KEY)
+    return numbers, not bool((keys.list.len() != keys.list.n_unique()).any())
 
 
 def read_flat_frame(path: str | Path) -> tuple[pl.DataFrame, pl.Series, list[str]] | None:
     """A flat file as one polars frame of its known columns, the file line of each row, and unknown columns.
 
-    Returns None when the file cannot be read as one typed table (malformed JSON lines, or a
-    column mixing types): the caller then reads it row by row, which names each bad line.
+    Returns None when the file cannot be read as one typed table (malformed JSON lines, a column
+    mixing types, ragged CSV rows, bytes that are not UTF-8, a key that may be given twice): the
+    caller then reads it row by row, which names each bad line.
     """
     path = Path(path)
     kind = flat_kind(path)
+    if kind is None:
+        raise ValueError(f"{path}: not a flat records file (expected .jsonl, .csv or .parquet)")
+    _open_check(path)
     try:
         if kind == "parquet":
             df = pl.read_parquet(path)
             lines = pl.Series("_line", range(1, df.height + 1), dtype=pl.Int64)
         elif kind == "csv":
+            _csv_header(path)
             df = pl.read_csv(path, infer_schema_length=None)
             lines = pl.Series("_line", range(2, df.height + 2), dtype=pl.Int64)
-        elif kind == "jsonl":
-            df = pl.read_ndjson(path, infer_schema_length=None)
-            with open(path, encoding="utf-8") as fh:
-                nonblank = [i for i, line in enumerate(fh, start=1) if line.strip()]
+        else:
+            data = path.read_bytes()
+            nonblank, safe = _jsonl_screen(data)
+            if not safe:
+                return None
+            df = pl.read_ndjson(io.BytesIO(data), infer_schema_length=None)
             if len(nonblank) != df.height:
                 return None
             lines = pl.Series("_line", nonblank, dtype=pl.Int64)
-        else:
-            raise ValueError(f"{path}: not a flat records file (expected .jsonl, .csv or .parquet)")
-    except (pl.exceptions.PolarsError, ValueError, UnicodeDecodeError) as exc:
+    except (pl.exceptions.PolarsError, UnicodeDecodeError, OverflowError, OSError) as exc:
         if kind == "parquet":
             raise ValueError(f"{path}: unreadable Parquet file ({exc})") from None
         return None
@@ -92,16 +134,63 @@ def read_flat_frame(path: str | Path) -> tuple[pl.DataFrame, pl.Series, list[str
 
 
 def _jsonl_rows(path: Path) -> Iterator[FlatRow]:
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield FlatRow(str(path), lineno, None, f"invalid JSON ({exc.msg}, column {exc.colno})")
-                continue
-            if not isinstance(d, dict):
-                yield FlatRow(str(path), lineno, None, f"expected a JSON object, got {type(d).__name__}")
-                continue
-            yield FlatRow(str(path), lineno, d, None)
+    data = path.read_bytes()
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            d = decode_json(decode_text(raw))
+        except JSONProblem as exc:
+            field = f"field '{exc.field}': " if exc.field else ""
+            yield FlatRow(str(path), lineno, None, field + exc.reason)
+            continue
+        if not isinstance(d, dict):
+            yield FlatRow(str(path), lineno, None, f"expected a JSON object, got {type(d).__name__}")
+            continue
+        yield FlatRow(str(path), lineno, d, None)
+
+
+def _csv_header(path: Path) -> list[str]:
+    """The header of a CSV file; ValueError naming a column given twice (readers would rename or drop one)."""
+    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        header = next(csv.reader(fh), [])
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise ValueError(f"{display_path(path)}:1: column {display_path(name)!r} appears twice in the header")
+        seen.add(name)
+    return header
+
+
+def _csv_rows(path: Path) -> tuple[Iterator[FlatRow], list[str]]:
+    """CSV rows by Python's csv module: a ragged row or one with bytes that are not UTF-8 is a failure naming its line."""
+    header = _csv_header(path)
+    unknown = [c for c in header if c not in _FIELDS]
+
+    def rows() -> Iterator[FlatRow]:
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+            reader = csv.reader(fh)
+            next(reader, None)
+            line = reader.line_num + 1
+            for row in reader:
+                start, line = line, reader.line_num + 1
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    yield FlatRow(str(path), start, None, f"{len(row)} fields but the header has {len(header)} (a ragged row)")
+                elif any(_has_surrogates(v) for v in row):
+                    yield FlatRow(str(path), start, None, "not valid UTF-8")
+                else:
+                    # An empty cell is a missing value, as in the typed reader.
+                    yield FlatRow(str(path), start, {k: (v if v != "" else None) for k, v in zip(header, row)
+                                                      if k in _FIELDS}, None)
+
+    return rows(), unknown
+
+
+def _has_surrogates(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True

@@ -7,29 +7,23 @@ cross-record rules -> pairing checks. Every run found ends up in ``RunSet.table`
 
 from __future__ import annotations
 
-import hashlib
 import os
-import pickle
 from pathlib import Path
 from typing import Any, Sequence
 
 import polars as pl
 
-from lengthlens._version import __version__
 from lengthlens.data.flat import flat_kind, read_flat, read_flat_frame
-from lengthlens.data.raw import READER_VERSION, discover, note_warnings, read_runs, tree_fingerprint
-from lengthlens.data.schema import (
-    POLARS_SCHEMA,
-    SCHEMA_VERSION,
-    FieldError,
-    RunRecord,
-    screen_frame,
-    validate_record,
-)
+from lengthlens.data.rawroot import load_raw_root
+from lengthlens.data.records import field_failure, reattach, resolve, validate_records
 from lengthlens.data.runset import LoadError, RunSet  # noqa: F401  (public here: ll.load returns a RunSet)
+from lengthlens.data import safeio
+from lengthlens.data.safeio import display_path, os_reason
+from lengthlens.data.schema import POLARS_SCHEMA, RunRecord, validate_record
+from lengthlens.data.screen import screen_frame
 from lengthlens.data.validate import (
     drop_duplicates,
-    drop_over_budget,
+    drop_mixed_alphas,
     finish_reason_warnings,
     l_bar_warnings,
     pairing_checks,
@@ -38,161 +32,6 @@ from lengthlens.data.validate import (
 
 _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.String})
 _FIELDS = set(RunRecord.model_fields)
-
-
-def _cache_dir() -> Path:
-    base = os.environ.get("LENGTHLENS_CACHE_DIR")
-    if base:
-        return Path(base)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lengthlens"
-
-
-def _validate_records(records: list[tuple[str, int | None, dict[str, Any]]]) -> tuple[pl.DataFrame, list[dict[str, str]]]:
-    """Validate mappings one by one with RunRecord; invalid ones become failures naming file, line and field."""
-    valid, failures = _validate_dicts(records)
-    table = pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row") if valid else pl.DataFrame(schema=POLARS_SCHEMA)
-    return table, failures
-
-
-def _field_failure(where: str, errors: list[FieldError]) -> dict[str, str]:
-    """A skipped.csv row for a record that failed validation, naming every bad field."""
-    return {"path": where, "reason": "; ".join(f"field '{e.field}': {e.message}" for e in errors), "stage": "validate"}
-
-
-def _validate_dicts(records: list[tuple[str, int | None, dict[str, Any]]]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """The validated field mappings and the failures (no polars: this runs in forked workers)."""
-    valid: list[dict[str, Any]] = []
-    failures: list[dict[str, str]] = []
-    for file, line, data in records:
-        rec, errs = validate_record(data, file, line)
-        if rec is None:
-            failures.append(_field_failure(f"{file}:{line}" if line is not None else file, errs))
-        else:
-            valid.append(rec.__dict__)
-    return valid, failures
-
-
-def _validate_raw_chunk(results: list) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
-    """Worker side of a raw read: read failures plus the validated records of the readable runs."""
-    fails = [{"path": r.path, "reason": r.reason or "unreadable", "stage": "read"} for r in results if r.record is None]
-    valid, invalid = _validate_dicts([(r.path, None, r.record) for r in results if r.record is not None])
-    kept = {v["source"] for v in valid}
-    notes = [{"path": r.path, "reason": r.note, "stage": "note"} for r in results if r.note and r.path in kept]
-    return valid, fails + invalid + notes
-
-
-def _grades_key(grade_files: list, run_graders: bool, problems: object, grading: str = "default",
-                execute_code: bool | str = False) -> tuple | None:
-    """What correctness depends on besides the runs (None: not cacheable, e.g. problems given as a mapping)."""
-    if problems is not None and not isinstance(problems, (str, os.PathLike)):
-        return None
-    files = []
-    for entry in grade_files:
-        f, scope = entry if isinstance(entry, tuple) else (entry, None)
-        try:
-            st = os.stat(f)
-            files.append((str(f), str(scope), st.st_size, st.st_mtime_ns))
-        except OSError:
-            files.append((str(f), str(scope), -1, 0))
-    prob = None
-    if problems is not None:
-        st = os.stat(problems)
-        prob = (str(problems), st.st_size, st.st_mtime_ns)
-    return (tuple(files), run_graders, prob, grading, _execution_key(execute_code) if run_graders else None)
-
-
-def _execution_key(execute_code: bool | str) -> tuple:
-    """What code execution would be on this machine (off, sandbox with its interpreter, unsafe): verdicts depend on it."""
-    from lengthlens.data.grading.sandbox import resolve, sandbox_info
-
-    ex = resolve(execute_code)
-    if ex is None:
-        return ("off",)
-    return (ex.isolation, sandbox_info().python if ex.isolation == "sandbox" else None)
-
-
-def _reattach(slim: pl.DataFrame, texts: pl.Series) -> pl.Series:
-    """The texts in slim's row order: the same buffers when no row moved or went (no copy of the largest column)."""
-    rid = slim.get_column("_rid")
-    if slim.height == len(texts) and bool((rid == pl.int_range(0, len(texts), eager=True, dtype=rid.dtype)).all()):
-        return texts
-    return texts.gather(rid)
-
-
-def _resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems: object,
-             grading: str = "default", execute_code: bool | str = False) -> tuple[pl.DataFrame, list[str]]:
-    """Correctness for one source's table; the texts stay out of the joins (they are most of its bytes)."""
-    from lengthlens.data.correctness import resolve_correctness
-
-    table = table.with_row_index("_rid")
-    texts = table.get_column("text")
-    slim, warnings = resolve_correctness(table.drop("text"), grade_files, run_graders=run_graders, problems=problems,
-                                         grading=grading, execute_code=execute_code,
-                                         texts=texts)
-    extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
-    return slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra), warnings
-
-
-def _load_raw_root(root: Path, *, cache: bool, with_text: bool, workers: int | None, progress: bool, grade_files: list,
-                   run_graders: bool, problems: object,
-                   grading: str = "default", execute_code: bool | str = False) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
-    """Validated, graded table, failures, runs found and grading warnings of one raw root.
-
-    Cached (Arrow IPC) under the fingerprint of every run file and grade file it depends on.
-    """
-    gkey = _grades_key(grade_files, run_graders, problems, grading, execute_code)
-    cache = cache and gkey is not None
-    if cache:
-        digest, n_runs, unplaced = tree_fingerprint(root, workers=workers)
-        n_found = n_runs + len(unplaced)
-        fp = hashlib.sha256(pickle.dumps((SCHEMA_VERSION, tuple(POLARS_SCHEMA.names()), READER_VERSION, __version__, with_text,
-                                          digest, gkey))).hexdigest()  # the columns too: a new field invalidates old caches
-        key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
-        cache_table = _cache_dir() / f"raw-{key}.arrow"
-        cache_meta = _cache_dir() / f"raw-{key}.pkl"
-        failures = [{"path": p, "reason": r, "stage": "read"} for p, r in unplaced]
-        try:
-            with open(cache_meta, "rb") as fh:
-                stored_fp, stored_failures, stored_warnings = pickle.load(fh)
-            if stored_fp == fp:
-                return pl.read_ipc(cache_table), failures + stored_failures, n_found, stored_warnings
-        except (OSError, pickle.UnpicklingError, EOFError, ValueError, pl.exceptions.PolarsError):
-            pass
-    runs, unplaced = discover(root)
-    n_found = len(runs) + len(unplaced)
-    failures = [{"path": p, "reason": r, "stage": "read"} for p, r in unplaced]
-    bar = None
-    if progress and len(runs) > 2000:
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(runs), desc=f"reading {root.name}", unit="run", leave=False)
-    tables: list[pl.DataFrame] = []
-    own_failures: list[dict[str, str]] = []
-    for valid, fails in read_runs(runs, with_text=with_text, workers=workers, progress=bar, convert=_validate_raw_chunk):
-        if valid:
-            tables.append(pl.DataFrame(valid, schema=POLARS_SCHEMA, orient="row"))
-        own_failures += fails
-    if bar is not None:
-        bar.close()
-    notes = [f for f in own_failures if f["stage"] == "note"]
-    own_failures = [f for f in own_failures if f["stage"] != "note"]
-    table = pl.concat(tables, rechunk=False) if tables else pl.DataFrame(schema=POLARS_SCHEMA)
-    del tables
-    table, grade_warnings = _resolve(table, grade_files, run_graders, problems, grading, execute_code)
-    grade_warnings = note_warnings(notes) + grade_warnings
-    if cache:
-        try:
-            cache_table.parent.mkdir(parents=True, exist_ok=True)
-            tmp = cache_table.with_suffix(f".tmp{os.getpid()}")
-            table.write_ipc(tmp)
-            os.replace(tmp, cache_table)
-            tmp = cache_meta.with_suffix(f".tmp{os.getpid()}")
-            with open(tmp, "wb") as fh:
-                pickle.dump((fp, own_failures, grade_warnings), fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, cache_meta)
-        except OSError:
-            pass  # a read-only home only costs the speed-up
-    return table, failures + own_failures, n_found, grade_warnings
 
 
 def _validate_frame(df: pl.DataFrame, lines: pl.Series, file: str) -> tuple[pl.DataFrame, list[dict[str, str]]]:
@@ -206,7 +45,7 @@ def _validate_frame(df: pl.DataFrame, lines: pl.Series, file: str) -> tuple[pl.D
         for line, data in zip(lines.filter(needs), df.filter(needs).iter_rows(named=True)):
             rec, errs = validate_record(data, file, int(line))
             if rec is None:
-                failures.append(_field_failure(f"{file}:{line}", errs))
+                failures.append(field_failure(f"{file}:{line}", errs))
             else:
                 checked.append({**rec.__dict__, "_line": int(line)})
         if checked:
@@ -228,7 +67,10 @@ def _load_flat(p: Path) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[s
         table, fails = _validate_frame(df, lines, str(p))
         return table, fails, df.height, unknown
     # Not readable as one typed table (malformed lines, mixed types): row by row, naming each line.
-    rows, unknown = read_flat(p)
+    try:
+        rows, unknown = read_flat(p)
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
     records: list[tuple[str, int | None, dict[str, Any]]] = []
     fails: list[dict[str, str]] = []
     count = 0
@@ -243,7 +85,7 @@ def _load_flat(p: Path) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[s
         records.append((row.file, row.line, data))
     if count == 0:
         raise LoadError(f"{p}: the file holds no records")
-    table, invalid = _validate_records(records)
+    table, invalid = validate_records(records)
     return table, fails + invalid, count, unknown
 
 
@@ -252,50 +94,60 @@ def read_format(path: str | os.PathLike[str], name: str, **options: Any) -> tupl
     from lengthlens.data.readers import reader
 
     p = Path(path)
-    if not p.exists():
-        raise LoadError(f"{p}: no such file or folder")
+    _check_source(p)
     try:
         result = reader(name)(p, **options)
     except ValueError as exc:
         raise LoadError(str(exc)) from None
-    table, invalid = _validate_records(result.records)
+    table, invalid = validate_records(result.records)
     return table, result.failures + invalid, result.n_found, result.warnings
+
+
+def _check_source(p: Path) -> None:
+    """LoadError unless the source exists and can be stat'ed (a symlink loop or a path past PATH_MAX is named)."""
+    try:
+        os.stat(p)
+    except FileNotFoundError:
+        raise LoadError(f"{display_path(p)}: no such file or folder") from None
+    except OSError as exc:
+        raise LoadError(f"{display_path(p)}: {os_reason(exc)}") from None
 
 
 def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, with_text: bool, workers: int | None,
                  progress: bool, run_graders: bool, problems: object, grading: str, format: str | None,
-                 format_options: dict[str, Any] | None, execute_code: bool | str = False) -> tuple[pl.DataFrame, list, int, list[str]]:
+                 format_options: dict[str, Any] | None, max_bytes: int,
+                 options: dict[str, Any], execute_code: bool | str = False) -> tuple[pl.DataFrame, list, int, list[str]]:
     """One source read and validated, with verdicts resolved: (table, failures, runs found, warnings)."""
     from lengthlens.data.correctness import find_grade_files
 
-    if not p.exists():
-        raise LoadError(f"{p}: no such file or folder")
+    _check_source(p)
     if format is not None:
         table, fails, found, fwarn = read_format(p, format, **(format_options or {}))
-        table, gwarn = _resolve(table, explicit, run_graders, problems, grading, execute_code)
+        table, gwarn = resolve(table, explicit, run_graders, problems, grading, max_bytes, execute_code)
         return table, fails, found, fwarn + gwarn
     if p.is_dir():
         gfiles = explicit + (find_grade_files([p]) if find_grades else [])
-        table, fails, found, gwarn = _load_raw_root(p, cache=cache, with_text=with_text, workers=workers, progress=progress,
-                                                    grade_files=gfiles, run_graders=run_graders, problems=problems,
-                                                    grading=grading, execute_code=execute_code)
+        table, fails, found, gwarn = load_raw_root(p, options=options, cache=cache, with_text=with_text, workers=workers,
+                                                   progress=progress, grade_files=gfiles, run_graders=run_graders,
+                                                   problems=problems, grading=grading, max_bytes=max_bytes,
+                                                   execute_code=execute_code)
         if found == 0:
             raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
         return table, fails, found, gwarn
     if flat_kind(p):
         table, fails, found, unknown = _load_flat(p)
         warn = [f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}"] if unknown else []
-        table, gwarn = _resolve(table, explicit, run_graders, problems, grading, execute_code)
+        table, gwarn = resolve(table, explicit, run_graders, problems, grading, max_bytes, execute_code)
         return table, fails, found, warn + gwarn
     raise LoadError(f"{p}: neither a folder of raw runs nor a .jsonl/.csv/.parquet file")
 
 
 def _check_execution(execute_code: bool | str) -> list[str]:
     """Refuse before reading where code execution was asked for and cannot be isolated; the unsafe mode's warning."""
-    from lengthlens.data.grading.sandbox import SandboxUnavailable, resolve
+    from lengthlens.data.grading.sandbox import SandboxUnavailable, resolve as resolve_execution
 
     try:
-        ex = resolve(execute_code)
+        ex = resolve_execution(execute_code)
     except SandboxUnavailable as exc:
         raise LoadError(f"cannot execute generated code safely: {exc}; or pass --execute-code-unsafe "
                         f"(execute_code='unsafe') to run it with resource limits only") from None
@@ -328,7 +180,7 @@ def _checked_table(frames: list[pl.DataFrame], failures: list[dict[str, str]], w
     skipped_parts = [pl.DataFrame(failures, schema=_SKIP_SCHEMA) if failures else pl.DataFrame(schema=_SKIP_SCHEMA)]
     slim, sk = drop_duplicates(slim)
     skipped_parts.append(sk)
-    slim, sk = drop_over_budget(slim)
+    slim, sk = drop_mixed_alphas(slim)
     skipped_parts.append(sk)
     warnings += finish_reason_warnings(slim) + l_bar_warnings(slim)
     slim, shared_notes = share_draftless_baselines(slim)
@@ -339,7 +191,7 @@ def _checked_table(frames: list[pl.DataFrame], failures: list[dict[str, str]], w
     skipped = pl.concat(skipped_parts)
     extra = [c for c in slim.columns if c not in POLARS_SCHEMA and c != "_rid"]
     del table
-    table = slim.with_columns(_reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
+    table = slim.with_columns(reattach(slim, texts).alias("text")).select(*POLARS_SCHEMA.names(), *extra)
     return table, skipped
 
 
@@ -347,7 +199,8 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
          find_grades: bool = True, strict: bool = False, cache: bool = False, with_text: bool = True,
          workers: int | None = None, progress: bool = False, run_graders: bool = True,
          problems: object = None, grading: str = "default", format: str | None = None,
-         format_options: dict[str, Any] | None = None, execute_code: bool | str = False) -> RunSet:
+         format_options: dict[str, Any] | None = None, max_file_bytes: int | None = None,
+         execute_code: bool | str = False) -> RunSet:
     """Load runs from raw-layout folders and/or flat record files (JSONL, CSV, Parquet).
 
     Parameters
@@ -357,8 +210,10 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         with ``find_grades`` the files under ``campaign/grades/`` next to a raw root are used too.
     strict : raise :class:`LoadError` listing every invalid record instead of skipping them.
     cache : keep the normalized table of each raw tree on disk and reuse it while none of its
-        files changed (in ``$LENGTHLENS_CACHE_DIR`` or ``~/.cache/lengthlens``). Off by default in
-        the library, which writes nothing unless asked; the command line turns it on.
+        files, none of these options and nothing of the environment that changes it changed (in
+        ``$LENGTHLENS_CACHE_DIR`` or ``~/.cache/lengthlens``; bounded, see :mod:`lengthlens.data.cache`
+        and docs/input-rules.md). Off by default in the library, which writes nothing unless asked;
+        the command line turns it on.
     with_text : keep each run's output text (needed for grading and thinking attribution).
     run_graders : grade runs still without a verdict with lengthlens' own graders (from the answer text).
     problems : HumanEval problems / LiveCodeBench tests for the execution graders (mapping or JSONL path).
@@ -367,6 +222,8 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         Grade files and records' own verdicts come first under either.
     format : read every source with this log-format reader instead (``"specbench"``: Spec-Bench
         answer folders; see :mod:`lengthlens.data.readers`), with ``format_options`` passed to it.
+    max_file_bytes : the largest file of one run, grade file or problems file read (default
+        ``$LENGTHLENS_MAX_FILE_BYTES``, else 256 MiB); a run with a larger file is skipped, naming it.
     execute_code : let the HumanEval/LiveCodeBench graders run the answers' code: ``False`` (default: such
         runs stay ungraded, one warning counts them), ``True`` (isolated by bubblewrap; a :class:`LoadError`
         where it cannot run) or ``"unsafe"`` (isolated where possible, else with resource limits only, and a
@@ -375,25 +232,29 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     Returns
     -------
     RunSet
-        The validated table of every run loaded, the runs skipped with their reasons, the warnings.
+        Every run found, loaded (``table``) or listed with its reason (``skipped``), and the warnings.
 
     Examples
     --------
     >>> import lengthlens as ll                                  # doctest: +SKIP
-    >>> runs = ll.load("runs/", "old_runs/")                     # doctest: +SKIP
-    >>> print(runs.summary())                                    # doctest: +SKIP
+    >>> print(ll.load("runs/", "old_runs/").summary())           # doctest: +SKIP
     """
+    # Every keyword option, taken before anything else is bound: the cache key holds all of them.
+    options = {k: v for k, v in locals().items() if k != "sources"}
     if not sources:
         raise LoadError("no sources given: pass raw-layout folders or flat record files")
     if grading not in ("default", "study"):
         raise LoadError(f"grading must be 'default' or 'study', not {grading!r}")
-    frames: list[pl.DataFrame] = []
-    failures: list[dict[str, str]] = []
-    warnings: list[str] = _check_execution(execute_code) if run_graders else []
-    n_found = 0
-    opts = dict(execute_code=execute_code, explicit=[Path(g) for g in (grades or [])], find_grades=find_grades, cache=cache, with_text=with_text,
+    try:
+        max_bytes = safeio.max_file_bytes(max_file_bytes)
+    except ValueError as exc:
+        raise LoadError(str(exc)) from None
+    opts = dict(explicit=[Path(g) for g in (grades or [])], find_grades=find_grades, cache=cache, with_text=with_text,
                 workers=workers, progress=progress, run_graders=run_graders, problems=problems, grading=grading,
-                format=format, format_options=format_options)
+                format=format, format_options=format_options, max_bytes=max_bytes, options=options,
+                execute_code=execute_code)
+    frames, failures, n_found = [], [], 0
+    warnings: list[str] = _check_execution(execute_code) if run_graders else []
     for src in sources:
         table, fails, found, warn = _read_source(Path(src), **opts)
         frames.append(table)

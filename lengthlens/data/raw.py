@@ -3,40 +3,41 @@
 Layout: ``<dataset>/<method>/<params>/case_NNN/seed_K/{run.json, config.json, output.txt[, proposals.jsonl]}``.
 A root may be any folder above run folders: ``runs/``, one dataset folder, one arm folder, or a
 folder holding several such trees. Every ``seed_K`` folder found under a ``case_*`` folder is a
-run: it is turned into a record, or reported as skipped with the reason.
+run (:mod:`lengthlens.data.discover`): it is turned into a record, or reported as skipped with the
+reason. Files are read through :mod:`lengthlens.data.safeio`: regular files only, each under the
+size cap, JSON with no key given twice.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 import os
-import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from lengthlens.data.schema import STRICT, parse_alpha
+from lengthlens.execution import iter_ordered, map_ordered
+from lengthlens.data.discover import CASE_PATTERN, SEED_PATTERN, RunDir, discover
+from lengthlens.data.safeio import (
+    DEFAULT_MAX_FILE_BYTES,
+    JSONProblem,
+    UnreadableFile,
+    check_regular,
+    decode_json,
+    file_stamp,
+    max_file_bytes,
+    read_file,
+    read_file_stamped,
+    too_large,
+)
+from lengthlens.data.schema import STRICT, check_params, parse_alpha
+
+__all__ = ["RunDir", "RawResult", "discover", "read_run", "read_runs", "read_output", "read_text", "note_warnings",
+           "tree_fingerprint", "unreadable_traces"]
 
 #: Bumped whenever read_run's output changes, so cached normalized tables are rebuilt.
-READER_VERSION = 3
-
-_CASE = re.compile(r"^case_.+$")
-_SEED = re.compile(r"^seed_(\d+)$")
-
-
-@dataclass(frozen=True)
-class RunDir:
-    """A run folder found on disk with the arm coordinates its path gives."""
-
-    path: str
-    dataset: str
-    method: str
-    params: str
-    item_id: str
-    seed: int
-
+READER_VERSION = 4
 
 @dataclass(frozen=True)
 class RawResult:
@@ -47,105 +48,68 @@ class RawResult:
     reason: str | None
     #: What the reader noticed about a run it kept (``text_missing``, ``text_not_utf8``).
     note: str | None = None
+    #: :func:`~lengthlens.data.safeio.file_stamp` of the output.txt read (a cache re-reads the text only if it is unchanged).
+    text_stamp: str | None = None
 
 
-def _name(entry: os.DirEntry) -> str:
-    return entry.name
-
-
-def discover(root: str | os.PathLike[str]) -> tuple[list[RunDir], list[tuple[str, str]]]:
-    """Find every run folder under ``root``; also return folders that look like runs but cannot be placed.
-
-    The dataset/method/params of a run are the three folders above its ``case_*`` folder, so the
-    root may sit anywhere above them; a ``seed_K`` folder with fewer than three named folders
-    between it and the root's parent cannot be placed and is reported.
-    """
-    root_path = Path(root).resolve()
-    found: list[RunDir] = []
-    unplaced: list[tuple[str, str]] = []
-    # The root itself may be a case folder or deeper, so path components above it count too.
-    base_parts = root_path.parts
-
-    def walk(d: str, depth_parts: tuple[str, ...]) -> None:
-        try:
-            entries = sorted(os.scandir(d), key=_name)
-        except OSError as exc:
-            unplaced.append((d, f"cannot list folder: {exc.strerror}"))
-            return
-        for e in entries:
-            if not e.is_dir(follow_symlinks=True) or e.name.startswith("."):
-                continue
-            parts = depth_parts + (e.name,)
-            if _CASE.match(e.name):
-                with os.scandir(e.path) as it:
-                    seeds = list(it)
-                if len(seeds) > 1:
-                    seeds.sort(key=_name)
-                for s in seeds:
-                    m = _SEED.match(s.name)
-                    if not (m and s.is_dir(follow_symlinks=True)):
-                        continue
-                    if len(parts) < 4:
-                        unplaced.append((s.path, "run folder is not under <dataset>/<method>/<params>/"))
-                        continue
-                    dataset, method, params = parts[-4], parts[-3], parts[-2]
-                    found.append(RunDir(s.path, dataset, method, params, e.name, int(m.group(1))))
-            else:
-                walk(e.path, parts)
-
-    if _SEED.match(root_path.name) and _CASE.match(root_path.parent.name):
-        # A single run folder given as root.
-        parts = base_parts
-        if len(parts) >= 5:
-            found.append(RunDir(str(root_path), parts[-5], parts[-4], parts[-3], parts[-2], int(_SEED.match(parts[-1]).group(1))))
-        return found, unplaced
-    if _CASE.match(root_path.name):
-        walk(str(root_path.parent), base_parts[:-1])
-        found = [r for r in found if Path(r.path).parent == root_path]
-        return found, unplaced
-    walk(str(root_path), base_parts)
-    return found, unplaced
-
-
-def _read_json(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}, column {exc.colno})") from None
+def _read_json(path: str, limit: int) -> dict[str, Any]:
+    data = decode_json(read_file(path, limit))
     if not isinstance(data, dict):
-        raise ValueError(f"{path}:1: expected a JSON object, got {type(data).__name__}")
+        raise JSONProblem(f"expected a JSON object, got {type(data).__name__}", 1)
     return data
 
 
-def _alpha_of(params: str, cfg: dict[str, Any]) -> float | None:
-    lp = cfg.get("lossy_parameters") or {}
+def _problem(name: str, path: str, exc: JSONProblem) -> str:
+    where = f"{path}:{exc.line}" if exc.line is not None else path
+    field = f"field '{exc.field}': " if exc.field else ""
+    return f"unreadable {name}: {where}: {field}{exc.reason}"
+
+
+def _read_one(p: str, name: str, limit: int, missing: str) -> dict[str, Any] | RawResult:
+    path = os.path.join(p, name)
+    try:
+        return _read_json(path, limit)
+    except FileNotFoundError:
+        return RawResult(p, None, missing)
+    except JSONProblem as exc:
+        return RawResult(p, None, _problem(name, path, exc))
+    except UnreadableFile as exc:
+        return RawResult(p, None, f"unreadable {name}: {exc}")
+    except OSError as exc:
+        return RawResult(p, None, f"unreadable {name}: {exc.strerror or exc}")
+
+
+def _alpha_of(params: str, cfg: dict[str, Any]) -> float | None | str:
+    """The run's alpha: the params folder's number, checked against config.json's; a str is the reason to skip."""
     if params == STRICT:
         return None
-    if isinstance(lp, dict) and isinstance(lp.get("alpha"), (int, float)) and not isinstance(lp.get("alpha"), bool):
-        return float(lp["alpha"])
-    return parse_alpha(params)
-
-
-def _read_jsons(p: str) -> tuple[dict[str, Any], dict[str, Any]] | RawResult:
-    """A run folder's run.json and config.json, or the skip saying which is missing or unreadable."""
-    run_json = os.path.join(p, "run.json")
-    cfg_json = os.path.join(p, "config.json")
+    lp = cfg.get("lossy_parameters")
+    logged = lp.get("alpha") if isinstance(lp, dict) else None
+    if logged is None:
+        return parse_alpha(params)
+    where = "config.json: field 'lossy_parameters.alpha'"
+    if isinstance(logged, bool) or not isinstance(logged, (int, float)):
+        return f"{where}: {logged!r} is not a number"
     try:
-        rj = _read_json(run_json)
-    except FileNotFoundError:
-        return RawResult(p, None, "missing run.json")
-    except (OSError, UnicodeDecodeError) as exc:
-        return RawResult(p, None, f"unreadable run.json: {exc}")
+        value = float(logged)
+    except OverflowError:
+        value = math.inf
+    if not math.isfinite(value):
+        return f"{where}: {logged!r} is not a finite number"
+    try:
+        return check_params(params, value)
     except ValueError as exc:
-        return RawResult(p, None, f"unreadable run.json: {exc}")
-    try:
-        cfg = _read_json(cfg_json)
-    except FileNotFoundError:
-        return RawResult(p, None, "missing config.json (target, draft and budget are unknown)")
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return RawResult(p, None, f"unreadable config.json: {exc}")
+        return f"{where}: {exc}"
+
+
+def _read_jsons(p: str, limit: int) -> tuple[dict[str, Any], dict[str, Any]] | RawResult:
+    """A run folder's run.json and config.json, or the skip saying which is missing or unreadable."""
+    rj = _read_one(p, "run.json", limit, "missing run.json")
+    if isinstance(rj, RawResult):
+        return rj
+    cfg = _read_one(p, "config.json", limit, "missing config.json (target, draft and budget are unknown)")
+    if isinstance(cfg, RawResult):
+        return cfg
     return rj, cfg
 
 
@@ -190,14 +154,16 @@ def _record(run: RunDir, rj: dict[str, Any], cfg: dict[str, Any], alpha: float |
     }
 
 
-def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
-    """Turn one run folder into a normalized record mapping (not yet validated), or a skip reason."""
+def read_run(run: RunDir, *, with_text: bool = True, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> RawResult:
+    """Turn one run folder into a normalized record mapping (not yet validated), or a skip reason.
+
+    ``max_bytes``: the largest file read (:func:`lengthlens.data.safeio.read_file`).
+    """
     p = run.path
-    loaded = _read_jsons(p)
+    loaded = _read_jsons(p, max_bytes)
     if isinstance(loaded, RawResult):
         return loaded
     rj, cfg = loaded
-    text, note = _read_text(p) if with_text else (None, None)
     if run.params != STRICT:
         # The folder name is the arm's identity: one that does not parse is a damaged layout, even
         # when config.json logs an alpha, so the run is listed in skipped.csv rather than guessed at.
@@ -206,32 +172,60 @@ def read_run(run: RunDir, *, with_text: bool = True) -> RawResult:
         except ValueError as exc:
             return RawResult(p, None, f"folder name: {exc}")
     alpha = _alpha_of(run.params, cfg)
-    record = _record(run, rj, cfg, alpha, text)
+    if isinstance(alpha, str):
+        return RawResult(p, None, alpha)
     # The seed in config.json must agree with the folder; a mismatch means files were moved.
-    if isinstance(cfg.get("seed"), int) and cfg["seed"] != run.seed:
+    if type(cfg.get("seed")) is int and cfg["seed"] != run.seed:
         return RawResult(p, None, f"config.json: field 'seed' is {cfg['seed']} but the folder says seed_{run.seed}")
-    return RawResult(p, record, None, note)
+    text, note, text_stamp = read_text(p, max_bytes, with_text)
+    if note is not None and note.startswith("unreadable"):
+        return RawResult(p, None, note)
+    return RawResult(p, _record(run, rj, cfg, alpha, text), None, note, text_stamp)
 
 
-def _read_text(run_path: str) -> tuple[str | None, str | None]:
-    """A run's output.txt and a note: ``text_missing`` (no file) or ``text_not_utf8`` (bytes that are not UTF-8).
+def read_output(run_path: str, limit: int) -> tuple[bytes | None, str | None, str | None]:
+    """A run's output.txt as UTF-8 bytes, a note and the file's stamp (:func:`~lengthlens.data.safeio.file_stamp`).
 
-    Bytes that are not UTF-8 become U+FFFD (the run is kept; the loader warns naming it). Kept as
-    surrogates they would abort the whole load when the table is built.
+    The note is ``text_missing`` (no file), ``text_not_utf8`` (each invalid byte replaced by U+FFFD:
+    the run is kept and the loader warns naming it; kept as surrogates they would abort the whole
+    load when the table is built), or ``unreadable output.txt: ...`` (the run is skipped).
     """
     try:
         # Read as bytes: "\r" stays as written (character counts must match the generator's).
-        with open(os.path.join(run_path, "output.txt"), "rb") as fh:
-            raw = fh.read()
+        raw, st = read_file_stamped(os.path.join(run_path, "output.txt"), limit)
     except FileNotFoundError:
-        return None, "text_missing"
+        return None, "text_missing", None
+    except UnreadableFile as exc:
+        return None, f"unreadable output.txt: {exc}", None
+    if raw.isascii():
+        return raw, None, st
     try:
-        text = raw.decode("utf-8")
-        note = None
+        raw.decode("utf-8")
+        return raw, None, st
     except UnicodeDecodeError:
-        text = raw.decode("utf-8", errors="replace")
-        note = "text_not_utf8"
-    return text, note
+        return raw.decode("utf-8", errors="replace").encode("utf-8"), "text_not_utf8", st
+
+
+def read_text(run_path: str, limit: int, with_text: bool = True) -> tuple[str | None, str | None, str | None]:
+    """A run's output.txt as text, with :func:`read_output`'s note and stamp.
+
+    Without ``with_text`` the file is only checked (a regular file under the cap), so that both
+    modes skip the same runs.
+    """
+    if not with_text:
+        path = os.path.join(run_path, "output.txt")
+        try:
+            check_regular(path)
+            size = os.stat(path).st_size
+            if size > limit:
+                raise UnreadableFile(too_large(size, limit))
+        except FileNotFoundError:
+            pass
+        except UnreadableFile as exc:
+            return None, f"unreadable output.txt: {exc}", None
+        return None, None, None
+    raw, note, st = read_output(run_path, limit)
+    return (None if raw is None else raw.decode("utf-8")), note, st
 
 
 #: What a reader's note on a kept run means, for the load warnings.
@@ -254,14 +248,15 @@ def note_warnings(notes: list[dict[str, str]]) -> list[str]:
     return out
 
 
-def _read_chunk(args: tuple[list[RunDir], bool, Callable[[list[RawResult]], Any] | None]) -> Any:
-    runs, with_text, convert = args
-    results = [read_run(r, with_text=with_text) for r in runs]
+def _read_chunk(args: tuple[list[RunDir], bool, Callable[[list[RawResult]], Any] | None, int]) -> Any:
+    runs, with_text, convert, max_bytes = args
+    results = [read_run(r, with_text=with_text, max_bytes=max_bytes) for r in runs]
     return results if convert is None else convert(results)
 
 
 def read_runs(runs: list[RunDir], *, with_text: bool = True, workers: int | None = None, progress: Any = None,
-              chunk_size: int = 2000, convert: Callable[[list[RawResult]], Any] | None = None) -> Iterator[Any]:
+              chunk_size: int = 2000, convert: Callable[[list[RawResult]], Any] | None = None,
+              max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Iterator[Any]:
     """Read run folders in chunks, in parallel processes when there are many; chunks come back in input order.
 
     Each chunk yields its list of RawResult, or ``convert(results)`` computed in the worker (so
@@ -272,62 +267,123 @@ def read_runs(runs: list[RunDir], *, with_text: bool = True, workers: int | None
     chunks = [runs[i:i + chunk_size] for i in range(0, len(runs), chunk_size)]
     if workers <= 1 or len(runs) < 4 * chunk_size:
         for c in chunks:
-            res = _read_chunk((c, with_text, convert))
+            res = _read_chunk((c, with_text, convert, max_bytes))
             if progress is not None:
                 progress.update(len(c))
             yield res
         return
-    import multiprocessing as mp
-
-    # fork: workers start at once and need no importable __main__ (Jupyter, stdin). ``convert``
-    # must not use polars there: its thread pool does not survive a fork.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as pool:
-        for c, res in zip(chunks, pool.map(_read_chunk, [(c, with_text, convert) for c in chunks])):
-            if progress is not None:
-                progress.update(len(c))
-            yield res
+    for c, res in zip(chunks, iter_ordered(_read_chunk, [(c, with_text, convert, max_bytes) for c in chunks],
+                                           workers=workers)):
+        if progress is not None:
+            progress.update(len(c))
+        yield res
 
 
-def _subtree_fingerprint(path: str) -> tuple[str, int, list[tuple[str, str]]]:
+#: The files of a run whose bytes the normalized record depends on.
+RUN_FILES = ("run.json", "config.json", "output.txt")
+
+
+def _file_stamp(path: str) -> str:
+    try:
+        return file_stamp(os.stat(path))
+    except FileNotFoundError:
+        return "-"
+    except OSError as exc:
+        return f"err{exc.errno}"
+
+
+def _subtree_fingerprint(path: str) -> tuple[str, int]:
     runs, unplaced = discover(path)
     h = hashlib.sha256()
-    stat = os.stat
     for r in runs:
         base = r.path + "/"
-        parts = []
-        for name in ("run.json", "config.json", "output.txt"):
-            try:
-                st = stat(base + name)
-                parts.append(f"{st.st_size}:{st.st_mtime_ns}")
-            except FileNotFoundError:
-                parts.append("-")
-        h.update(f"{base}|{'|'.join(parts)}\n".encode())
-    return h.hexdigest(), len(runs), unplaced
+        h.update(f"{base}|{'|'.join(_file_stamp(base + name) for name in RUN_FILES)}\n".encode())
+    for where, why in unplaced:
+        h.update(f"skip|{where}|{why}\n".encode())
+    return h.hexdigest(), len(runs) + len(unplaced)
 
 
-def tree_fingerprint(root: str | os.PathLike[str], *, workers: int | None = None) -> tuple[str, int, list[tuple[str, str]]]:
-    """A digest of every run file's (path, size, mtime) under root, the number of runs, and unplaced folders.
+def tree_fingerprint(root: str | os.PathLike[str], *, workers: int | None = None) -> tuple[str, int]:
+    """A digest of every run file's (path, inode, size, mtime, ctime) under root and of every entry listed as skipped.
 
-    This is what decides whether a cached table is still valid, so it must stat every file; the
-    top-level subfolders are walked in parallel processes (the walk is system-call bound).
+    Returns ``(digest, entries)``. This decides whether a cached table is still valid, so it stats
+    every file; the top-level subfolders are walked in parallel processes (the walk is system-call
+    bound). The root's own listing is part of the digest, so a new top-level entry counts too.
     """
     root_path = Path(root).resolve()
-    children = []
-    if not (_CASE.match(root_path.name) or _SEED.match(root_path.name)):
+    children: list[str] = []
+    listing = ""
+    if not (CASE_PATTERN.match(root_path.name) or SEED_PATTERN.match(root_path.name)):
         try:
-            children = sorted(e.path for e in os.scandir(root_path) if e.is_dir() and not e.name.startswith("."))
-        except OSError:
-            children = []
+            with os.scandir(root_path) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            listing = "|".join(f"{e.name}:{_file_stamp(e.path)}" for e in entries).encode("utf-8", "backslashreplace").hex()
+            children = [e.path for e in entries if not e.name.startswith(".") and e.is_dir()]
+        except OSError as exc:
+            listing = f"err{exc.errno}"
     if workers is None:
         workers = min(os.cpu_count() or 1, 8)
-    if len(children) < 2 or workers <= 1 or any(_CASE.match(os.path.basename(c)) for c in children):
-        return _subtree_fingerprint(str(root_path))
-    import multiprocessing as mp
-
-    # fork is safe here: the children only walk folders and hash (no polars, no threads).
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-        parts = list(pool.map(_subtree_fingerprint, children))
-    digest = hashlib.sha256("".join(d for d, _, _ in parts).encode()).hexdigest()
-    return digest, sum(n for _, n, _ in parts), [u for _, _, us in parts for u in us]
+    if len(children) < 2 or workers <= 1 or any(CASE_PATTERN.match(os.path.basename(c)) for c in children):
+        digest, n = _subtree_fingerprint(str(root_path))
+        return hashlib.sha256(f"{listing}|{digest}".encode()).hexdigest(), n
+    parts = map_ordered(_subtree_fingerprint, children, workers=workers)
+    digest = hashlib.sha256((listing + "".join(d for d, _ in parts)).encode()).hexdigest()
+    return digest, sum(n for _, n in parts)
 
 
+def unreadable_traces(paths: list[str], schema: Any, max_bytes: int | None = None) -> dict[str, str]:
+    """Per-run JSON-lines files (proposals.jsonl) that cannot be read with ``schema``: path -> reason naming the line.
+
+    One scan of all the files checks them at once (every column parsed); only when it fails is each
+    file scanned alone to find which. A missing file is not listed (the caller counts those).
+    ``max_bytes``: the size cap (default :func:`lengthlens.data.safeio.max_file_bytes`).
+    """
+    import polars as pl
+
+    max_bytes = max_file_bytes(max_bytes)
+    bad: dict[str, str] = {}
+    for p in paths:
+        try:
+            check_regular(p)
+            if os.stat(p).st_size > max_bytes:
+                bad[p] = too_large(os.stat(p).st_size, max_bytes)
+        except FileNotFoundError:
+            continue
+        except (UnreadableFile, OSError) as exc:
+            bad[p] = str(exc)
+    rest = [p for p in paths if p not in bad and os.path.exists(p)]
+
+    def scan(files: list[str]) -> None:
+        (pl.scan_ndjson(files, schema=schema).select([pl.col(c).null_count() for c in schema])
+         .collect(engine="streaming"))
+
+    try:
+        if rest:
+            scan(rest)
+        return bad
+    except pl.exceptions.PolarsError:
+        pass
+    for p in rest:
+        try:
+            scan([p])
+        except pl.exceptions.PolarsError as exc:
+            bad[p] = _first_bad_line(p, max_bytes) or f"unreadable ({str(exc).splitlines()[0]})"
+    return bad
+
+
+def _first_bad_line(path: str, max_bytes: int) -> str | None:
+    """``line N: <why>`` for the first line of a JSON-lines file that is not a JSON object, or None."""
+    try:
+        data = read_file(path, max_bytes)
+    except (OSError, UnreadableFile):
+        return None
+    for n, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = decode_json(line)
+        except JSONProblem as exc:
+            return f"line {n}: {exc.reason}"
+        if not isinstance(obj, dict):
+            return f"line {n}: expected a JSON object, got {type(obj).__name__}"
+    return None

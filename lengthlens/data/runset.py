@@ -56,7 +56,9 @@ class RunSet:
         if self.skipped.height:
             reasons = (
                 self.skipped.with_columns(pl.col("reason").str.replace(r"duplicate of .*", "duplicate of another run")
-                                          .str.replace(r"^field 'output_tokens'.*", "output_tokens exceeds the budget")
+                                          .str.replace(r"^field 'output_tokens': \d+ exceeds max_new_tokens.*", "output_tokens exceeds the budget")
+                                          .str.replace(r"^field '(\w+)': \d+ accepted draft tokens but only \d+ drafted",
+                                                       "field '${1}': more accepted draft tokens than drafted")
                                           .str.replace(r"setting differs from the baseline: .*", "setting differs from the baseline"))
                 .group_by("reason").len().sort("len", descending=True)
             )

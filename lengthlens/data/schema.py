@@ -22,6 +22,9 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
+
+from lengthlens.data.plausibility import LENGTH_FINISH_REASONS, violations
 
 SCHEMA_VERSION = "1"
 
@@ -33,16 +36,29 @@ STRICT = "strict"
 #: baseline serves every draft of its target and dataset (see ``validate.share_draftless_baselines``).
 AUTOREGRESSIVE_METHODS = frozenset({"autoregressive", "vanilla"})
 
-#: finish_reason values meaning the run stopped because it hit the token budget.
-LENGTH_FINISH_REASONS = frozenset({"length", "max_tokens", "max_new_tokens"})
+#: Longest plausible wall time of one request, seconds (11.6 days); beyond it the clock, not the run, is wrong.
+MAX_WALL_TIME_S = 1e6
+#: Relative tolerance between an alpha logged in a record (or config.json) and the one its params name says.
+ALPHA_REL_TOL = 1e-9
+_INT64 = 2**63
 
 
 def _integral(v: Any, field: str) -> Any:
-    """Counters are logged as floats by vLLM's metrics (``56.0``); accept them only when integral."""
+    """Counters are logged as floats by vLLM's metrics (``56.0``); accept them only when integral, never a boolean."""
+    if isinstance(v, bool):
+        raise ValueError(f"is a boolean ({str(v).lower()}), not a number")
     if isinstance(v, float):
         if not math.isfinite(v) or v != int(v):
-            raise ValueError(f"{field} must be a whole number, got {v!r}")
-        return int(v)
+            raise ValueError(f"must be a whole number, got {v!r}")
+        v = int(v)
+    if isinstance(v, int) and not -_INT64 <= v < _INT64:
+        raise ValueError(f"{v} is beyond the range of a 64-bit integer")
+    return v
+
+
+def _no_bool(v: Any) -> Any:
+    if isinstance(v, bool):
+        raise ValueError(f"is a boolean ({str(v).lower()}), not a number")
     return v
 
 
@@ -76,7 +92,9 @@ class RunRecord(BaseModel):
         "suffixes such as `_k8` or `_t28000`.",
     )
     alpha: float | None = Field(
-        default=None, description="Relaxation parameter parsed from params; null for strict."
+        default=None, allow_inf_nan=False,
+        description="Relaxation parameter: the number in params (`alpha0.35` -> 0.35; a logged alpha must agree "
+        "with it), else as logged for other params names; null for strict."
     )
     item_id: str = Field(min_length=1, description="Item (prompt) identifier, e.g. `case_001`.")
     seed: int = Field(ge=0, description="Sampling seed of the run.")
@@ -98,15 +116,16 @@ class RunRecord(BaseModel):
         default=None, ge=0, description="Draft tokens accepted over the run (bonus tokens excluded)."
     )
     draft_tokens: int | None = Field(default=None, ge=0, description="Draft tokens proposed over the run.")
-    wall_time_s: float | None = Field(default=None, ge=0, description="Wall-clock time of the request, seconds.")
+    wall_time_s: float | None = Field(default=None, ge=0, le=MAX_WALL_TIME_S, allow_inf_nan=False,
+                                      description="Wall-clock time of the request, seconds.")
 
     # --- optional -------------------------------------------------------------------------
     correct: bool | None = Field(default=None, description="Graded correctness, when known.")
-    temperature: float | None = Field(default=None, ge=0, description="Sampling temperature.")
-    top_p: float | None = Field(default=None, gt=0, le=1, description="Nucleus sampling threshold.")
+    temperature: float | None = Field(default=None, ge=0, allow_inf_nan=False, description="Sampling temperature.")
+    top_p: float | None = Field(default=None, gt=0, le=1, allow_inf_nan=False, description="Nucleus sampling threshold.")
     input_tokens: int | None = Field(default=None, ge=0, description="Prompt length in tokens.")
     l_bar_logged: float | None = Field(
-        default=None, ge=0, description="Per-run l_bar as the generator logged it (checked, never trusted)."
+        default=None, ge=0, allow_inf_nan=False, description="Per-run l_bar as the generator logged it (checked, never trusted)."
     )
     analysis_chars: int | None = Field(
         default=None, ge=0, description="Thinking-channel characters as the generator logged them."
@@ -148,12 +167,33 @@ class RunRecord(BaseModel):
     text: str | None = Field(default=None, description="The raw completion text (output.txt).")
     source: str | None = Field(default=None, description="Where the record came from (run folder, or file:line).")
 
-    @field_validator("draft_rounds", "accepted_tokens", "draft_tokens", "output_tokens",
-                     "max_new_tokens", "input_tokens", "analysis_chars", "final_chars", "reasoning_tokens",
-                     "concurrency", "batch_size", mode="before")
+    @field_validator("draft_rounds", "accepted_tokens", "draft_tokens", "output_tokens", "max_new_tokens",
+                     "input_tokens", "analysis_chars", "final_chars", "reasoning_tokens", "concurrency", "batch_size",
+                     "turn", "seed", mode="before")
     @classmethod
     def _whole(cls, v: Any, info: Any) -> Any:
         return _integral(v, info.field_name)
+
+    @field_validator("draft_rounds", "accepted_tokens", "draft_tokens", "output_tokens", "max_new_tokens",
+                     "input_tokens", "analysis_chars", "final_chars", "reasoning_tokens", "concurrency", "batch_size",
+                     "turn", "seed", mode="after")
+    @classmethod
+    def _int64(cls, v: Any, info: Any) -> Any:
+        # Text ("123...") is converted by pydantic after the check above; the range holds for it too.
+        return _integral(v, info.field_name)
+
+    @field_validator("temperature", "top_p", "l_bar_logged", mode="before")
+    @classmethod
+    def _number(cls, v: Any) -> Any:
+        return _no_bool(v)
+
+    @field_validator("alpha", mode="before")
+    @classmethod
+    def _alpha(cls, v: Any, info: Any) -> Any:
+        # The baseline has no alpha: a NaN there (pandas' missing value) is a missing value.
+        if isinstance(v, float) and math.isnan(v) and info.data.get("params") == STRICT:
+            return None
+        return _no_bool(v)
 
     @field_validator("wall_time_s", mode="before")
     @classmethod
@@ -163,17 +203,7 @@ class RunRecord(BaseModel):
             if info.data.get("status") != "ok":
                 return None
             raise ValueError("is NaN (not a number): give the time in seconds, or leave the field out")
-        return v
-
-    @field_validator("turn", mode="before")
-    @classmethod
-    def _whole_turn(cls, v: Any) -> Any:
-        return _integral(v, "turn")
-
-    @field_validator("seed", mode="before")
-    @classmethod
-    def _whole_seed(cls, v: Any) -> Any:
-        return _integral(v, "seed")
+        return _no_bool(v)
 
     @field_validator("item_id", mode="before")
     @classmethod
@@ -198,7 +228,14 @@ class RunRecord(BaseModel):
         if not self.draft and self.method != STRICT:
             raise ValueError(f"draft is empty but method is {self.method!r}: only a baseline "
                              "(`strict`, `autoregressive`, `vanilla`) may have no draft")
-        return self
+        try:
+            alpha = check_params(self.params, self.alpha)
+        except ValueError as exc:
+            raise PydanticCustomError("implausible", "{reasons}", {"reasons": [("params", str(exc))]}) from None
+        bad = violations(self.__dict__)
+        if bad:
+            raise PydanticCustomError("implausible", "{reasons}", {"reasons": bad})
+        return self if alpha == self.alpha else self.model_copy(update={"alpha": alpha})
 
 
 #: Column order and dtypes of the normalized table, derived from the record (one place).
@@ -248,80 +285,15 @@ def validate_record(data: dict[str, Any], file: str, line: int | None = None) ->
     except ValidationError as exc:
         errors = []
         for e in exc.errors():
+            if e["type"] == "implausible":  # plausibility rules and the params rule name their own fields
+                errors += [FieldError(file=file, line=line, field=f, message=m) for f, m in e["ctx"]["reasons"]]
+                continue
             field = ".".join(str(p) for p in e["loc"]) or "(record)"
             msg = e["msg"]
             if e["type"] == "extra_forbidden":
                 msg = "unknown field (not in the run record schema v" + SCHEMA_VERSION + ")"
             errors.append(FieldError(file=file, line=line, field=field, message=msg))
         return None, errors
-
-
-def _bounds(field: str) -> list[pl.Expr]:
-    """Violations of the field's pydantic constraints (Ge, Gt, Le, MinLen), as polars expressions."""
-    col = pl.col(field)
-    out = []
-    for m in RunRecord.model_fields[field].metadata:
-        name = type(m).__name__
-        if name == "MinLen":
-            out.append(col.str.len_chars() < m.min_length)
-        elif name in ("Ge", "Gt", "Le"):
-            bound = getattr(m, name.lower())
-            bad = {"Ge": col < bound, "Gt": col <= bound, "Le": col > bound}[name]
-            if _PL_TYPES[field] == pl.Float64:
-                bad = bad | col.is_nan()  # NaN satisfies no bound (polars would order it above all numbers)
-            out.append(bad)
-    return out
-
-
-def screen_frame(df: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    """Vectorised validation of a flat table: the rows that certainly pass RunRecord, and a mask of the rest.
-
-    Returns ``(table, needs_model)``: ``table`` is ``df`` cast to :data:`POLARS_SCHEMA`, valid on
-    every row where ``needs_model`` is False. A row is screened only when each value already has
-    its field's native type (or an integral float for an integer field) and meets the field's
-    constraints and the record's rules; anything else (strings to convert, violations) goes to
-    :class:`RunRecord` row by row, which decides and names the field. The screen is derived from
-    the model's own field types and constraints, so the two cannot drift apart silently (a
-    property test checks that every screened row validates to the same values).
-    """
-    n = df.height
-    needs = pl.Series("needs_model", [False] * n, dtype=pl.Boolean)
-    cols: dict[str, pl.Series] = {}
-    for field, target in _PL_TYPES.items():
-        if field not in df.columns:
-            cols[field] = pl.Series(field, [None] * n, dtype=target)
-            continue
-        s = df.get_column(field)
-        d = s.dtype
-        present = s.is_not_null()
-        if d == pl.Null:
-            cast = pl.Series(field, [None] * n, dtype=target)
-        elif target == pl.String and (d == pl.String or (field == "item_id" and d.is_integer())):
-            cast = s.cast(pl.String)
-        elif target == pl.Int64 and d.is_integer():
-            cast = s.cast(pl.Int64, strict=False)
-            needs = needs | (present & cast.is_null())
-        elif target == pl.Int64 and d.is_float():
-            whole = s.is_finite() & (s == s.floor()) & (s.abs() < 2**53)
-            needs = needs | (present & ~whole.fill_null(False))
-            cast = pl.select(pl.when(whole.fill_null(False)).then(s).otherwise(None).cast(pl.Int64)).to_series()
-        elif target == pl.Float64 and (d.is_float() or d.is_integer()):
-            cast = s.cast(pl.Float64)
-        elif target == pl.Boolean and d == pl.Boolean:
-            cast = s
-        else:
-            needs = needs | present
-            cast = pl.Series(field, [None] * n, dtype=target)
-        cols[field] = cast.alias(field)
-    table = pl.DataFrame(cols, schema=POLARS_SCHEMA)
-    rules = [pl.col(f).is_null() for f in REQUIRED_FIELDS]
-    for f in _PL_TYPES:
-        rules += _bounds(f)
-    rules.append((pl.col("method") == STRICT) != (pl.col("params") == STRICT))
-    rules.append(pl.col("method").is_in(list(AUTOREGRESSIVE_METHODS)))  # renamed by the model
-    rules.append((pl.col("draft") == "") & (pl.col("method") != STRICT))
-    violated = table.select(pl.any_horizontal([r.fill_null(False) for r in rules]).alias("v")).get_column("v")
-    return table, (needs | violated).alias("needs_model")
 
 
 def json_schema() -> dict[str, Any]:
@@ -357,6 +329,28 @@ def parse_alpha(params: str) -> float | None:
     if not math.isfinite(value):
         raise ValueError(f"params {params!r}: alpha must be finite")
     return sign * value
+
+
+def check_params(params: str, alpha: float | None) -> float | None:
+    """The alpha of a run, from its params name and its logged alpha checked against each other: one rule for every reader.
+
+    ``strict``: the alpha as logged (none). A name starting with ``alpha`` must give a finite number
+    (:func:`parse_alpha`); a logged alpha must agree with it within :data:`ALPHA_REL_TOL`, and the
+    name's number is the run's alpha (so an arm has one alpha). Any other name (Spec-Bench's
+    ``float16``) is a label: the logged alpha, if any, is the alpha. Raises ValueError naming the
+    contradiction.
+
+    Examples
+    --------
+    >>> check_params("alpha0.3_k8", None), check_params("alphaneg0.3", -0.3), check_params("float16", None)
+    (0.3, -0.3, None)
+    """
+    if params == STRICT or not params.startswith("alpha"):
+        return alpha
+    parsed = parse_alpha(params)
+    if alpha is not None and not math.isclose(alpha, parsed, rel_tol=ALPHA_REL_TOL, abs_tol=1e-12):
+        raise ValueError(f"alpha {alpha!r} contradicts params {params!r}, whose number is {parsed!r}")
+    return parsed
 
 
 def is_censored(output_tokens: int, max_new_tokens: int, finish_reason: str | None) -> bool:

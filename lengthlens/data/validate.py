@@ -36,19 +36,6 @@ def drop_duplicates(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return keep, skipped
 
 
-def drop_over_budget(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """A run longer than its own budget is impossible; the record is wrong, so it is skipped.
-
-    Unless it says it stopped for the budget: methods that emit several tokens per verification
-    step (tree drafts: EAGLE, Medusa, Hydra) check the budget after each step and can pass it by a
-    few tokens. Those runs are kept (and censored).
-    """
-    over = (pl.col("output_tokens") > pl.col("max_new_tokens")).fill_null(False)
-    bad = over & ~pl.col("finish_reason").is_in(list(LENGTH_FINISH_REASONS)).fill_null(False)
-    skipped = _skips(table.filter(bad), pl.format("field 'output_tokens': {} exceeds max_new_tokens {}", pl.col("output_tokens"), pl.col("max_new_tokens")), "validate")
-    return table.filter(~bad), skipped
-
-
 def finish_reason_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
     """Runs whose finish_reason and length disagree about reaching the budget (kept; both signals mean censored)."""
     # Without a finish_reason (or a budget) there is nothing to disagree with.
@@ -168,3 +155,23 @@ def share_draftless_baselines(table: pl.DataFrame) -> tuple[pl.DataFrame, list[s
         .join(base.select("target", "dataset").unique(), on=["target", "dataset"]).iter_rows(named=True)
     ]
     return out, notes
+
+
+def drop_mixed_alphas(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """An arm (same target, draft, dataset, method, params) whose relaxed runs give different alphas is skipped whole.
+
+    Its cells would carry one name for two settings. With params like ``alpha0.3`` every run has the
+    name's alpha (:func:`~lengthlens.data.schema.check_params`); this catches params that are labels
+    (a missing alpha counts as a value of its own).
+    """
+    per_arm = (table.filter(pl.col("method") != STRICT).group_by(ARM_KEY)
+               .agg(pl.col("alpha").n_unique().alias("_n"),
+                    pl.col("alpha").unique().sort().cast(pl.String).fill_null("none").str.join(", ").alias("_alphas")))
+    bad = per_arm.filter(pl.col("_n") > 1).drop("_n")
+    if bad.height == 0:
+        return table, _skips(table.head(0), pl.lit(""), "validate")
+    t = table.with_row_index("_row").join(bad, on=list(ARM_KEY), how="left", nulls_equal=True).sort("_row")
+    hit = pl.col("_alphas").is_not_null()
+    reason = pl.format("field 'alpha': the runs of this arm ({} / {}) give different alphas ({}): one arm must have one alpha",
+                       pl.col("method"), pl.col("params"), pl.col("_alphas"))
+    return t.filter(~hit).drop("_row", "_alphas"), _skips(t.filter(hit), reason, "validate")

@@ -31,7 +31,7 @@ def _records(rng: np.random.Generator, n_items: int, arms: dict[str, float], *, 
                 recs.append(dict(target=target, draft=draft, dataset=dataset, method=method, params=params,
                                  alpha=None if method == "strict" else 0.5, item_id=f"case_{i:03d}", seed=s,
                                  status="ok", output_tokens=L, finish_reason="length" if L >= budget else "stop",
-                                 max_new_tokens=budget, draft_rounds=R, accepted_tokens=L - R, draft_tokens=4 * R,
+                                 max_new_tokens=budget, draft_rounds=R, accepted_tokens=L - R, draft_tokens=5 * R,
                                  wall_time_s=float(R * rng.uniform(0.02, 0.03)),
                                  correct=bool(rng.random() < (0.8 if method == "strict" else 0.7)) if graded else None))
     return recs

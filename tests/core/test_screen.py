@@ -8,17 +8,19 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lengthlens.data.schema import POLARS_SCHEMA, RunRecord, screen_frame
+from lengthlens.data.schema import POLARS_SCHEMA, RunRecord
+from lengthlens.data.screen import screen_frame
 
 N = 6
 ints = st.one_of(st.none(), st.integers(-3, 5000))
 floats = st.one_of(st.none(), st.floats(-2, 5000), st.sampled_from([math.nan, math.inf, -0.0, 0.5]), st.integers(0, 10).map(float))
-texts = st.one_of(st.none(), st.sampled_from(["", "ok", "strict", "alpha0.3", "error", "x", "12", "1.5", "true"]))
+texts = st.one_of(st.none(), st.sampled_from(["", "ok", "strict", "alpha0.3", "error", "x", "12", "1.5", "true",
+                                              "alpha1e999", "alphanan", "float16", "alpha0.5_k8", "length", "stop"]))
 bools = st.one_of(st.none(), st.booleans())
 
 
 VALID = {
-    pl.String: st.lists(st.sampled_from(["ok", "strict", "t", "x"]), min_size=N, max_size=N),
+    pl.String: st.lists(st.sampled_from(["ok", "strict", "t", "x", "float16", "alpha0.5", "length"]), min_size=N, max_size=N),
     pl.Int64: st.lists(st.integers(1, 5000), min_size=N, max_size=N),
     pl.Float64: st.lists(st.floats(0.01, 1.0), min_size=N, max_size=N),
     pl.Boolean: st.lists(st.booleans(), min_size=N, max_size=N),
@@ -46,7 +48,8 @@ def column(field: str):
 
 
 FIELDS = ["target", "draft", "dataset", "method", "params", "alpha", "item_id", "seed", "status", "output_tokens",
-          "max_new_tokens", "draft_rounds", "accepted_tokens", "draft_tokens", "wall_time_s", "correct", "top_p"]
+          "max_new_tokens", "draft_rounds", "accepted_tokens", "draft_tokens", "wall_time_s", "correct", "top_p",
+          "finish_reason"]
 
 
 @st.composite

@@ -99,6 +99,7 @@ def test_a_changed_run_is_named(mini, tmp_path):
             r["output_tokens"] += 200
             r["draft_rounds"] += 40
             r["accepted_tokens"] += 160
+            r["draft_tokens"] += 160  # 4 drafted per round: accepted stays within drafted (else the run is skipped)
     changed = load(_write(tmp_path / "changed.jsonl", recs), cache=False)
     res = check(changed, path)
     assert not res.ok

@@ -57,16 +57,30 @@ def extract_gsm8k(answer: str) -> tuple[str | None, str]:
     return None, "no_number"
 
 
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE = re.compile(r"[{}]")
+
+
 def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; None if there is none."""
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; None if there is none.
+
+    Linear in the text: every brace after the first box is matched once, with a stack (the close of
+    a ``{`` is the first ``}`` after it where the braces between balance, whatever came before it).
+    """
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    if not starts:
+        return None
+    close: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE.finditer(text, starts[0] - 1):
+        if m.group() == "{":
+            stack.append(m.start())
+        elif stack:
+            close[stack.pop()] = m.start()
     for s in reversed(starts):
-        depth, i = 1, s
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            return text[s:i - 1]
+        end = close.get(s - 1)
+        if end is not None:
+            return text[s:end]
     return None
 
 
@@ -87,8 +101,10 @@ def aime_integer(boxed: str) -> int | None:
 
 _LETTER_IN_BOX = re.compile(r"^\(?\s*([A-D])\s*\)?(?:[.:)]|\s|$)")
 # "Answer: C", "the correct answer is (C)", "**Answer:** C"; a bare "Option B ..." is discussion, not a choice.
+# Each run of whitespace has one quantifier (adjacent ones, as in "\s*(?:\*\*)?\s*", backtrack in
+# polynomial time over a long run of spaces).
 _ANSWER_PHRASE = re.compile(
-    r"(?:answer|choice)(?:\s+is|\s*:)\s*(?:\*\*)?\s*(?:option\s+)?\(?\s*([A-D])\s*\)?(?![A-Za-z0-9])",
+    r"(?:answer|choice)(?:\s+is|\s*:)\s*(?:\*\*\s*)?(?:option\s+)?(?:\(\s*)?([A-D])\s*\)?(?![A-Za-z0-9])",
     re.I)
 _BOLD_LETTER = re.compile(r"\*\*\s*\(?([A-D])\)?(?:[.:)]|\s*[–—-]|\*\*)")
 _LONE_LETTER = re.compile(r"^\W*\(?([A-D])\)?\W*$")
