@@ -96,7 +96,34 @@ def _jsonl_screen(data: bytes) -> tuple[list[int], bool]:
     return numbers, not bool((keys.list.len() != keys.list.n_unique()).any())
 
 
-def read_flat_frame(path: str | Path) -> tuple[pl.DataFrame, pl.Series, list[str]] | None:
+def flat_parts(folder: str | Path) -> list[Path] | None:
+    """The flat record files of a folder that holds only such files (Parquet parts, JSONL shards), sorted; None
+    for any other folder (a raw-layout root has subfolders)."""
+    folder = Path(folder)
+    entries = [e for e in folder.iterdir() if not e.name.startswith(".")]
+    parts = sorted(e for e in entries if e.is_file() and flat_kind(e))
+    return parts if parts and not any(e.is_dir() for e in entries) else None
+
+
+def read_parquet_parts(paths: list[Path], with_text: bool = True) -> tuple[pl.DataFrame, pl.Series, list[str]]:
+    """Parquet parts as one typed table with one lazy scan, reading only the record's columns (no ``text`` unless
+    ``with_text``); the row's place ``part:row`` as its line, and the columns the record does not know."""
+    for p in paths:
+        _open_check(p)
+    try:
+        names = list(dict.fromkeys(n for p in paths for n in pl.read_parquet_schema(p)))
+        keep = [n for n in names if n in _FIELDS and (with_text or n != "text")]
+        frames = [pl.scan_parquet(p).select([c for c in keep if c in pl.read_parquet_schema(p)])
+                  .with_columns(pl.lit(str(p)).alias("_part"), pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_row"))
+                  for p in paths]
+        df = pl.concat(frames, how="diagonal_relaxed").collect()
+    except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+        raise ValueError(f"{display_path(paths[0].parent)}: unreadable Parquet parts ({exc})") from None
+    where = df.select(pl.format("{}:{}", "_part", "_row")).to_series().alias("_where")
+    return df.drop("_part", "_row"), where, [n for n in names if n not in _FIELDS]
+
+
+def read_flat_frame(path: str | Path, with_text: bool = True) -> tuple[pl.DataFrame, pl.Series, list[str]] | None:
     """A flat file as one polars frame of its known columns, the file line of each row, and unknown columns.
 
     Returns None when the file cannot be read as one typed table (malformed JSON lines, a column
@@ -110,8 +137,10 @@ def read_flat_frame(path: str | Path) -> tuple[pl.DataFrame, pl.Series, list[str
     _open_check(path)
     try:
         if kind == "parquet":
-            df = pl.read_parquet(path)
+            names = list(pl.read_parquet_schema(path))
+            df = pl.read_parquet(path, columns=[n for n in names if n in _FIELDS and (with_text or n != "text")])
             lines = pl.Series("_line", range(1, df.height + 1), dtype=pl.Int64)
+            return df, lines, [n for n in names if n not in _FIELDS]
         elif kind == "csv":
             _csv_header(path)
             df = pl.read_csv(path, infer_schema_length=None)

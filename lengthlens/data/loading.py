@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from lengthlens.data.flat import flat_kind, read_flat, read_flat_frame
+from lengthlens.data.flat import flat_kind, flat_parts, read_flat, read_flat_frame, read_parquet_parts
 from lengthlens.data.rawroot import load_raw_root
 from lengthlens.data.records import field_failure, reattach, resolve, validate_records
 from lengthlens.data.runset import LoadError, RunSet  # noqa: F401  (public here: ll.load returns a RunSet)
@@ -34,37 +34,48 @@ _SKIP_SCHEMA = pl.Schema({"path": pl.String, "reason": pl.String, "stage": pl.St
 _FIELDS = set(RunRecord.model_fields)
 
 
-def _validate_frame(df: pl.DataFrame, lines: pl.Series, file: str) -> tuple[pl.DataFrame, list[dict[str, str]]]:
-    """Validate a flat table: screened rows in bulk, the rest record by record (naming file, line, field)."""
+def _places(file: str, lines: pl.Series) -> pl.Series:
+    """``file:line`` for every line number."""
+    return pl.select(pl.concat_str(pl.lit(f"{file}:"), lines.cast(pl.String))).to_series().alias("_where")
+
+
+def _validate_frame(df: pl.DataFrame, where: pl.Series) -> tuple[pl.DataFrame, list[dict[str, str]]]:
+    """Validate a flat table: screened rows in bulk, the rest record by record (naming file, line, field).
+
+    ``where``: each row's place, ``file:line`` (or ``part:row``), which also becomes its ``source`` when none is logged.
+    """
     table, needs = screen_frame(df)
-    table = table.with_columns(lines.alias("_line"))
+    table = table.with_columns(where.alias("_where"), pl.int_range(0, df.height, dtype=pl.Int64).alias("_row"))
     good = table.filter(~needs)
     failures: list[dict[str, str]] = []
     if needs.any():
         checked = []
-        for line, data in zip(lines.filter(needs), df.filter(needs).iter_rows(named=True)):
+        rows = table.get_column("_row").filter(needs).to_list()
+        for row, place, data in zip(rows, where.filter(needs).to_list(), df.filter(needs).iter_rows(named=True)):
+            file, _, line = place.rpartition(":")
             rec, errs = validate_record(data, file, int(line))
             if rec is None:
-                failures.append(field_failure(f"{file}:{line}", errs))
+                failures.append(field_failure(place, errs))
             else:
-                checked.append({**rec.__dict__, "_line": int(line)})
+                checked.append({**rec.__dict__, "_where": place, "_row": row})
         if checked:
-            good = pl.concat([good, pl.DataFrame(checked, schema={**POLARS_SCHEMA, "_line": pl.Int64}, orient="row")]).sort("_line")
-    good = good.with_columns(pl.col("source").fill_null(pl.format("{}:{}", pl.lit(file), pl.col("_line")))).drop("_line")
+            schema = {**POLARS_SCHEMA, "_where": pl.String, "_row": pl.Int64}
+            good = pl.concat([good, pl.DataFrame(checked, schema=schema, orient="row")]).sort("_row")
+    good = good.with_columns(pl.col("source").fill_null(pl.col("_where"))).drop("_where", "_row")
     return good, failures
 
 
-def _load_flat(p: Path) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
+def _load_flat(p: Path, with_text: bool = True) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
     """Validated table, failures, rows found and unknown columns of one flat file."""
     try:
-        framed = read_flat_frame(p)
+        framed = read_flat_frame(p, with_text)
     except ValueError as exc:
         raise LoadError(str(exc)) from None
     if framed is not None:
         df, lines, unknown = framed
         if df.height == 0:
             raise LoadError(f"{p}: the file holds no records")
-        table, fails = _validate_frame(df, lines, str(p))
+        table, fails = _validate_frame(df, _places(str(p), lines))
         return table, fails, df.height, unknown
     # Not readable as one typed table (malformed lines, mixed types): row by row, naming each line.
     try:
@@ -87,6 +98,24 @@ def _load_flat(p: Path) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[s
         raise LoadError(f"{p}: the file holds no records")
     table, invalid = validate_records(records)
     return table, fails + invalid, count, unknown
+
+
+def _load_flat_parts(folder: Path, parts: list[Path], with_text: bool) -> tuple[pl.DataFrame, list[dict[str, str]], int,
+                                                                             list[str]]:
+    """A folder of flat record files as one table: Parquet parts in one lazy scan, other files one by one."""
+    if all(flat_kind(p) == "parquet" for p in parts):
+        try:
+            df, where, unknown = read_parquet_parts(parts, with_text)
+        except ValueError as exc:
+            raise LoadError(str(exc)) from None
+        if df.height == 0:
+            raise LoadError(f"{folder}: the files hold no records")
+        table, fails = _validate_frame(df, where)
+        return table, fails, df.height, unknown
+    loaded = [_load_flat(p, with_text) for p in parts]
+    unknown = list(dict.fromkeys(u for _, _, _, us in loaded for u in us))
+    return (pl.concat([t for t, _, _, _ in loaded], how="diagonal_relaxed"), [f for _, fs, _, _ in loaded for f in fs],
+            sum(n for _, _, n, _ in loaded), unknown)
 
 
 def read_format(path: str | os.PathLike[str], name: str, **options: Any) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
@@ -125,6 +154,12 @@ def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, wit
         table, fails, found, fwarn = read_format(p, format, **(format_options or {}))
         table, gwarn = resolve(table, explicit, run_graders, problems, grading, max_bytes, execute_code)
         return table, fails, found, fwarn + gwarn
+    parts = flat_parts(p) if p.is_dir() else None
+    if parts is not None:  # a folder of Parquet parts or JSONL shards: one table
+        table, fails, found, unknown = _load_flat_parts(p, parts, with_text)
+        warn = [f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}"] if unknown else []
+        table, gwarn = resolve(table, explicit, run_graders, problems, grading, max_bytes, execute_code)
+        return table, fails, found, warn + gwarn
     if p.is_dir():
         gfiles = explicit + (find_grade_files([p]) if find_grades else [])
         table, fails, found, gwarn = load_raw_root(p, options=options, cache=cache, with_text=with_text, workers=workers,
@@ -135,7 +170,7 @@ def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, wit
             raise LoadError(f"{p}: no run folders found (expected <dataset>/<method>/<params>/case_NNN/seed_K/run.json below it)")
         return table, fails, found, gwarn
     if flat_kind(p):
-        table, fails, found, unknown = _load_flat(p)
+        table, fails, found, unknown = _load_flat(p, with_text)
         warn = [f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}"] if unknown else []
         table, gwarn = resolve(table, explicit, run_graders, problems, grading, max_bytes, execute_code)
         return table, fails, found, warn + gwarn
@@ -154,6 +189,23 @@ def _check_execution(execute_code: bool | str) -> list[str]:
     except ValueError as exc:
         raise LoadError(str(exc)) from None
     return [ex.warning] if ex is not None and ex.warning else []
+
+
+def _expand_globs(sources: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Each source as a path; a pattern that is not itself a path (``runs/part-*.parquet``) as its matches, sorted."""
+    import glob
+
+    out: list[Path] = []
+    for src in sources:
+        text = os.fspath(src)
+        if not os.path.exists(text) and glob.has_magic(text):
+            matches = sorted(glob.glob(text))
+            if not matches:
+                raise LoadError(f"{text}: no file matches this pattern")
+            out += [Path(m) for m in matches]
+        else:
+            out.append(Path(text))
+    return out
 
 
 def _raise_if_strict(strict: bool, failures: list[dict[str, str]]) -> None:
@@ -253,10 +305,11 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
                 workers=workers, progress=progress, run_graders=run_graders, problems=problems, grading=grading,
                 format=format, format_options=format_options, max_bytes=max_bytes, options=options,
                 execute_code=execute_code)
+    sources = _expand_globs(sources)
     frames, failures, n_found = [], [], 0
     warnings: list[str] = _check_execution(execute_code) if run_graders else []
     for src in sources:
-        table, fails, found, warn = _read_source(Path(src), **opts)
+        table, fails, found, warn = _read_source(src, **opts)
         frames.append(table)
         failures.extend(fails)
         warnings.extend(warn)
