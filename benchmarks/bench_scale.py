@@ -79,8 +79,16 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--n-resamples", type=int, default=10_000)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    parts = build(args.data, args.scale, args.seeds)
+    if args.build_only:
+        build(args.data, args.scale, args.seeds)
+        return 0
+    parts = args.data / "parts"
+    if not (parts.is_dir() and any(parts.glob("*.parquet"))):
+        # Built in a child: a child's peak-memory counter starts at its parent's size, so this process stays small.
+        run_child([sys.executable, __file__, "--build-only", "--data", str(args.data), "--scale", str(args.scale),
+                   "--seeds", str(args.seeds)])
     steps = [("plain polars: scan, pair, sums per (cell, item)", [sys.executable, "-c", PLAIN_POLARS, str(parts)]),
              ("lengthlens.load(DIR)", [sys.executable, "-c", LOAD, str(parts)]),
              (f"lengthlens.load + cells ({args.n_resamples} resamples, {args.workers} workers)",

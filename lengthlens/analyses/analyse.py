@@ -98,10 +98,12 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     stage("cells, censoring, attribution")
     settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
     paired, disagreements, causes = run_channels_audited(runs.paired)
-    units = cell_units(paired)  # every analysis below uses these pairs
-    cell_table, censoring, attribution_cells = run_on(
-        runs, [CellsAnalysis(), CensoringAnalysis(aft_ci, n_resamples_aft), AttributionAnalysis()], settings,
-        workers=workers, units=units)
+    analyses = [CellsAnalysis(), CensoringAnalysis(aft_ci, n_resamples_aft), AttributionAnalysis()]
+    # Every analysis below uses these pairs: the columns the engine's analyses read, and the texts and
+    # sources the lossless check and the extra-token table read.
+    needed = [f.removesuffix("_star") for a in analyses for f in a.fields] + ["text", "source"]
+    units = cell_units(paired, needed)
+    cell_table, censoring, attribution_cells = run_on(runs, analyses, settings, workers=workers, units=units)
     stage("arms and Table 3")
     cells_df = cell_table.to_frame()
     tables: dict[str, pd.DataFrame] = {

@@ -210,8 +210,9 @@ def _ratio_cell(p: _Prepared, est: Mapping[str, Estimate], counts: np.ndarray, l
         out["rmst_ratio"] = est["rmst_ratio"]
     else:  # a restricted mean of a weighted KM per resample: not a function of sums, so its percentile interval
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = (restricted_means_many(p.L, (~p.c).astype(float), counts[:, p.item], p.tau)
-                     / restricted_means_many(p.Ls, (~p.cs).astype(float), counts[:, p.item], p.tau))
+            W = counts[:, p.item].astype(float)
+            ratio = (restricted_means_many(p.L, (~p.c).astype(float), W, p.tau)
+                     / restricted_means_many(p.Ls, (~p.cs).astype(float), W, p.tau))
         lo, hi = quantiles_with_inf(ratio, ((1 - level) / 2, 1 - (1 - level) / 2))
         out["rmst_ratio"] = Estimate(rmst / rmst_s, ConfidenceInterval(float(lo), float(hi)), method="percentile",
                                      confidence_level=level, note="restricted means of weighted Kaplan–Meier curves")

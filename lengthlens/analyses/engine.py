@@ -141,26 +141,62 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
 
     ``fields``: the paired-run columns the analyses read (converted to float64, NaN for null);
     ``items``: each group's resampling units (default: the items its runs cover), keyed by the
-    group's names. Groups and cells keep the order in which they first appear in ``units``.
+    group's names. Groups and cells come in the order of their keys. Only the key columns and
+    ``fields`` are taken from ``units``, as whole columns; each cell's arrays are slices of them.
     """
+    gkey = list(group_key)
+    ckey = [k for k in CELL_KEY if k not in gkey]
     present = [f for f in dict.fromkeys(fields) if f in units.columns]
+    frame = units.select(*gkey, *ckey, "item_id", *[pl.col(f).cast(pl.Float64) for f in present])
+    order = frame.select(pl.arg_sort_by([*gkey, *ckey], maintain_order=True)).to_series().to_numpy()
+    if not np.array_equal(order, np.arange(frame.height)):
+        frame = frame[order]
+    index = _item_index(frame, gkey, items)
+    frame = frame.join(index, on=[*gkey, "item_id"], how="left", nulls_equal=True, maintain_order="left")
+    if frame.get_column("_pos").null_count():
+        bad = frame.filter(pl.col("_pos").is_null()).row(0, named=True)
+        raise KeyError(f"item {bad['item_id']!r} of {tuple(bad[k] for k in gkey)} is not among its group's items")
+    pos = frame.get_column("_pos").to_numpy()
+    arrays = {f: frame.get_column(f).to_numpy() for f in present}
+    gid = frame.select(pl.struct(gkey).rle_id()).to_series().to_numpy()
+    cid = frame.select(pl.struct([*gkey, *ckey]).rle_id()).to_series().to_numpy()
+    keys = frame.select(*gkey, *ckey)
     out = []
-    for names, g in _partition(units, list(group_key)):
-        group_items = tuple(items[names]) if items is not None else tuple(sorted(set(g.get_column("item_id").to_list())))
-        index = {it: i for i, it in enumerate(group_items)}
+    for g0, g1 in _segments(gid):
+        names = tuple(keys.row(g0)[:len(gkey)])
+        group_items = tuple(items[names]) if items is not None else tuple(
+            index.filter(pl.all_horizontal([pl.col(k).eq_missing(v) for k, v in zip(gkey, names)]))
+            .sort("_pos").get_column("item_id").to_list())
         cells = []
-        for key, c in _partition(g, list(CELL_KEY)):
-            ids = c.get_column("item_id").to_list()
-            positions = np.fromiter(map(index.__getitem__, ids), dtype=np.int64, count=len(ids))
+        for c0, c1 in _segments(cid[g0:g1]):
+            c0, c1 = g0 + c0, g0 + c1
+            positions = pos[c0:c1]
             own = np.unique(positions)
             remap = np.full(len(group_items), -1, dtype=np.int64)
             remap[own] = np.arange(own.size)
-            values = c.select([pl.col(f).cast(pl.Float64) for f in present]).to_numpy()
-            cells.append(CellRuns(key=dict(zip(CELL_KEY, key)), group=names, n_items_group=len(group_items),
-                                  items=tuple(group_items[i] for i in own), item=remap[positions],
-                                  fields=Sums({f: np.ascontiguousarray(values[:, k]) for k, f in enumerate(present)})))
+            cells.append(CellRuns(key=dict(zip(CELL_KEY, (dict(zip([*gkey, *ckey], keys.row(c0)))[k] for k in CELL_KEY))),
+                                  group=names, n_items_group=len(group_items), items=tuple(group_items[i] for i in own),
+                                  item=remap[positions], fields=Sums({f: v[c0:c1] for f, v in arrays.items()})))
         out.append(Group(names=names, items=group_items, cells=tuple(cells)))
     return out
+
+
+def _segments(ids: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of each run of equal values in ``ids``."""
+    if ids.size == 0:
+        return []
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    return list(zip(starts.tolist(), np.r_[starts[1:], ids.size].tolist()))
+
+
+def _item_index(frame: pl.DataFrame, gkey: list[str], items: Mapping[tuple, Sequence[str]] | None) -> pl.DataFrame:
+    """Each group's items with their position: the given ones, or (default) the items its runs cover, sorted."""
+    if items is None:
+        index = frame.select(*gkey, "item_id").unique().sort([*gkey, "item_id"])
+        return index.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(gkey).alias("_pos"))
+    rows = [(*names, it, i) for names, its in items.items() for i, it in enumerate(its)]
+    schema = {**{k: frame.schema[k] for k in gkey}, "item_id": frame.schema["item_id"], "_pos": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def group_items(runs: RunSet) -> dict[tuple, list[str]]:
@@ -268,7 +304,7 @@ def resample_plan(plan: Plan, counts: np.ndarray, settings: Settings) -> CellRes
     """
     extra = moment_columns(plan.statistics, plan.columns, settings.ci, plan.cell.strata)
     names = (*plan.columns, *extra)
-    product = ColumnProduct(np.asarray(counts, dtype=np.float64))
+    product = ColumnProduct(np.asarray(counts))
     block = np.column_stack([*plan.columns.values(), *extra.values()]) if names else np.zeros((plan.cell.n_items, 0))
     rows = product.add(block)
     return _result(plan, extra, names, product.sums(rows), product.counts, settings)
@@ -284,10 +320,10 @@ def _product(products: dict, group: Group, cell: CellRuns, settings: Settings) -
 
 
 def _counts(group: Group, cell: CellRuns, settings: Settings) -> np.ndarray:
-    """Float64 (B, n_items) draws over a cell's items; with strata, each stratum's items drawn on their own."""
+    """(B, n_items) draws over a cell's items (compact integers); with strata, each stratum's items drawn on their own."""
     if not group.stratum_names:
         return draw_counts(settings.seed, group.names, cell.items, cell.complete, settings.n_resamples)
-    parts = np.empty((settings.n_resamples, cell.n_items))
+    parts = np.empty((settings.n_resamples, cell.n_items), dtype=np.int64)
     for s, names in enumerate(group.stratum_names):
         inside = np.flatnonzero(cell.strata == s)
         parts[:, inside] = draw_counts(settings.seed, names, [cell.items[i] for i in inside], True, settings.n_resamples)
@@ -332,6 +368,7 @@ def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, wo
     ``units``: the paired runs (:func:`lengthlens.data.pairing.cell_units`) when the caller has them,
     e.g. with channel counts added.
     """
-    units = cell_units(runs.paired) if units is None else units
     fields = tuple(dict.fromkeys(f for a in analyses for f in a.fields))
+    if units is None:  # pair only the columns the analyses read
+        units = cell_units(runs.paired, [f.removesuffix("_star") for f in fields])
     return run(groups_of(units, fields, group_items(runs)), analyses, settings, workers=workers)

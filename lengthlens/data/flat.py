@@ -111,16 +111,21 @@ def read_parquet_parts(paths: list[Path], with_text: bool = True) -> tuple[pl.Da
     for p in paths:
         _open_check(p)
     try:
-        names = list(dict.fromkeys(n for p in paths for n in pl.read_parquet_schema(p)))
+        schemas = [pl.read_parquet_schema(p) for p in paths]
+        names = list(dict.fromkeys(n for sch in schemas for n in sch))
         keep = [n for n in names if n in _FIELDS and (with_text or n != "text")]
-        frames = [pl.scan_parquet(p).select([c for c in keep if c in pl.read_parquet_schema(p)])
-                  .with_columns(pl.lit(str(p)).alias("_part"), pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("_row"))
-                  for p in paths]
-        df = pl.concat(frames, how="diagonal_relaxed").collect()
+        if any(set(sch) != set(schemas[0]) for sch in schemas):  # parts with different columns: one scan each
+            frames = [pl.scan_parquet(p, include_file_paths="_part").select([c for c in keep if c in sch] + ["_part"])
+                      for p, sch in zip(paths, schemas)]
+            lf = pl.concat(frames, how="diagonal_relaxed")
+        else:
+            lf = pl.scan_parquet([str(p) for p in paths], include_file_paths="_part").select(*keep, "_part")
+        df = lf.with_columns(pl.col("_part").cast(pl.Categorical)).collect()
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         raise ValueError(f"{display_path(paths[0].parent)}: unreadable Parquet parts ({exc})") from None
-    where = df.select(pl.format("{}:{}", "_part", "_row")).to_series().alias("_where")
-    return df.drop("_part", "_row"), where, [n for n in names if n not in _FIELDS]
+    row = pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("_part")
+    where = df.select(pl.concat_str(pl.col("_part").cast(pl.String), pl.lit(":"), row.cast(pl.String))).to_series()
+    return df.drop("_part"), where.alias("_where"), [n for n in names if n not in _FIELDS]
 
 
 def read_flat_frame(path: str | Path, with_text: bool = True) -> tuple[pl.DataFrame, pl.Series, list[str]] | None:

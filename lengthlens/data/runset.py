@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -32,9 +33,9 @@ class RunSet:
     #: The grading policy of the graders that read the texts (``default`` or ``study``).
     grading: str = "default"
 
-    @property
+    @cached_property
     def paired(self) -> pl.DataFrame:
-        """Ok runs that enter cells."""
+        """Ok runs that enter cells (computed once: at scale it is most of the table)."""
         return self.table.filter(pl.col("paired"))
 
     def to_frame(self) -> pd.DataFrame:

@@ -27,11 +27,12 @@ def _skips(df: pl.DataFrame, reason: pl.Expr, stage: str) -> pl.DataFrame:
 def drop_duplicates(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Keep the first run of each (arm, item, seed) in input order; later copies are skipped, naming the kept one."""
     key = [*ARM_KEY, *UNIT_KEY]
-    t = table.with_row_index("_row")
-    first = t.group_by(key, maintain_order=True).agg(pl.col("_row").first().alias("_first"), pl.col("source").first().alias("_first_source"))
-    t = t.join(first, on=key, how="left", nulls_equal=True)
-    dup = t.filter(pl.col("_row") != pl.col("_first"))
-    keep = t.filter(pl.col("_row") == pl.col("_first")).sort("_row").drop("_row", "_first", "_first_source")
+    first = table.select(pl.struct(key).is_first_distinct().alias("_first")).to_series()
+    if first.all():  # the usual case: a mask, no copy of the table
+        return table, _skips(table.head(0), pl.lit(""), "validate")
+    keep, dup = table.filter(first), table.filter(~first)
+    kept = keep.select(*key, pl.col("source").alias("_first_source"))
+    dup = dup.join(kept, on=key, how="left", nulls_equal=True, maintain_order="left")
     skipped = _skips(dup, pl.format("duplicate of {} (same arm, item and seed)", pl.col("_first_source").fill_null("(unknown)")), "validate")
     return keep, skipped
 

@@ -22,6 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 
+#: Numbers of a count matrix converted to float64 at once for the product (32 MB).
+BLOCK = 1 << 22
+
+
 class ColumnProduct:
     """``counts @ X`` for blocks X of item columns added one after another, each distinct column multiplied once."""
 
@@ -54,10 +58,23 @@ class ColumnProduct:
         return len(self._columns)
 
     def product(self) -> np.ndarray:
-        """(n_distinct, B): each distinct column's resampled sums (multiplied on the first call)."""
+        """(n_distinct, B): each distinct column's resampled sums (multiplied on the first call).
+
+        The counts may be kept compact (uint8): they are converted to float64 a block of resamples at a
+        time (at most :data:`BLOCK` numbers), so a group of tens of thousands of items never holds a
+        float64 copy of its whole count matrix. Blocks split the resamples, not the sum over items.
+        """
         if self._product is None:
-            distinct = np.stack(self._columns) if self._columns else np.zeros((0, self.counts.shape[1]))
-            self._product = distinct @ self.counts.T
+            B, n = self.counts.shape
+            distinct = np.stack(self._columns) if self._columns else np.zeros((0, n))
+            if self.counts.dtype == np.float64 and B * n <= BLOCK:
+                self._product = distinct @ self.counts.T
+            else:
+                self._product = np.empty((distinct.shape[0], B))
+                step = max(1, BLOCK // max(n, 1))
+                for start in range(0, B, step):
+                    block = np.asarray(self.counts[start:start + step], dtype=np.float64)
+                    self._product[:, start:start + step] = distinct @ block.T
         return self._product
 
     def sums(self, rows: np.ndarray) -> np.ndarray:

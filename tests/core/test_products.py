@@ -78,4 +78,21 @@ def test_a_count_beyond_uint8_is_an_overflow_and_draw_counts_gives_floats():
         item_counts(256, 3, _AllFirst(), np.uint8)
     items = [f"i{k}" for k in range(4)]
     a = draw_counts(5, ("g",), items, True, 20)
-    assert a.dtype == np.float64 and (a.sum(axis=1) == 4).all()
+    assert a.dtype == np.uint8 and (a.sum(axis=1) == 4).all()
+
+
+def test_a_compact_count_matrix_is_multiplied_a_block_at_a_time_with_the_same_sums(monkeypatch):
+    """uint8 counts converted a few resamples at a time: integer sums exact, others within the dot product's bound."""
+    from lengthlens.stats import products
+
+    rng = np.random.default_rng(2)
+    counts = item_counts(300, 1001, rng, np.uint8)
+    X = np.stack([rng.integers(0, 4000, 300).astype(float), rng.uniform(0, 50, 300)], axis=1)
+    whole = ColumnProduct(counts.astype(np.float64))
+    rows = whole.add(X)
+    monkeypatch.setattr(products, "BLOCK", 300 * 7)  # blocks of 7 resamples
+    blocked = ColumnProduct(counts)
+    blocked.add(X)
+    a, b = whole.sums(rows), blocked.sums(rows)
+    assert np.array_equal(a[0], b[0])
+    assert np.all(np.abs(a[1] - b[1]) <= 300 * EPS * (counts.astype(float) @ np.abs(X[:, 1])))
