@@ -231,6 +231,8 @@ def test_aime(answer, correct, detail):
     ("Option B captures the key difference.", None, "no_choice"),  # discussion of an option is not a choice
     ("None of the options (A, B, C, or D) are correct.", None, "no_choice"),  # real (spec_casc_opt -0.3 case_005)
     ("\\boxed{42}", None, "no_choice"),
+    ("The answer is a bit longer than needed.", None, "no_choice"),  # the article, not choice A
+    ("The ANSWER is C", "C", "answer_phrase"),  # the phrase in any case, the letter a capital
 ])
 def test_extract_choice(answer, letter, how):
     assert extract_choice(answer) == (letter, how)

@@ -104,8 +104,8 @@ _LETTER_IN_BOX = re.compile(r"^\(?\s*([A-D])\s*\)?(?:[.:)]|\s|$)")
 # Each run of whitespace has one quantifier (adjacent ones, as in "\s*(?:\*\*)?\s*", backtrack in
 # polynomial time over a long run of spaces).
 _ANSWER_PHRASE = re.compile(
-    r"(?:answer|choice)(?:\s+is|\s*:)\s*(?:\*\*\s*)?(?:option\s+)?(?:\(\s*)?([A-D])\s*\)?(?![A-Za-z0-9])",
-    re.I)
+    r"(?:answer|choice)(?:\s+is|\s*:)\s*(?:\*\*\s*)?(?:option\s+)?(?:\(\s*)?((?-i:[A-D]))\s*\)?(?![A-Za-z0-9])",
+    re.I)  # the phrase in any case, the letter a capital: "the answer is a bit" chooses nothing
 _BOLD_LETTER = re.compile(r"\*\*\s*\(?([A-D])\)?(?:[.:)]|\s*[–—-]|\*\*)")
 _LONE_LETTER = re.compile(r"^\W*\(?([A-D])\)?\W*$")
 
