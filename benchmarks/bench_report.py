@@ -50,14 +50,15 @@ def build(data: Path) -> Path:
     return flat
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants (Linux /proc)."""
+def _tree_memory(pid: int) -> int:
+    """Bytes of memory a process and all its descendants hold, shared pages split between their sharers (PSS, from
+    /proc: a worker started by fork-and-exec shares its parent's pages until the exec, which RSS would count twice)."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
         try:
-            with open(f"/proc/{p}/status") as f:
-                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:")), 0)
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                total += next((int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:")), 0)
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
                     todo += [int(c) for c in f.read().split()]
@@ -68,7 +69,8 @@ def _tree_rss(pid: int) -> int:
 
 def run_child(cmd: list[str]) -> dict:
     """Run ``cmd``; its wall and CPU seconds (worker processes included), the peak of its process tree's memory
-    (GB, sampled every 20 ms) and its stderr. Raises on failure."""
+    (GB, sampled every 20 ms; the kernel's max-RSS counter of a child starts at its parent's size, so it is not
+    used) and its stages. Raises on failure."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with tempfile.TemporaryFile() as err:
         t = time.perf_counter()
@@ -77,7 +79,7 @@ def run_child(cmd: list[str]) -> dict:
 
         def sample() -> None:
             while not stop.wait(0.02):
-                peak[0] = max(peak[0], _tree_rss(proc.pid))
+                peak[0] = max(peak[0], _tree_memory(proc.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -89,7 +91,7 @@ def run_child(cmd: list[str]) -> dict:
         text = err.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gb": max(peak[0], usage.ru_maxrss * 1024) / 1e9,
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gb": peak[0] / 1e9,
             "stages": {m.group(1): float(m.group(2)) for line in text.splitlines() if (m := _STAGE.match(line))}}
 
 
