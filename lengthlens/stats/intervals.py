@@ -10,6 +10,7 @@ before the count-matrix product. The interval functions below work column by col
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,7 +19,7 @@ import numpy as np
 
 from lengthlens.results import ConfidenceInterval, Estimate
 from lengthlens.stats.delta import Stratum, moment_pairs, values_and_ses
-from lengthlens.stats.metrics import Sums, finite_or_nan
+from lengthlens.stats.metrics import Sums, dependencies, finite_or_nan
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE
 
 __all__ = ["CI_METHODS", "OUTSIDE_RANGE", "Resampled", "Statistic", "bca_interval", "estimates", "moment_columns", "percentile_interval",
@@ -374,9 +375,7 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
             lo, hi = float(np.exp(lo[0])), float(np.exp(hi[0]))
         # The SE of the statistic itself (delta method): d f = f d log f.
         se_point = float(point[name] * se) if np.isfinite(se) else np.nan
-        with np.errstate(all="ignore"):  # the statistic of each item alone: the vertices of the resampling range
-            alone = np.broadcast_to(finite_or_nan(statistics[name].of(Sums(r.items))), (r.n_items,))
-        alone = alone[np.isfinite(alone)]
+        alone = _item_ratios(statistics[name].of, r)
         method, note = "studentized", ""
         if np.isfinite(point[name]) and not (fell_back[0] or (lo > 0 and np.isfinite(hi))):
             lo, hi, _ = (float(x[0]) for x in percentile_interval(reps[name][:, None], level))
@@ -395,6 +394,26 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
                 lo, hi, _ = (float(x[0]) for x in _bca(statistics[name], r, point[name], reps[name], level))
         out[name] = _estimate(point[name], lo, hi, und[0], method, level, se_point, note)
     return out
+
+
+def _item_ratios(fn: Callable[[Sums], Any], r: Resampled) -> np.ndarray:
+    """The defined item ratios xᵢ / yᵢ of a ratio of two sums Σx / Σy (the statistic of each item alone), else empty.
+
+    A resample of a ratio of sums is a mean of its item ratios, weighted by yᵢ: it cannot leave their
+    range. Other statistics (a ratio of two such ratios) can, so they get no range.
+    """
+    keys = tuple(r.items)
+    deps = dependencies(fn, keys)
+    if len(deps) != 2:
+        return np.empty(0)
+    probe = Sums({k: np.float64(50.0 + 3.0 * i) for i, k in enumerate(keys)})
+    with np.errstate(all="ignore"):
+        value = float(finite_or_nan(fn(probe)))
+        a, b = (float(probe[k]) for k in deps)
+        if not (math.isclose(value, a / b, rel_tol=1e-12) or math.isclose(value, b / a, rel_tol=1e-12)):
+            return np.empty(0)
+        alone = np.broadcast_to(finite_or_nan(fn(Sums(r.items))), (r.n_items,))
+    return alone[np.isfinite(alone)]
 
 
 def _bca(statistic: Statistic, r: Resampled, point: float, replicates: np.ndarray, level: float):
