@@ -70,7 +70,8 @@ CELL_COLUMNS: dict[str, str] = {
     "rounds_ratio_top_share": "the largest share one item has of the cell's verifier-round sum (either arm)",
     "time_ratio_top_share": "the largest share one item has of the cell's wall-time sum (either arm)",
     "influential": f"one item carries more than {INFLUENTIAL_SHARE:.0%} of the output-token, round or wall-time sum "
-                   "of either arm, or leaving one item out moves λ, R/R* or T/T* to the other side of 1",
+                   "of either arm, or λ, R/R* or T/T* has an interval excluding 1 while leaving one item out puts it "
+                   "on the other side of 1",
     "n_graded_items": "items with at least one pair graded on both sides",
     "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
     "accuracy_p_holm": "accuracy_p adjusted by Holm over every graded cell of the report (family-wise)",
@@ -197,8 +198,13 @@ class Cell:
 
     @property
     def influential(self) -> bool:
-        """One item carries most of a sum of λ, R/R* or T/T*, or leaving one out flips which side of 1 one lies."""
-        return any(inf.influential for inf in self.influence.values())
+        """One item carries most of a sum of λ, R/R* or T/T*, or one of them has an interval excluding 1 that
+        leaving out a single item would put on the other side of 1 (the conclusion rests on that item)."""
+        def excludes_one(m: str) -> bool:
+            e = self.estimates.get(m)
+            return e is not None and bool(e.low > 1.0 or e.high < 1.0)
+
+        return any(inf.dominated or (inf.loo_crosses_one and excludes_one(m)) for m, inf in self.influence.items())
 
     def to_row(self) -> dict[str, Any]:
         """Flat columns as in cells.csv: metric, metric_lo, metric_hi (interval stems from the registry)."""

@@ -25,8 +25,7 @@ class RatioInfluence:
 
     ``top_share``: the largest share one item has of either sum; ``item_min``/``item_max``: the range
     of the item ratios xᵢ / yᵢ (items with yᵢ > 0); ``loo_lo``/``loo_hi``: the range of the ratio with
-    one item left out (NaN with fewer than two items). ``influential``: one item carries more than
-    :data:`INFLUENTIAL_SHARE` of a sum, or leaving one item out moves the ratio to the other side of 1.
+    one item left out (NaN with fewer than two items).
     """
 
     ratio: float
@@ -37,9 +36,14 @@ class RatioInfluence:
     loo_hi: float
 
     @property
-    def influential(self) -> bool:
-        flips = bool(self.loo_lo < 1.0 < self.loo_hi) and self.ratio != 1.0
-        return bool(self.top_share > INFLUENTIAL_SHARE) or flips
+    def dominated(self) -> bool:
+        """One item carries more than :data:`INFLUENTIAL_SHARE` of a sum."""
+        return bool(self.top_share > INFLUENTIAL_SHARE)
+
+    @property
+    def loo_crosses_one(self) -> bool:
+        """Leaving some one item out puts the ratio on the other side of 1."""
+        return bool(self.loo_lo < 1.0 < self.loo_hi)
 
 
 def ratio_influence(x: np.ndarray, y: np.ndarray) -> RatioInfluence:
@@ -48,7 +52,7 @@ def ratio_influence(x: np.ndarray, y: np.ndarray) -> RatioInfluence:
     Examples
     --------
     >>> inf = ratio_influence(np.array([1.0, 2.0, 30.0]), np.array([1.0, 2.0, 5.0]))
-    >>> round(inf.ratio, 3), round(inf.top_share, 3), inf.item_min, inf.item_max, inf.influential
+    >>> round(inf.ratio, 3), round(inf.top_share, 3), inf.item_min, inf.item_max, inf.dominated
     (4.125, 0.909, 1.0, 6.0, True)
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
