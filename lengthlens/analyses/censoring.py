@@ -24,7 +24,7 @@ from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, res
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES, DISTS, AFTBootstrap, AFTFit, aft_sandwich, fit_aft, fit_aft_bootstrap, fit_aft_many
 from lengthlens.stats.intervals import Ratio, quantiles_with_inf
-from lengthlens.stats.survival import KaplanMeier, kaplan_meier, restricted_means_many
+from lengthlens.stats.survival import KaplanMeier, cluster_quantile_intervals, kaplan_meier, restricted_means_many
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,6 +33,10 @@ __all__ = ["AFT_CI_METHODS", "CensoringAnalysis", "CensoringCell", "SurvivalCurv
 
 AFT_CI_METHODS = ("sandwich", "bootstrap")
 _NAN = float("nan")
+
+#: Resamples (the first of the cell's draws) for the Kaplan–Meier quantiles' item-level intervals: each is a
+#: weighted KM curve over every run, so fewer than the ratios' sums get.
+KM_RESAMPLES = 2000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -305,10 +309,12 @@ class CensoringAnalysis:
         for r, (fits, ests, boots) in zip(results, aft):
             p: _Prepared = r.plan.data
             ratios = _ratio_cell(p, r.estimates, r.sums.counts, level)
+            W = r.sums.counts[:KM_RESAMPLES][:, p.item]
+            km, km_s = (cluster_quantile_intervals(k, x, ~cut, W) for k, x, cut in ((p.km, p.L, p.c), (p.km_s, p.Ls, p.cs)))
             out.append(CensoringCell(
                 n_items=r.cell.n_items, n_runs=len(p.L), budget=p.budget, budget_star=p.budget_star,
                 budgets_differ=p.budgets_differ, censored_frac=float(p.c.mean()), censored_frac_star=float(p.cs.mean()),
-                km=p.km, km_star=p.km_s, rmst_tau=p.tau, **ratios, aft=fits, lambda_aft=ests, aft_boot=boots,
+                km=km, km_star=km_s, rmst_tau=p.tau, **ratios, aft=fits, lambda_aft=ests, aft_boot=boots,
                 n_resamples=settings.n_resamples, n_resamples_aft=n_aft, confidence_level=level, aft_ci_method=self.aft_ci))
         return out
 
