@@ -117,10 +117,10 @@ def summary_lines(analysis: Analysis) -> list[str]:
     cz = analysis.tables.get("censoring")
     if cz is not None and not cz.empty:
         more = (cz["censored_frac"] > cz["censored_frac_star"]).sum()
-        aft = cz["lambda_aft_lognormal"]
+        aft = cz["gm_ratio_aft_lognormal"]
         lines.append(f"censoring: {int((cz['censored_frac'] > 0).sum())} of {len(cz)} cells have relaxed runs cut at the budget "
                      f"({int(more)} more often than strict); median lambda {cz['lambda_plain'].median():.2f} plain vs "
-                     f"{aft.median():.2f} log-normal AFT (censoring-aware)")
+                     f"{aft.median():.2f} geometric-mean ratio of the log-normal AFT (censoring-aware; not a ratio of means)")
     at = analysis.tables.get("attribution_summary")
     if at is not None and not at.empty:
         for scope, label in (("all", "all cells"), ("table3", "Table 3's cells")):
