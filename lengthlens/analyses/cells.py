@@ -133,6 +133,9 @@ class Cell:
     time_ratio_median_item: float = _NAN
     #: λ, R/R* and T/T*: single items' weight in them (absent where the metric is unavailable).
     influence: Mapping[str, RatioInfluence] = field(default_factory=dict)
+    #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
+    items: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -244,6 +247,24 @@ class Cell:
         for old, new in DEPRECATED_COLUMNS.items():
             row[old] = row[new]
         return row
+
+    def items_frame(self) -> pd.DataFrame:
+        """The per-item view: one row per item with its totals, and for λ, R/R* and T/T* its ratio, its share of
+        each sum and the cell's ratio without it (largest share first)."""
+        rows: dict[str, Any] = {"item_id": list(self.items)}
+        first = None
+        for m, (x, y) in INFLUENCE_METRICS.items():
+            if m not in self.influence or x not in self.item_totals:
+                continue
+            a, b = self.item_totals[x], self.item_totals[y]
+            with np.errstate(all="ignore"):
+                rows.update({x: a, y: b, f"{m}_item": a / b, f"{x}_share": a / a.sum(), f"{y}_share": b / b.sum(),
+                             f"{m}_without": (a.sum() - a) / (b.sum() - b)})
+            first = first or x
+        df = frame(rows)
+        if first is not None:
+            df = df.sort_values(f"{first}_share", ascending=False, kind="stable").reset_index(drop=True)
+        return df
 
     def to_frame(self) -> pd.DataFrame:
         """One row per metric: estimate, low, high, standard error, interval method."""
@@ -410,6 +431,7 @@ class CellsAnalysis:
             rounds_ratio_median_item=_NAN if "rounds_ratio" in why else data.ratios["rounds_ratio"],
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
             influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
+            items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
         )
 
 

@@ -91,3 +91,15 @@ def test_influence_equals_plain_loops():
     assert (inf.item_min, inf.item_max) == pytest.approx((min(x / y), max(x / y)), rel=1e-14)
     assert inf.top_share == pytest.approx(max(max(x) / sum(x), max(y) / sum(y)), rel=1e-14)
     assert np.isnan(ratio_influence(x[:1], y[:1]).loo_lo)
+
+
+def test_per_item_view_puts_the_dominant_item_first(tmp_path):
+    runs, L, Ls = _dominated(tmp_path)
+    cell = ll.cells(runs, n_resamples=200).get(method="cactus")
+    view = cell.items_frame()
+    top = view.iloc[0]
+    assert top["item_id"] == "i11" and top["L_share"] == pytest.approx(L[11] / L.sum(), rel=1e-12)
+    assert top["lambda_item"] == pytest.approx(L[11] / Ls[11], rel=1e-12)
+    assert top["lambda_without"] == pytest.approx(L[:11].sum() / Ls[:11].sum(), rel=1e-12)
+    assert view["lambda_without"].min() == pytest.approx(cell.to_row()["lambda_loo_lo"], rel=1e-12)
+    assert len(view) == 12
