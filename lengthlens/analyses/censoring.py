@@ -34,8 +34,8 @@ __all__ = ["AFT_CI_METHODS", "DEFAULT_AFT_DISTS", "KM_RESAMPLES", "CensoringAnal
 AFT_CI_METHODS = ("sandwich", "bootstrap")
 _NAN = float("nan")
 
-#: The AFT laws fitted by default. The Weibull fit's sandwich interval covers 84–95 % in simulation (below 93 % in
-#: most settings), so it is fitted only when asked for (``CensoringAnalysis(aft_dists=DISTS)``).
+#: The AFT laws fitted by default. The Weibull fit's sandwich interval under-covers (docs/concepts.md), so it is
+#: fitted only when asked for (``CensoringAnalysis(aft_dists=DISTS)``).
 DEFAULT_AFT_DISTS: tuple[str, ...] = ("lognormal",)
 
 #: Resamples (the first of the cell's draws) for the Kaplan–Meier quantiles' item-level intervals: each is a
