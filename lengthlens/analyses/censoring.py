@@ -40,7 +40,7 @@ DEFAULT_AFT_DISTS: tuple[str, ...] = ("lognormal",)
 
 #: Resamples (the first of the cell's draws) for the Kaplan–Meier quantiles' item-level intervals: each is a
 #: weighted KM curve over every run, so fewer than the ratios' sums get.
-KM_RESAMPLES = 2000
+KM_RESAMPLES = 1000
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,7 +3,9 @@
 A run that stops at its token budget is right-censored: its true length is at least the budget.
 Kaplan–Meier (KM) survival of completion length gives the median and quartiles with their
 Brookmeyer–Crowley intervals (log-log transform, as statsmodels' ``SurvfuncRight.quantile_ci``), or
-``None`` with the reason when too much is censored to identify them. With one budget per arm, KM
+``None`` with the reason when too much is censored to identify them. Those treat every run as
+independent; a cell's quartiles get intervals from resampling items instead
+(:func:`cluster_quantile_intervals`: a weighted KM curve per resample, an item's seeds together). With one budget per arm, KM
 below the budget *is* the empirical distribution and the restricted mean up to the budget *is*
 ``mean(min(L, budget))``: they add information only when budgets differ between runs or arms.
 """
@@ -118,10 +120,9 @@ class KaplanMeier:
                       for p, q in zip((0.25, 0.5, 0.75), self.quantiles)])
 
     def _repr_html_(self) -> str:
-        note = (
-            f"n={self.n_obs:g}, censored={self.n_censored:g}; "
-            f"{self.confidence_level:.0%} Brookmeyer–Crowley (log-log) intervals."
-        )
+        how = ("item-resampled percentile" if self.median.method == KM_CLUSTER_CI
+               else "Brookmeyer–Crowley (log-log)")
+        note = f"n={self.n_obs:g}, censored={self.n_censored:g}; {self.confidence_level:.0%} {how} intervals."
         return frame_html(self.quantile_frame(), "Kaplan–Meier quantiles of completion length") + f"<p><small>{note}</small></p>"
 
 
@@ -266,15 +267,19 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     """
     time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
     order = np.argsort(time, kind="stable")
-    ts = time[order]
+    ts, ev = time[order], event[order]
     starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
     utime = ts[starts]
+    ties = starts.size < ts.size  # without ties each run is its own time: no grouping needed
     W = np.asarray(W)
     out = np.empty((W.shape[0], len(ps)))
     for b0 in range(0, W.shape[0], block):
-        Ws = W[b0:b0 + block][:, order].astype(float)
-        d = np.add.reduceat(Ws * event[order], starts, axis=1)
-        n = np.cumsum(np.add.reduceat(Ws, starts, axis=1)[:, ::-1], axis=1)[:, ::-1]
+        Ws = np.asarray(W[b0:b0 + block][:, order], dtype=float)
+        d = Ws * ev
+        at_risk = Ws
+        if ties:
+            d, at_risk = np.add.reduceat(d, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
+        n = np.cumsum(at_risk[:, ::-1], axis=1)[:, ::-1]
         with np.errstate(divide="ignore", invalid="ignore"):
             surv = np.cumprod(np.where(n > 0, 1.0 - d / n, 1.0), axis=1)
         for j, p in enumerate(ps):
