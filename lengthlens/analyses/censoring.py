@@ -331,7 +331,8 @@ class CensoringAnalysis:
             p: _Prepared = r.plan.data
             ratios = _ratio_cell(p, r.estimates, r.sums.counts, level)
             W = r.sums.counts[:KM_RESAMPLES][:, p.item]
-            km, km_s = (cluster_quantile_intervals(k, x, ~cut, W) for k, x, cut in ((p.km, p.L, p.c), (p.km_s, p.Ls, p.cs)))
+            km, km_s = (cluster_quantile_intervals(k, x, ~cut, W, r.cell.n_items)
+                        for k, x, cut in ((p.km, p.L, p.c), (p.km_s, p.Ls, p.cs)))
             out.append(CensoringCell(
                 n_items=r.cell.n_items, n_runs=len(p.L), budget=p.budget, budget_star=p.budget_star,
                 budgets_differ=p.budgets_differ, censored_frac=float(p.c.mean()), censored_frac_star=float(p.cs.mean()),

@@ -20,7 +20,7 @@ import numpy as np
 from scipy import special
 
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
-from lengthlens.stats.intervals import quantiles_with_inf
+from lengthlens.stats.intervals import expanded_percentile_levels, quantiles_with_inf
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +30,8 @@ __all__ = ["KM_CLUSTER_CI", "KaplanMeier", "cluster_quantile_intervals", "kaplan
 
 #: The interval method of Kaplan–Meier quantiles (Brookmeyer–Crowley, log-log), as statsmodels names it.
 KM_QUANTILE_CI = "brookmeyer_crowley"
-#: The default interval of the quantiles in a cell: percentile interval over item resamples (runs of an item together).
+#: The default interval of the quantiles in a cell: expanded percentile interval over item resamples (an item's runs
+#: together).
 KM_CLUSTER_CI = "item_percentile"
 
 
@@ -296,8 +297,10 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     return out
 
 
-def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndarray, W: np.ndarray) -> KaplanMeier:
-    """``km`` with its quartiles' intervals from resampling items: percentile intervals of the weighted-KM quantiles.
+def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndarray, W: np.ndarray,
+                               n_items: int | None = None) -> KaplanMeier:
+    """``km`` with its quartiles' intervals from resampling items: percentile intervals of the weighted-KM quantiles,
+    expanded for ``n_items`` items (:func:`~lengthlens.stats.intervals.expanded_percentile_levels`; None: plain).
 
     ``W`` (B, N) weights each run by how often its item is drawn, so the seeds of one item move
     together; the Brookmeyer–Crowley intervals treat every run as independent and under-cover when an
@@ -306,7 +309,8 @@ def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndar
     """
     q = km_quantiles_many(time, event, W)
     a = (1 - km.confidence_level) / 2
-    lo, hi = quantiles_with_inf(q, (a, 1 - a))
+    levels = (a, 1 - a) if n_items is None else expanded_percentile_levels(n_items, km.confidence_level)
+    lo, hi = quantiles_with_inf(q, levels)
     nan = float("nan")
     new = {}
     for j, (name, est) in enumerate(zip(("q25", "median", "q75"), km.quantiles)):
