@@ -39,7 +39,10 @@ DEPRECATED_COLUMNS = {"mcnemar_p": "accuracy_p", "mcnemar_p_holm": "accuracy_p_h
 CELL_COLUMNS: dict[str, str] = {
     "target": "the target model", "draft": "the draft model (empty for plain autoregressive decoding)",
     "dataset": "the dataset (benchmark folder)", "method": "the relaxed rule or speculative method",
-    "params": "its parameters as logged (e.g. alpha0.35)", "alpha": "the rule's alpha, parsed from params",
+    "params": "its parameters as logged (e.g. alpha0.35)",
+    "serving": "the serving condition the arm and its baseline ran under (c=8: concurrency, rate=4/s, bs=16: batch "
+               "size, gpu=…), empty when none is logged",
+    "alpha": "the rule's alpha, parsed from params",
     "n_items": "items the cell covers (the resampling units)", "n_runs": "paired runs (item, seed, turn units)",
     "n_graded": "paired runs graded on both sides: the only ones accuracy uses",
     "drop_2pp": f"interval rule: the upper limit of the accuracy change is at most −{ACCURACY_DROP_PP:g} points "
@@ -113,6 +116,8 @@ class Cell:
     accuracy_q_bh: float | None = None
     rounds_ratio_median_item: float = _NAN
     time_ratio_median_item: float = _NAN
+    #: The serving condition (:mod:`lengthlens.data.serving`), "" when none is logged.
+    serving: str = ""
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -120,7 +125,7 @@ class Cell:
     @property
     def key(self) -> dict[str, Any]:
         return {"target": self.target, "draft": self.draft, "dataset": self.dataset, "method": self.method,
-                "params": self.params}
+                "params": self.params, "serving": self.serving}
 
     @property
     def small_n(self) -> bool:
@@ -339,6 +344,7 @@ class CellsAnalysis:
             drop_2pp_point=drop_2pp_point(delta.point) if graded and not partial else None,
             rounds_ratio_median_item=_NAN if "rounds_ratio" in why else data.ratios["rounds_ratio"],
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
+            serving=key.get("serving") or "",
         )
 
 
