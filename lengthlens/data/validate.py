@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from lengthlens.data.serving import with_serving
+from lengthlens.data.serving import serving_conditions, with_serving
 from lengthlens.data.schema import (
     ARM_KEY,
     GROUP_KEY,
@@ -71,6 +71,17 @@ def l_bar_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
     return out
 
 
+def _baseline_conditions(base: pl.DataFrame) -> pl.DataFrame:
+    """Per (target, draft, dataset), the serving conditions its baseline ran under, lightest load first."""
+    schema = {"target": pl.String, "draft": pl.String, "dataset": pl.String, "_base_serving": pl.String}
+    logged = base.filter(pl.col("serving") != "").select("target", "draft", "dataset", "serving").unique()
+    if logged.height == 0:
+        return pl.DataFrame(schema=schema)
+    rows = [(*key, "; ".join(serving_conditions(part.get_column("serving"))))
+            for key, part in logged.partition_by(["target", "draft", "dataset"], as_dict=True).items()]
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
 def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Mark which ok runs can be paired with their baseline; return (table with `paired`, skipped, warnings).
 
@@ -84,8 +95,7 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     warnings: list[str] = []
     base = table.filter(ok & is_base)
     # Where the group has a baseline, but under other serving conditions only: say which it has.
-    elsewhere = (base.filter(pl.col("serving") != "").group_by("target", "draft", "dataset")
-                 .agg(pl.col("serving").unique().sort().str.join("; ").alias("_base_serving")))
+    elsewhere = _baseline_conditions(base)
 
     # The baseline's settings per group: the most common combination (a baseline that mixes
     # settings is itself reported, run by run).
