@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["headline", "summary_lines"]
+__all__ = ["headline", "serving_sentence", "summary_lines"]
 
 
 def _lossless_headline(a: Any) -> str:
@@ -93,6 +93,25 @@ def _accuracy_clause(a: pd.Series) -> str:
             f"after a Holm correction")
 
 
+def serving_sentence(analysis: Analysis, most: int = 6) -> str:
+    """Where each rule's wall-time advantage disappears as the load grows ("" without several serving conditions)."""
+    sv = analysis.tables.get("serving")
+    if sv is None or sv.empty:
+        return ""
+    arms = sv.drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    wins = sv[sv["time_ratio_hi"] < 1].drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    lost = arms[arms["advantage_lost_at"].fillna("") != ""]
+    conditions = ", ".join(dict.fromkeys(sv.sort_values("load", kind="mergesort")["serving"]))
+    head = (f"Over the serving conditions logged ({conditions}), {len(wins)} of {len(arms)} arms are faster than their "
+            f"baseline (T/T* interval below 1) at some load")
+    if lost.empty:
+        return head + ", and none of them loses that advantage at a heavier load."
+    named = [f"{r.method} {r.params} ({r.dataset}{', ' + r.series if r.series else ''}) at {r.advantage_lost_at}"
+             for r in lost.head(most).itertuples()]
+    more = f", and {len(lost) - most} more (serving.csv)" if len(lost) > most else ""
+    return head + f"; {len(lost)} lose it as the load grows: " + "; ".join(named) + more + "."
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
     lines: list[str] = []
@@ -139,6 +158,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"lossless check: outputs differ from the baseline on {int(lo['n_outputs_differ'].sum())} of "
                      f"{int(lo['n_runs'].sum())} paired runs of lossless methods; λ's interval excludes 1 in {out} of "
                      f"{len(lo)} cells (lossless.csv)")
+    if (said := serving_sentence(analysis)):
+        lines.append(f"serving: {said}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines

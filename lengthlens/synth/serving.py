@@ -101,9 +101,10 @@ def write_serving(path: str | os.PathLike[str], spec: SynthSpec | None = None, s
 
     Examples
     --------
-    >>> import lengthlens as ll, tempfile, os                                      # doctest: +SKIP
-    >>> p = ll.synth.serving.write_serving(os.path.join(tempfile.mkdtemp(), "runs.jsonl"))   # doctest: +SKIP
-    >>> ll.report(p, out="serving-report")                                          # doctest: +SKIP
+    >>> import lengthlens as ll                                                     # doctest: +SKIP
+    >>> from lengthlens.synth.serving import write_serving                          # doctest: +SKIP
+    >>> p = write_serving("serving/runs.jsonl")                                     # doctest: +SKIP
+    >>> ll.analyse(ll.load(p))["serving"]                                           # doctest: +SKIP
     """
     path = Path(path)
     df = simulate_serving(spec or serving_example(), served or loads(), seed=seed).select(POLARS_SCHEMA.names())
