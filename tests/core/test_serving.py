@@ -120,3 +120,19 @@ def test_without_serving_fields_the_numbers_are_those_of_before(tmp_path):
     counts = counts_for_group(5, ("Qwen3-8B", "Qwen3-0.6B", "gsm8k"), len(L), 300)
     lo, hi = np.percentile((counts @ L) / (counts @ Ls), [2.5, 97.5])
     assert (c["lambda"].low, c["lambda"].high) == pytest.approx((lo, hi), rel=1e-12)
+
+
+def test_the_report_shows_serving_conditions_only_when_there_are_several(served, tmp_path):
+    from lengthlens.report import render_html, wording
+
+    runs, _ = served
+    a = ll.analyse(runs, n_resamples=300, proposals=False)
+    html = render_html(a)
+    assert '<section id="serving"' in html and 'id="fig-serving"' in html
+    sentence = wording.serving_sentence(a)
+    lost = a["serving"].drop_duplicates(["method"]).set_index("method")["advantage_lost_at"]
+    assert sentence in html and all(f"{m} " in sentence and f"at {lost[m]}" in sentence for m in lost.index if lost[m])
+    one = ll.load(_write(tmp_path, simulate(example(), seed=0).filter(pl.col("dataset") == "gsm8k")))
+    b = ll.analyse(one, n_resamples=100, proposals=False)
+    assert "serving" not in b.tables and wording.serving_sentence(b) == ""
+    assert '<section id="serving"' not in render_html(b, with_figures=False)
