@@ -271,6 +271,10 @@ class CheckResult:
         return "<pre>" + html.escape(self.report(limit=200)) + "</pre>"
 
 
+#: Columns listing metrics (``name`` or ``name: reason`` entries) and their separators.
+_METRIC_LISTS = {"percentile_fallback": ",", "interval_fallback": "; "}
+
+
 def _equal_exact(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
@@ -309,9 +313,10 @@ def check(obj: Any, expected: Mapping[str, Any] | str | Path) -> CheckResult:
                 diffs.append(Difference(key, col, ev, None, None, "missing column"))
                 continue
             av = gc["values"][col]
-            if col == "percentile_fallback" and isinstance(av, str):
-                # A metric added since the snapshot is not checked, so neither is its name in this list.
-                av = ",".join(m for m in av.split(",") if m in wc["values"]) or None
+            if col in _METRIC_LISTS and isinstance(av, str):
+                # A metric added since the snapshot is not checked, so neither is its entry in these lists.
+                sep = _METRIC_LISTS[col]
+                av = sep.join(e for e in av.split(sep) if e.split(":", 1)[0] in wc["values"]) or None
             if _is_resampled(col):
                 tol = _num(wc.get("tolerance", {}).get(col) or 0.0)
                 if ev is None or av is None:

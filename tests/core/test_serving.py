@@ -136,3 +136,22 @@ def test_the_report_shows_serving_conditions_only_when_there_are_several(served,
     b = ll.analyse(one, n_resamples=100, proposals=False)
     assert "serving" not in b.tables and wording.serving_sentence(b) == ""
     assert '<section id="serving"' not in render_html(b, with_figures=False)
+
+
+def test_check_leaves_a_metric_the_snapshot_lacks_out_of_the_fallback_lists():
+    """A snapshot from before throughput_ratio existed: its entry in the fallback lists is not checked, like its columns;
+    a changed entry of a metric the snapshot has is."""
+    import pandas as pd
+
+    from lengthlens.report.snapshot import snapshot
+
+    now = pd.DataFrame([{"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "serving": "",
+                         "lambda": 1.2, "throughput_ratio": 1.1,
+                         "interval_fallback": "lambda: unbounded; throughput_ratio: unbounded",
+                         "percentile_fallback": "lambda,throughput_ratio"}])
+    before = snapshot(now.drop(columns="throughput_ratio").assign(interval_fallback="lambda: unbounded",
+                                                                   percentile_fallback="lambda"))
+    assert before["cells"][0]["key"] == {"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p"}
+    assert check(now, before).ok
+    moved = check(now.assign(interval_fallback="lambda: other; throughput_ratio: unbounded"), before)
+    assert [d.column for d in moved.differences] == ["interval_fallback"]
