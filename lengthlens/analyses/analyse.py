@@ -92,6 +92,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     from lengthlens.analyses.intervention import table4
     from lengthlens.analyses.methods import lossless_check
     from lengthlens.analyses.compare import method_pairs
+    from lengthlens.analyses.serving import serving_table
     from lengthlens.analyses.tables import alpha_selected, arms, table3, table3_cells
 
     stage = _Stages(progress)
@@ -121,6 +122,9 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         tables["attribution"], tables["attribution_summary"] = attr.cells, attr.summary
         notes.extend(attr.disagreement_notes)
         survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[list(ARM_KEY)]))
+        by_load = serving_table(cells_df)
+        if not by_load.empty:  # only where the cells come under several serving conditions
+            tables["serving"] = by_load
     stage("lossless check, method pairs")
     for name, df in (("lossless", lossless_check(units, cells_df)),
                      ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, ci=ci,

@@ -49,7 +49,10 @@ _LOSS = (f"loss of more than {ACCURACY_DROP_PP:g} points: one-sided test at {ALP
 CELL_COLUMNS: dict[str, str] = {
     "target": "the target model", "draft": "the draft model (empty for plain autoregressive decoding)",
     "dataset": "the dataset (benchmark folder)", "method": "the relaxed rule or speculative method",
-    "params": "its parameters as logged (e.g. alpha0.35)", "alpha": "the rule's alpha, parsed from params",
+    "params": "its parameters as logged (e.g. alpha0.35)",
+    "serving": "the serving condition the arm and its baseline ran under (c=8: concurrency, rate=4/s, bs=16: batch "
+               "size, gpu=…), empty when none is logged",
+    "alpha": "the rule's alpha, parsed from params",
     "n_items": "items the cell covers (the resampling units)", "n_runs": "paired runs (item, seed, turn units)",
     "n_graded": "paired runs graded on both sides: the only ones accuracy uses",
     "drop_2pp": f"{_LOSS} (Tango's score statistic, exact unconditional p; with several seeds a t test over "
@@ -159,6 +162,8 @@ class Cell:
     #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
     items: tuple[str, ...] = field(default=(), repr=False, compare=False)
     item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    #: The serving condition (:mod:`lengthlens.data.serving`), "" when none is logged.
+    serving: str = ""
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -166,7 +171,7 @@ class Cell:
     @property
     def key(self) -> dict[str, Any]:
         return {"target": self.target, "draft": self.draft, "dataset": self.dataset, "method": self.method,
-                "params": self.params}
+                "params": self.params, "serving": self.serving}
 
     @property
     def small_n(self) -> bool:
@@ -485,6 +490,7 @@ class CellsAnalysis:
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
             influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
             items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
+            serving=key.get("serving") or "",
         )
 
 

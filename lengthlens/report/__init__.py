@@ -53,6 +53,11 @@ OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
                   ("Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
                   "λ on the pairs where neither run is censored and accelerated-failure-time (AFT) length ratios that "
                   "treat censored runs as censored; Kaplan–Meier medians per side.")),
+    "serving": ("Serving conditions",
+                ("Each cell is a rule against its baseline under one serving condition (concurrency c, request rate, "
+                 "batch size bs, GPU, as logged): the same rule's cells at each load, lightest first, with R/R*, T/T* and "
+                 "output tokens per second (relaxed over strict) and their intervals; 'advantage lost at' is the lightest "
+                 "load, past one where the T/T* interval lies below 1, where it no longer does.")),
     "extra_tokens": ("Tokens accepted only because of the relaxation",
                      ("From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
                      "rejected, with the target's probability and rank of those tokens against strict-accepted ones. Ranks are "
@@ -123,6 +128,8 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any]]]:
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
+        if key == "serving" and analysis.tables.get("serving") is None:
+            continue
         if key == "accuracy_vs_gain" and (cells.empty or not (cells["n_graded"] > 0).any()):
             continue
         if key == "lambda_forest" and not cells.empty:
@@ -150,6 +157,8 @@ def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
         first.append("attribution")
     if "censoring" in sections:
         first.append("survival")
+    if "serving" in sections:
+        first.append("serving")
     head = [k for k in first if k in keys]
     return head + [k for k in keys if k not in head]
 
@@ -165,7 +174,8 @@ def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict
         caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "")
         blocks[key] = {"svg": Markup(svgs[key]), "caption": caption, "id": f"fig-{ctx.slug(key)}",
                        "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
-                       or (base == "survival" and "censoring" in sections), "wide": base == "survival"}
+                       or (base == "survival" and "censoring" in sections) or (base == "serving" and "serving" in sections),
+                       "wide": base in ("survival", "serving")}
     return blocks
 
 
@@ -226,26 +236,40 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
         a=analysis, headline=wording.headline(analysis), numbers=ctx.headline_numbers(analysis),
         prov=ctx.provenance(analysis, generated), settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
-        cells_html=grouped_html(cells, cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
+        cells_html=grouped_html(cells, _serving_first(cell_columns(), cells, after="params"), css="cells"),
+        cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
         attribution_summary=_attribution_summaries(analysis), thinking_sentence=ctx.thinking_sentence(analysis),
+        serving_sentence=wording.serving_sentence(analysis),
     )
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
     return html
 
 
+def _serving_first(cols: list, df: pd.DataFrame, *, after: str | None = None) -> list:
+    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several."""
+    from lengthlens.data.serving import serving_conditions
+    from lengthlens.report.columns import Col
+
+    if "serving" not in df or df.empty or len(serving_conditions(df["serving"])) < 2:
+        return cols
+    at = next((k + 1 for k, c in enumerate(cols) if c.name == after), 0)
+    return [*cols[:at], Col("serving", "serving", "text", left=True), *cols[at:]]
+
+
 def _table3_cols(t3: pd.DataFrame) -> list:
-    """Table 3's columns, with the count of partly graded cells beside 'graded' when there are any."""
+    """Table 3's columns (the serving condition first where it has several), the count of partly graded cells
+    beside 'graded' when there are any."""
     from lengthlens.report.columns import TABLE3_COLS, Col
 
     if "n_graded_partial" not in t3 or not (t3["n_graded_partial"] > 0).any():
-        return TABLE3_COLS
+        return _serving_first(TABLE3_COLS, t3)
     i = next(k for k, c in enumerate(TABLE3_COLS) if c.name == "n_graded") + 1
     extra = Col("n_graded_partial", "partly graded", "int", title="graded on fewer than half their items; left out of the counts")
-    return [*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]]
+    return _serving_first([*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]], t3)
 
 
 def _attribution_summaries(analysis: Analysis) -> Markup | None:

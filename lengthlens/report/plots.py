@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from lengthlens.analyses.analyse import Analysis
 
 __all__ = ["FIGURES", "fig_accuracy_vs_gain", "fig_attribution", "fig_gain_vs_lambda", "fig_lambda_forest",
-           "fig_rounds_vs_time", "fig_survival", "few_items", "method_colors", "with_benchmark", "to_svg"]
+           "fig_rounds_vs_time", "fig_serving", "fig_survival", "few_items", "method_colors", "with_benchmark", "to_svg"]
 
 from lengthlens.report.plot_style import (
     RC,
@@ -291,6 +291,63 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
 
 
 #: Report figures in the order they appear: key -> (function, caption).
+#: Panels of the serving figure: metric, axis label.
+_SERVING_PANELS = (("rounds_ratio", "R/R* (verifier rounds)"), ("time_ratio", "T/T* (wall time)"),
+                   ("throughput_ratio", "output tokens/s, relaxed / strict"))
+#: Rows (target, draft, dataset) the serving figure draws at most; serving.csv holds every arm.
+SERVING_MAX_ROWS = 6
+
+
+def fig_serving(obj: Analysis | pd.DataFrame) -> Figure:
+    """R/R*, T/T* and the tokens-per-second ratio of every rule against the load (concurrency, request rate or batch size).
+
+    One row of panels per (target, draft, dataset[, fixed part of the condition]) up to
+    :data:`SERVING_MAX_ROWS`; one line per rule and params with its intervals; log load axis. The
+    dotted line is 1: where T/T* climbs over it (or tokens/s falls under it) the rule's advantage is gone.
+    Takes the Analysis or its ``serving`` table (:func:`lengthlens.analyses.serving.serving_table`).
+    """
+    df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("serving", pd.DataFrame())
+    with matplotlib.rc_context(RC):
+        keys = list(dict.fromkeys(df[["target", "draft", "dataset", "series"]].itertuples(index=False, name=None))) \
+            if not df.empty else []
+        shown = keys[:SERVING_MAX_ROWS]
+        fig, axes = subplots(max(1, len(shown)), 3, figsize=(9.6, 2.7 * max(1, len(shown)) + 0.6), layout="constrained",
+                             squeeze=False, sharex=True)
+        if df.empty:
+            return empty_panel(fig, axes[0, 0], "one serving condition: nothing to compare")
+        colors = method_colors(df["method"])
+        axis = str(df["load_axis"].iloc[0])
+        numeric = axis != "condition" and bool((df["load"] > 0).all())
+        for row, key in zip(axes, shown):
+            part = df[(df["target"] == key[0]) & (df["draft"] == key[1]) & (df["dataset"] == key[2]) & (df["series"] == key[3])]
+            for ax, (metric, label) in zip(row, _SERVING_PANELS):
+                for (m, p), g in part.groupby(["method", "params"], sort=True):
+                    x, y = g["load"].to_numpy(float), g[metric].to_numpy(float)
+                    lo, hi = g[f"{metric}_lo"].to_numpy(float), g[f"{metric}_hi"].to_numpy(float)
+                    bars = ~g["small_n"].astype(bool).to_numpy() & np.isfinite(lo) & np.isfinite(hi)
+                    ax.plot(x, y, color=colors[m], lw=1.2, marker="o", ms=3.5, label=f"{m} {p}")
+                    if bars.any():
+                        ax.errorbar(x[bars], y[bars], yerr=[y[bars] - lo[bars], hi[bars] - y[bars]], fmt="none",
+                                    ecolor=colors[m], elinewidth=0.9, capsize=2.5, alpha=0.6)
+                ax.axhline(1, color="#a8322d", lw=0.8, ls=":")
+                ax.set_ylabel(label, fontsize=8)
+            row[0].set_title(" / ".join(k for k in key if k), fontsize=8.5, loc="left")
+        ticks = sorted(set(df["load"].astype(float)))
+        names = dict(zip(df["load"].astype(float), df["serving"]))
+        for ax in axes[-1]:
+            if numeric:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(ticks, [f"{t:g}" if numeric else names[t] for t in ticks], fontsize=7)
+            ax.set_xlabel({"concurrency": "concurrency (requests in flight)", "request_rate": "request rate (1/s)",
+                           "batch_size": "batch size"}.get(axis, "serving condition"), fontsize=8)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(handles)), frameon=False, fontsize=7.5)
+        if len(keys) > len(shown):
+            fig.suptitle(f"the first {len(shown)} of {len(keys)} target / draft / dataset groups (serving.csv has all)",
+                         fontsize=8)
+        return fig
+
+
 FIGURES: dict[str, tuple[Any, str]] = {
     "gain_vs_lambda": (fig_gain_vs_lambda, ("The length illusion at a glance: per-round gain against length ratio per cell. "
                        "Measured rounds break even on the diagonal (R/R* = λ / gain = 1); every cell above it needs more "
@@ -305,4 +362,7 @@ FIGURES: dict[str, tuple[Any, str]] = {
                     "(solid; GPT-OSS's analysis channel, or a <think> block) and the answer (hatched); mean over "
                     "target–draft pairs. Panel titles are datasets; colour is the rule.")),
     "accuracy_vs_gain": (fig_accuracy_vs_gain, "Accuracy change against per-round gain for graded cells; dashed: a 2-point drop."),
+    "serving": (fig_serving, ("Serving conditions: verifier rounds, wall time and output tokens per second of each rule "
+                "relative to its baseline at the same load, with their intervals. R/R* does not depend on the load; "
+                "where T/T* rises over the dotted line (tokens/s falls under it) the rule's advantage has disappeared.")),
 }

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["headline", "summary_lines", "time_caveats"]
+__all__ = ["headline", "serving_sentence", "summary_lines", "time_caveats"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
 TIME_CONDITIONAL = ("Wall-time intervals (T/T*, time per round) are conditional on the session: they resample items "
@@ -125,6 +125,25 @@ def time_caveats(cells: pd.DataFrame) -> list[str]:
     return [TIME_CONDITIONAL, TIME_PER_ROUND_BIAS]
 
 
+def serving_sentence(analysis: Analysis, most: int = 6) -> str:
+    """Where each rule's wall-time advantage disappears as the load grows ("" without several serving conditions)."""
+    sv = analysis.tables.get("serving")
+    if sv is None or sv.empty:
+        return ""
+    arms = sv.drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    wins = sv[sv["time_ratio_hi"] < 1].drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    lost = arms[arms["advantage_lost_at"].fillna("") != ""]
+    conditions = ", ".join(dict.fromkeys(sv.sort_values("load", kind="mergesort")["serving"]))
+    head = (f"Over the serving conditions logged ({conditions}), {len(wins)} of {len(arms)} arms are faster than their "
+            f"baseline (T/T* interval below 1) at some load")
+    if lost.empty:
+        return head + ", and none of them loses that advantage at a heavier load."
+    named = [f"{r.method} {r.params} ({r.dataset}{', ' + r.series if r.series else ''}) at {r.advantage_lost_at}"
+             for r in lost.head(most).itertuples()]
+    more = f", and {len(lost) - most} more (serving.csv)" if len(lost) > most else ""
+    return head + f"; {len(lost)} lose it as the load grows: " + "; ".join(named) + more + "."
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
     lines: list[str] = []
@@ -171,6 +190,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"lossless check: outputs differ from the baseline on {int(lo['n_outputs_differ'].sum())} of "
                      f"{int(lo['n_runs'].sum())} paired runs of lossless methods; λ's interval excludes 1 in {out} of "
                      f"{len(lo)} cells (lossless.csv)")
+    if (said := serving_sentence(analysis)):
+        lines.append(f"serving: {said}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines
