@@ -107,7 +107,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     analyses = [CellsAnalysis(), CensoringAnalysis(aft_ci, n_resamples_aft), AttributionAnalysis()]
     # Every analysis below uses these pairs: the columns the engine's analyses read, and the texts and
     # sources the lossless check and the extra-token table read.
-    needed = [f.removesuffix("_star") for a in analyses for f in a.fields] + ["text", "source"]
+    needed = [f.removesuffix("_star") for a in analyses for f in a.fields] + ["text", "source", "correct"]
     units = cell_units(paired, needed)
     cell_table, censoring, attribution_cells = run_on(runs, analyses, settings, workers=workers, units=units)
     stage("arms and Table 3")
@@ -142,6 +142,17 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
                                               confidence_level=confidence_level))):
         if not df.empty:
             tables[name] = df
+    from lengthlens.analyses.drilldown import item_drivers
+
+    drivers = item_drivers(units.filter(pl.col("method").is_in(list(cells_df["method"].unique()))) if not cells_df.empty
+                           else units.head(0))
+    if not drivers.empty:
+        tables["drilldown"] = drivers
+    from lengthlens.analyses.time_model import time_model
+
+    tm = time_model(units.filter(~pl.col("method").str.ends_with("_force_commit")))
+    if not tm.empty:
+        tables["time_model"] = tm
     stage("Table 4")
     t4 = table4(runs)
     if not t4.empty:

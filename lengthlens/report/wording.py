@@ -22,7 +22,75 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["headline", "summary_lines"]
+__all__ = ["grading_name", "grading_warning", "headline", "summary_lines", "verdict_sentence", "verdict_sentences"]
+
+#: What each grading policy is called in the headline and Table 3's caption.
+GRADING_NAMES = {"default": "lengthlens' default grading policy (answer part only; a run cut in its thinking is wrong)",
+                 "study": "the study's grading policy (--grading study: text after the last final marker, else all of it)"}
+
+
+def grading_name(analysis: Any) -> str:
+    """The grading policy the accuracies use, in words."""
+    policy = getattr(analysis.runs, "grading", "default")
+    return GRADING_NAMES.get(policy, f"grading policy {policy}")
+
+
+def grading_warning(analysis: Any) -> str | None:
+    """A warning when the two grading policies disagree on more than a few percent of the runs graded under both."""
+    from lengthlens.analyses.grading_policies import GRADING_DISAGREEMENT_SHARE
+
+    g = getattr(analysis, "grading", None)
+    if g is None or not g.warns:
+        return None
+    arms = g.arms.filter(g.arms["n_policy_disagree"] > 0)
+    return (f"The grading policy moves accuracy: the {g.other} policy gives another verdict on {g.n_disagree:,} of the "
+            f"{g.n_regraded:,} runs lengthlens' graders judged ({g.disagree_share:.0%}, above the "
+            f"{GRADING_DISAGREEMENT_SHARE:.0%} this report tolerates silently), in {arms.height} arms; the arms appendix shows "
+            f"each arm's accuracy under both ({g.policy} used here; --grading {g.other} for the other).")
+
+
+def _n(k: int, one: str, many: str | None = None) -> str:
+    return f"{k} {one if k == 1 else (many or one + 's')}"
+
+
+def verdict_sentence(r: Any) -> str:
+    """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv)."""
+    pair = "" if r["target"] == "all" else f" on {r['target']} ← {r['draft'] or '(no draft)'}"
+    where = "at its most aggressive complete α per dataset" if r["scope"] == "table3" else "over every α"
+    n = int(r["n_cells"])
+    if not n:
+        return f"{r['method']}{pair}: no cell with {SMALL_N_ITEMS} or more items {where}."
+    small = int(r["n_small_excluded"])
+    head = (f"{r['method']}{pair}, {_n(n, 'cell')} {where}"
+            + (f" ({small} with fewer than {SMALL_N_ITEMS} items left out)" if small else "") + ": ")
+    speed = []
+    for key, name in (("rounds", "verifier rounds (R/R*)"), ("time", "wall time (T/T*)")):
+        f, sl, ct = int(r[f"n_{key}_faster"]), int(r[f"n_{key}_slower"]), int(r[f"n_{key}_cant_tell"])
+        speed.append(f"{name} faster in {f}, slower in {sl}, can't tell in {ct}" if f + sl + ct else f"{name} not computed")
+    g = int(r["n_graded"])
+    if not g:
+        acc = "accuracy not judged (no graded cell)"
+    else:
+        mdd = r.get("accuracy_mdd_pp_median", np.nan)
+        unseen = (f" (median minimum detectable drop {mdd:.1f} points: a smaller loss would go unseen)"
+                  if mdd is not None and np.isfinite(mdd) else "")
+        acc = (f"accuracy worse in {int(r['n_accuracy_worse'])} of {_n(g, 'graded cell')}, no detectable change in "
+               f"{int(r['n_accuracy_no_change'])}{unseen}")
+    return head + "; ".join(speed) + "; " + acc + "."
+
+
+def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
+    """Per rule (pooled over pairs, then per pair when there are several): (target, draft, rule, sentence)."""
+    v = analysis.tables.get("verdicts")
+    if v is None or v.empty:
+        return []
+    d = v[v["scope"] == scope]
+    pooled = d[d["target"] == "all"]
+    pairs = d[d["target"] != "all"]
+    several = pairs[["target", "draft"]].drop_duplicates().shape[0] > 1
+    rows = [pooled] + ([pairs.sort_values(["target", "draft", "method"], kind="mergesort")] if several else [])
+    return [(str(r["target"]), str(r["draft"]), str(r["method"]), verdict_sentence(r))
+            for part in rows for _, r in part.iterrows()]
 
 
 def _lossless_headline(a: Any) -> str:
@@ -74,10 +142,11 @@ def headline(analysis: Analysis) -> str:
     which += (f"; {n_small} cell{'s' if n_small != 1 else ''} with fewer than {SMALL_N_ITEMS} items left out"
               if n_small else "")
     methods = set(t3["method"]) - {"all"}
+    graded = f" Accuracy is graded by {grading_name(analysis)}." if int(a["n_graded"]) else ""
     if methods and methods <= LOSSLESS_METHODS:
         # Lossless methods: a length ratio away from 1 is a failed check, not inflation.
-        return _lossless_headline(a) + _accuracy_clause(a) + "."
-    return _headline_sentence(a, which) + _accuracy_clause(a) + "."
+        return _lossless_headline(a) + _accuracy_clause(a) + "." + graded
+    return _headline_sentence(a, which) + _accuracy_clause(a) + "." + graded
 
 
 def _accuracy_clause(a: pd.Series) -> str:
@@ -95,7 +164,7 @@ def _accuracy_clause(a: pd.Series) -> str:
 
 def summary_lines(analysis: Analysis) -> list[str]:
     """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
-    lines: list[str] = []
+    lines: list[str] = [f"verdict: {sentence}" for tg, _d, _m, sentence in verdict_sentences(analysis) if tg == "all"]
     cz = analysis.tables.get("censoring")
     if cz is not None and not cz.empty:
         more = (cz["censored_frac"] > cz["censored_frac_star"]).sum()
@@ -106,7 +175,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
     at = analysis.tables.get("attribution_summary")
     if at is not None and not at.empty:
         for scope, label in (("all", "all cells"), ("table3", "Table 3's cells")):
-            rows = at[(at["scope"] == scope) & (at["method"] == "all")]
+            pooled = at["target"] == "all" if "target" in at.columns else True
+            rows = at[(at["scope"] == scope) & (at["method"] == "all") & pooled]
             if rows.empty:
                 continue
             a = rows.iloc[0]
@@ -139,6 +209,9 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"lossless check: outputs differ from the baseline on {int(lo['n_outputs_differ'].sum())} of "
                      f"{int(lo['n_runs'].sum())} paired runs of lossless methods; λ's interval excludes 1 in {out} of "
                      f"{len(lo)} cells (lossless.csv)")
+    warn = grading_warning(analysis)
+    if warn:
+        lines.append(f"warning: {warn}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines
