@@ -176,7 +176,8 @@ def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict
         caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in notes[key])
         blocks[key] = {"svg": Markup(svgs[key]), "caption": caption, "id": f"fig-{ctx.slug(key)}",
                        "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
-                       or (base == "survival" and "censoring" in sections), "wide": base == "survival"}
+                       or (base == "survival" and "censoring" in sections),
+                       "wide": base in ("survival", "tradeoff", "alpha_sweep")}
     return blocks
 
 
@@ -275,7 +276,11 @@ def _table3_cols(t3: pd.DataFrame) -> list:
 
 
 def _attribution_summaries(analysis: Analysis) -> Markup | None:
-    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells."""
+    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells,
+    pooled over target–draft pairs and then per pair, each pair with what its model's thinking part is."""
+    import html as _html
+
+    from lengthlens.report import context as ctx
     from lengthlens.report.columns import described_columns, table_html
 
     summ = analysis.tables.get("attribution_summary")
@@ -283,14 +288,25 @@ def _attribution_summaries(analysis: Analysis) -> Markup | None:
         return None
     if "scope" not in summ.columns:
         summ = summ.assign(scope="all")
+    if "target" not in summ.columns:
+        summ = summ.assign(target="all", draft="all")
+    names = ctx.thinking_names(analysis)
     parts = []
     for scope, title in (("table3", "On Table 3's cells"), ("all", "On all cells")):
         d = summ[summ["scope"] == scope].drop(columns="scope")
         if d.empty:
             continue
-        n = int(d.loc[d["method"] == "all", "n_cells"].iloc[0]) if (d["method"] == "all").any() else len(d)
-        parts.append(f"<h3>{title} ({n})</h3>" + str(table_html(d, described_columns("attribution_summary", d),
-                                                                  bold=lambda r: r.get("method") == "all")))
+        for (tg, dr), g in d.groupby(["target", "draft"], sort=False):
+            g = g.drop(columns=["target", "draft"])
+            n = int(g.loc[g["method"] == "all", "n_cells"].iloc[0]) if (g["method"] == "all").any() else len(g)
+            if tg == "all":
+                head = f"<h3>{title} ({n}{', every target–draft pair pooled' if d['target'].nunique() > 1 else ''})</h3>"
+            else:
+                think = names.get(str(tg))
+                head = (f"<h4>{_html.escape(str(tg))} ← {_html.escape(str(dr))} ({n} cells; thinking: "
+                        f"{_html.escape(think or 'as split from the texts')})</h4>")
+            parts.append(head + str(table_html(g, described_columns("attribution_summary", g),
+                                               bold=lambda r: r.get("method") == "all")))
     return Markup("".join(parts))
 
 

@@ -177,8 +177,10 @@ def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] 
                 rows.append("<tr>" + "".join(c.cell(r) for c in shown) + "</tr>")
         opened = " open" if (open_first and i == 0) else ""
         cls = f' class="{css}"' if css else ""
+        # Each table scrolls on its own: a wide one does not push the page or its block's summary out of view.
         blocks.append(f'<details class="group"{opened}><summary>{html.escape(label)} <span class=muted>({len(g)} rows)</span>'
-                      f'</summary><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></details>')
+                      f'</summary><div class="scroll"><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+                      f'</tbody></table></div></details>')
     return Markup("".join(blocks))
 
 

@@ -333,6 +333,15 @@ def _rule_cells(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def _marker_legend(fig: Figure, markers: dict[str, str], extra: list | None = None) -> None:
+    """The benchmark markers (and ``extra`` handles) beside the panels, when a colour legend would say nothing new
+    (each panel is one rule, titled)."""
+    handles = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5) for d, mk in markers.items()]
+    handles += list(extra or [])
+    if handles:
+        fig.legend(handles=handles, title="dataset", frameon=False, title_fontsize=7.5, loc="outside right upper")
+
+
 def fig_tradeoff(obj: Analysis | pd.DataFrame) -> Figure:
     """The speed–accuracy trade-off: R/R* (top) and T/T* (bottom) against the accuracy change, with both intervals, per rule.
 
@@ -354,7 +363,7 @@ def fig_tradeoff(obj: Analysis | pd.DataFrame) -> Figure:
         methods = sorted(df["method"].astype(str).unique())
         colors, markers = method_colors(methods), dataset_markers(df["benchmark"])
         ncol = len(methods)
-        fig, axes = subplots(2, ncol, figsize=(max(7.4, 2.3 * ncol + 1.6), 5.4), layout="constrained", squeeze=False,
+        fig, axes = subplots(2, ncol, figsize=(max(6.4, 1.75 * ncol + 1.4), 4.6), layout="constrained", squeeze=False,
                              sharex=True, sharey="row")
         xlim = robust_linear_limits([df["accuracy_delta_pp"]], [df["accuracy_delta_lo"], df["accuracy_delta_hi"]])
         n_clipped = 0
@@ -383,7 +392,7 @@ def fig_tradeoff(obj: Analysis | pd.DataFrame) -> Figure:
                     ax.set_title(m)
             axes[row][0].set_ylabel(label)
         fig.supxlabel("accuracy change, percentage points (relaxed − strict)", fontsize=8.5)
-        legends(axes[0][0], {}, markers, outside=True)
+        _marker_legend(fig, markers)
         fig.suptitle(f"Speed against accuracy, {len(df)} graded cells (every α)", fontsize=9.5)
         if n_small:
             add_caption_note(fig, f"{n_small} graded cell(s) with fewer than 10 items left out.")
@@ -416,7 +425,7 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         styles = dict(zip(pairs, ["-", "--", ":", "-."] * 8))
         few = few_items(df)
         rows = [r for r in _SWEEP if r[0] in df.columns and df[r[0]].notna().any()]
-        fig, axes = subplots(len(rows), len(methods), figsize=(max(7.4, 2.1 * len(methods) + 1.4), 1.55 * len(rows) + 0.9),
+        fig, axes = subplots(len(rows), len(methods), figsize=(max(6.4, 1.75 * len(methods) + 1.6), 1.35 * len(rows) + 0.8),
                              layout="constrained", squeeze=False, sharex="col", sharey="row")
         n_clipped = 0
         for i, (metric, label, log) in enumerate(rows):
@@ -451,7 +460,7 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         if few.any():
             extra.append(Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
                                 label=f"hollow: fewer than 10 items ({int(few.sum())})"))
-        legends(axes[0][0], {}, markers, outside=True, extra=extra)
+        _marker_legend(fig, markers, extra)
         fig.suptitle("The α sweep: each rule's cells against α (a line per dataset)", fontsize=9.5)
         if few.any():
             add_caption_note(fig, f"{int(few.sum())} cell(s) with fewer than 10 items (e.g. calibration probes) are hollow, "
@@ -510,7 +519,9 @@ def fig_table4_costs(obj: Analysis | pd.DataFrame) -> Figure:
             fig, ax = subplots(figsize=(6.4, 2))
             return empty_panel(fig, ax, "no intervention fired")
         d = d.reset_index(drop=True)
-        labels = [f"{r.dataset} · {str(r.method).removesuffix('_force_commit')} {r.params}" for r in d.itertuples()]
+        several = d[["target", "draft"]].drop_duplicates().shape[0] > 1
+        labels = [(f"{r.target} · " if several else "") + f"{r.dataset} · {str(r.method).removesuffix('_force_commit')} {r.params}"
+                  for r in d.itertuples()]
         fig, ax = subplots(figsize=(7.4, 0.9 + 0.24 * len(d) * 1.0 + 0.6), layout="constrained")
         y = np.arange(len(d))
         palette = ["#0072B2", "#D55E00", "#009E73"]
@@ -530,8 +541,8 @@ FIGURES: dict[str, tuple[Any, str]] = {
     "gain_vs_lambda": (fig_gain_vs_lambda, ("The length illusion at a glance: per-round gain against length ratio per cell. "
                        "Measured rounds break even on the diagonal (R/R* = λ / gain = 1); every cell above it needs more "
                        "verifier rounds than strict decoding although its acceptance length rose. Log axes; one panel per target–draft "
-                       "pair; colour is the rule, marker the benchmark; hollow markers are cells with fewer than half the "
-                       "items of their group (e.g. calibration probes), drawn without their interval.")),
+                       "pair; colour is the rule, marker the benchmark; hollow markers are cells with fewer than 10 items "
+                       "(small_n, e.g. calibration probes), drawn without their interval.")),
     "lambda_forest": (fig_lambda_forest, "Length ratio λ with its paired item-bootstrap interval, per cell."),
     "rounds_vs_time": (fig_rounds_vs_time, "Measured rounds ratio against wall-time ratio per cell."),
     "survival": (fig_survival, ("Completion-length survival: strict against each rule per dataset; the dashed line is the "
