@@ -116,6 +116,8 @@ class Marks:
     def __init__(self) -> None:
         self._pts: list[tuple] = []
         self._bars: list[tuple] = []
+        self._segs: list[tuple] = []
+        self._lines: list[tuple] = []
 
     def points(self, x: Any, y: Any, *, marker: str, size: float, color: Any, edgecolor: Any = "face",
                linewidth: float = 1.0, alpha: float = 1.0) -> None:
@@ -135,17 +137,38 @@ class Marks:
         for xi, a, b in zip(*(np.asarray(v, dtype=float) for v in (x, lo, hi))):
             self._bars.append((xi, a, b, rgba, linewidth))
 
+    def hbars(self, y: Any, lo: Any, hi: Any, *, color: Any, alpha: float = 1.0, linewidth: float = 1.0) -> None:
+        """``ax.hlines(y, lo, hi, color=, alpha=, lw=)``."""
+        from matplotlib.colors import to_rgba
+
+        rgba = to_rgba(color, alpha)
+        for yi, a, b in zip(*(np.asarray(v, dtype=float) for v in (y, lo, hi))):
+            self._segs.append((((a, yi), (b, yi)), rgba, linewidth))
+
+    def line(self, x: Any, y: Any, *, color: Any, alpha: float = 1.0, linewidth: float = 1.0, dashes: str = "-") -> None:
+        """``ax.plot(x, y, ls=dashes, color=, alpha=, lw=)`` (a polyline; non-finite points left out)."""
+        from matplotlib.colors import to_rgba
+
+        pts = [(a, b) for a, b in zip(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) if np.isfinite(a) and np.isfinite(b)]
+        if len(pts) > 1:
+            self._lines.append((pts, to_rgba(color, alpha), linewidth, dashes))
+
     def draw(self, ax: Any, *, zorder: float = 3, bar_zorder: float = 2) -> None:
-        """Add the bars (if any) and the points (if any) to ``ax``, updating its data limits."""
+        """Add the lines, bars and points (those there are) to ``ax``, updating its data limits."""
         from matplotlib.collections import LineCollection, PathCollection
         from matplotlib.markers import MarkerStyle
         from matplotlib.transforms import IdentityTransform
 
+        for style in dict.fromkeys(ln[3] for ln in self._lines):
+            ls = [ln for ln in self._lines if ln[3] == style]
+            ax.add_collection(LineCollection([ln[0] for ln in ls], colors=[ln[1] for ln in ls],
+                                             linewidths=[ln[2] for ln in ls], linestyles=style, zorder=bar_zorder))
         bars = [b for b in self._bars if np.isfinite(b[:3]).all()]
-        if bars:
-            segs = [((x, a), (x, b)) for x, a, b, _c, _w in bars]
-            ax.add_collection(LineCollection(segs, colors=[b[3] for b in bars], linewidths=[b[4] for b in bars],
-                                             zorder=bar_zorder))
+        segs = [((x, a), (x, b)) for x, a, b, _c, _w in bars] + [sg[0] for sg in self._segs if np.isfinite(sg[0]).all()]
+        if segs:
+            ok = [sg for sg in self._segs if np.isfinite(sg[0]).all()]
+            ax.add_collection(LineCollection(segs, colors=[b[3] for b in bars] + [sg[1] for sg in ok],
+                                             linewidths=[b[4] for b in bars] + [sg[2] for sg in ok], zorder=bar_zorder))
         pts = [p for p in self._pts if np.isfinite(p[:2]).all()]
         if not pts:
             return
@@ -312,13 +335,17 @@ def robust_linear_limits(points: list[pd.Series], limits: list[pd.Series], pad: 
 
 
 def clip_marks(ax: Any, lo: np.ndarray, hi: np.ndarray, at: np.ndarray, limits: tuple[float, float], *, vertical: bool,
-               color: Any = "#444") -> tuple[np.ndarray, np.ndarray, int]:
+               color: Any = "#444", marks: Marks | None = None) -> tuple[np.ndarray, np.ndarray, int]:
     """Interval limits clipped to ``limits``, with a ▸ (◂, ▴, ▾) at the axis edge where an interval runs past it;
-    returns the clipped limits and how many intervals were clipped. ``at``: the other coordinate of each interval."""
+    returns the clipped limits and how many intervals were clipped. ``at``: the other coordinate of each interval.
+    With ``marks`` the edge markers join its points (drawn by the caller) instead of being drawn here."""
     lo, hi, at = (np.asarray(a, dtype=float) for a in (lo, hi, at))
     below, above = lo < limits[0], hi > limits[1]
     for mask, edge, mark in ((below, limits[0], "v" if vertical else "<"), (above, limits[1], "^" if vertical else ">")):
         if mask.any():
             xs, ys = (at[mask], np.full(mask.sum(), edge)) if vertical else (np.full(mask.sum(), edge), at[mask])
-            ax.plot(xs, ys, ls="", marker=mark, ms=4, color=color, clip_on=False, zorder=4)
+            if marks is not None:
+                marks.points(xs, ys, marker=mark, size=16, color=color)
+            else:
+                ax.plot(xs, ys, ls="", marker=mark, ms=4, color=color, clip_on=False, zorder=4)
     return np.clip(lo, *limits), np.clip(hi, *limits), int((below | above).sum())

@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 if TYPE_CHECKING:  # pragma: no cover
     from lengthlens.analyses.analyse import Analysis
@@ -333,13 +333,15 @@ def _rule_cells(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def _marker_legend(fig: Figure, markers: dict[str, str], extra: list | None = None) -> None:
-    """The benchmark markers (and ``extra`` handles) beside the panels, when a colour legend would say nothing new
-    (each panel is one rule, titled)."""
+def _marker_legend(fig: Figure, markers: dict[str, str], extra: list | None = None,
+                   at: tuple[float, float] = (0.84, 0.92)) -> None:
+    """The benchmark markers (and ``extra`` handles) right of the panels, its upper left corner at ``at`` (figure
+    fraction), when a colour legend would say nothing new (each panel is one rule, titled)."""
     handles = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5) for d, mk in markers.items()]
     handles += list(extra or [])
     if handles:
-        fig.legend(handles=handles, title="dataset", frameon=False, title_fontsize=7.5, loc="outside right upper")
+        fig.legend(handles=handles, title="dataset", frameon=False, title_fontsize=7.5, loc="upper left",
+                   bbox_to_anchor=at)
 
 
 def fig_tradeoff(obj: Analysis | pd.DataFrame) -> Figure:
@@ -363,8 +365,10 @@ def fig_tradeoff(obj: Analysis | pd.DataFrame) -> Figure:
         methods = sorted(df["method"].astype(str).unique())
         colors, markers = method_colors(methods), dataset_markers(df["benchmark"])
         ncol = len(methods)
-        fig, axes = subplots(2, ncol, figsize=(max(6.4, 1.75 * ncol + 1.4), 4.6), layout="constrained", squeeze=False,
-                             sharex=True, sharey="row")
+        width, height = max(6.4, 1.75 * ncol + 1.6), 4.6
+        fig, axes = subplots(2, ncol, figsize=(width, height), layout="none", squeeze=False, sharex=True, sharey="row")
+        fig.subplots_adjust(left=0.75 / width, right=1 - 1.3 / width, bottom=0.65 / height, top=1 - 0.6 / height,
+                            wspace=0.12, hspace=0.12)
         xlim = robust_linear_limits([df["accuracy_delta_pp"]], [df["accuracy_delta_lo"], df["accuracy_delta_hi"]])
         n_clipped = 0
         for row, (metric, label) in enumerate((("rounds_ratio", "R/R* (log)"), ("time_ratio", "T/T* (log)"))):
@@ -372,28 +376,29 @@ def fig_tradeoff(obj: Analysis | pd.DataFrame) -> Figure:
             for ax, m in zip(axes[row], methods):
                 g = df[df["method"] == m]
                 x, y = g["accuracy_delta_pp"].to_numpy(float), g[metric].to_numpy(float)
-                ylo, yhi, k1 = clip_marks(ax, g[f"{metric}_lo"], g[f"{metric}_hi"], x, ylim, vertical=True)
-                xlo, xhi, k2 = clip_marks(ax, g["accuracy_delta_lo"], g["accuracy_delta_hi"], y, xlim, vertical=False)
-                n_clipped += k1 + k2
                 marks = Marks()
+                ylo, yhi, k1 = clip_marks(ax, g[f"{metric}_lo"], g[f"{metric}_hi"], x, ylim, vertical=True, marks=marks)
+                xlo, xhi, k2 = clip_marks(ax, g["accuracy_delta_lo"], g["accuracy_delta_hi"], y, xlim, vertical=False,
+                                          marks=marks)
+                n_clipped += k1 + k2
                 marks.vbars(x, ylo, yhi, color=colors[m], alpha=0.35, linewidth=0.8)
+                marks.hbars(y, xlo, xhi, color=colors[m], alpha=0.35, linewidth=0.8)
+                for d, at in sorted(g.groupby("benchmark").indices.items()):
+                    marks.points(x[at], y[at], marker=markers[d], size=22, color=colors[m], edgecolor="white", linewidth=0.4)
                 marks.draw(ax, zorder=3, bar_zorder=2)
-                ax.hlines(y, xlo, xhi, color=colors[m], alpha=0.35, lw=0.8, zorder=2)
-                for d, gd in g.groupby("benchmark", sort=True):
-                    ax.scatter(gd["accuracy_delta_pp"], gd[metric], marker=markers[d], s=22, color=colors[m],
-                               edgecolor="white", linewidth=0.4, zorder=3)
                 ax.axhline(1, color="#98a2b3", lw=0.8, ls=":")
                 ax.axvline(0, color="#98a2b3", lw=0.8, ls=":")
                 ax.set_yscale("log")
                 ax.set_ylim(*ylim)
                 ax.set_xlim(*xlim)
-                ratio_ticks(ax.yaxis, *ylim)
+                ratio_ticks(ax.yaxis, *ylim, most=6)
+                ax.xaxis.set_major_locator(MaxNLocator(4))
                 if row == 0:
                     ax.set_title(m)
             axes[row][0].set_ylabel(label)
-        fig.supxlabel("accuracy change, percentage points (relaxed − strict)", fontsize=8.5)
-        _marker_legend(fig, markers)
-        fig.suptitle(f"Speed against accuracy, {len(df)} graded cells (every α)", fontsize=9.5)
+        fig.supxlabel("accuracy change, percentage points (relaxed − strict)", fontsize=8.5, y=0.1 / height, va="bottom")
+        _marker_legend(fig, markers, at=(1 - 1.25 / width, 1 - 0.6 / height))
+        fig.suptitle(f"Speed against accuracy, {len(df)} graded cells (every α)", fontsize=9.5, y=1 - 0.08 / height, va="top")
         if n_small:
             add_caption_note(fig, f"{n_small} graded cell(s) with fewer than 10 items left out.")
         if n_clipped:
@@ -425,31 +430,41 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         styles = dict(zip(pairs, ["-", "--", ":", "-."] * 8))
         few = few_items(df)
         rows = [r for r in _SWEEP if r[0] in df.columns and df[r[0]].notna().any()]
-        fig, axes = subplots(len(rows), len(methods), figsize=(max(6.4, 1.75 * len(methods) + 1.6), 1.35 * len(rows) + 0.8),
-                             layout="constrained", squeeze=False, sharex="col", sharey="row")
+        # A fixed layout: constrained layout would measure every tick of the 25 small axes twice.
+        width, height = max(6.4, 1.75 * len(methods) + 1.6), 1.35 * len(rows) + 0.8
+        fig, axes = subplots(len(rows), len(methods), figsize=(width, height), layout="none", squeeze=False,
+                             sharex="col", sharey="row")
+        fig.subplots_adjust(left=0.75 / width, right=1 - 1.55 / width, bottom=0.5 / height, top=1 - 0.45 / height,
+                            wspace=0.12, hspace=0.14)
         n_clipped = 0
         for i, (metric, label, log) in enumerate(rows):
             stem = "accuracy_delta" if metric == "accuracy_delta_pp" else metric
             lims = [df.loc[~few, f"{stem}_lo"], df.loc[~few, f"{stem}_hi"]] if f"{stem}_lo" in df else []
             ylim = robust_log_limits([df[metric]], lims) if log else robust_linear_limits([df[metric]], lims)
             for ax, m in zip(axes[i], methods):
-                g = df[df["method"] == m].sort_values("alpha")
-                for (tg, dr, b), gl in g.groupby(["target", "draft", "benchmark"], sort=True):
+                g = df[df["method"] == m].sort_values("alpha", kind="mergesort")
+                marks = Marks()
+                for (tg, dr, b), at in sorted(g.groupby(["target", "draft", "benchmark"]).indices.items()):
+                    gl = g.iloc[at]
                     f = few.loc[gl.index].to_numpy()
-                    x = gl["alpha"].to_numpy(float)
-                    ax.plot(x, gl[metric], ls=styles[(tg, dr)], color=colors[m], lw=0.9, alpha=0.8)
-                    ax.scatter(x[~f], gl[metric].to_numpy(float)[~f], marker=markers[b], s=16, color=colors[m], zorder=3)
-                    ax.scatter(x[f], gl[metric].to_numpy(float)[f], marker=markers[b], s=14, facecolor="white",
-                               edgecolor=colors[m], zorder=3)
+                    x, yv = gl["alpha"].to_numpy(float), gl[metric].to_numpy(float)
+                    marks.line(x, yv, color=colors[m], alpha=0.8, linewidth=0.9, dashes=styles[(tg, dr)])
+                    marks.points(x[~f], yv[~f], marker=markers[b], size=16, color=colors[m])
+                    marks.points(x[f], yv[f], marker=markers[b], size=14, color="white", edgecolor=colors[m])
                     if f"{stem}_lo" in gl:
                         lo, hi, k = clip_marks(ax, gl[f"{stem}_lo"].to_numpy(float)[~f], gl[f"{stem}_hi"].to_numpy(float)[~f],
-                                               x[~f], ylim, vertical=True)
+                                               x[~f], ylim, vertical=True, marks=marks)
                         n_clipped += k
-                        ax.vlines(x[~f], lo, hi, color=colors[m], alpha=0.3, lw=0.8)
+                        marks.vbars(x[~f], lo, hi, color=colors[m], alpha=0.3, linewidth=0.8)
+                marks.draw(ax, zorder=3, bar_zorder=2)
+                ax.autoscale_view()
                 ax.axhline(0 if not log else 1, color="#98a2b3", lw=0.8, ls=":")
+                ax.xaxis.set_major_locator(MaxNLocator(3))
                 if log:
                     ax.set_yscale("log")
-                    ratio_ticks(ax.yaxis, *ylim)
+                    ratio_ticks(ax.yaxis, *ylim, most=5)
+                else:
+                    ax.yaxis.set_major_locator(MaxNLocator(4))
                 ax.set_ylim(*ylim)
                 if i == 0:
                     ax.set_title(m)
@@ -460,8 +475,9 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         if few.any():
             extra.append(Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
                                 label=f"hollow: fewer than 10 items ({int(few.sum())})"))
-        _marker_legend(fig, markers, extra)
-        fig.suptitle("The α sweep: each rule's cells against α (a line per dataset)", fontsize=9.5)
+        _marker_legend(fig, markers, extra, at=(1 - 1.5 / width, 1 - 0.45 / height))
+        fig.suptitle("The α sweep: each rule's cells against α (a line per dataset)", fontsize=9.5, y=1 - 0.08 / height,
+                     va="top")
         if few.any():
             add_caption_note(fig, f"{int(few.sum())} cell(s) with fewer than 10 items (e.g. calibration probes) are hollow, "
                                   "without their interval.")
