@@ -56,11 +56,15 @@ def _n(k: int, one: str, many: str | None = None) -> str:
 def verdict_sentence(r: Any) -> str:
     """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv)."""
     pair = "" if r["target"] == "all" else f" on {r['target']} ← {r['draft'] or '(no draft)'}"
-    where = "at its most aggressive complete α per dataset" if r["scope"] == "table3" else "over every α"
-    n = int(r["n_cells"])
+    if r["method"] in LOSSLESS_METHODS:  # no α to choose
+        where = "in Table 3" if r["scope"] == "table3" else "in all"
+    else:
+        where = "at its most aggressive complete α per dataset" if r["scope"] == "table3" else "over every α"
+    n, small = int(r["n_cells"]), int(r["n_small_excluded"])
     if not n:
-        return f"{r['method']}{pair}: no cell with {SMALL_N_ITEMS} or more items {where}."
-    small = int(r["n_small_excluded"])
+        if small:
+            return f"{r['method']}{pair}: all {_n(small, 'cell')} {where} have fewer than {SMALL_N_ITEMS} items: no verdict."
+        return f"{r['method']}{pair}: no cell {where} (no baseline to pair with, or no complete arm)."
     head = (f"{r['method']}{pair}, {_n(n, 'cell')} {where}"
             + (f" ({small} with fewer than {SMALL_N_ITEMS} items left out)" if small else "") + ": ")
     speed = []
