@@ -247,7 +247,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
         a=analysis, headline=wording.headline(analysis), numbers=ctx.headline_numbers(analysis),
         prov=ctx.provenance(analysis, generated), settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
-        cells_html=grouped_html(cells, cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
+        cells_html=grouped_html(_with_verdict_text(cells), cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
@@ -262,6 +262,16 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
     return html
+
+
+def _with_verdict_text(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cell table with its accuracy verdict in words, the minimum detectable drop beside "no detectable change"."""
+    from lengthlens.report.wording import accuracy_verdict_text
+
+    if cells.empty or "verdict_accuracy" not in cells.columns:
+        return cells
+    mdd = cells["accuracy_mdd_pp"] if "accuracy_mdd_pp" in cells.columns else [None] * len(cells)
+    return cells.assign(verdict_accuracy_text=[accuracy_verdict_text(v, m) for v, m in zip(cells["verdict_accuracy"], mdd)])
 
 
 def _table3_cols(t3: pd.DataFrame) -> list:

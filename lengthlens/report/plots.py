@@ -221,7 +221,20 @@ def fig_rounds_vs_time(obj: Analysis | pd.DataFrame) -> Figure:
         ax.set_ylabel("wall-time ratio T/T* (log scale)")
         ax.set_title("Verifier rounds against wall time per cell (dotted: T/T* = R/R*)")
         legends(ax, colors, markers, outside=True)
+        _note_every_cell(fig, df)
         return fig
+
+
+def _note_every_cell(fig: Figure, df: pd.DataFrame, intervals: bool | None = None) -> None:
+    """The caption's note for a figure of every cell: every α is drawn, and how many cells have few items."""
+    few = int(few_items(df).sum())
+    note = "Every α of each rule is drawn"
+    if few:
+        note += (f", {few} cell(s) with fewer than 10 items (e.g. calibration probes) among them"
+                 + (", without their interval" if intervals else ""))
+    if intervals is False:
+        note += f"; with {len(df)} cells the intervals are not drawn"
+    add_caption_note(fig, note + ".")
 
 
 def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> Figure:
@@ -256,6 +269,7 @@ def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> 
         ax.set_ylabel("accuracy change, percentage points")
         ax.set_title(f"Accuracy change against gain, {len(g_all)} graded cells")
         legends(ax, colors, markers, outside=True)
+        _note_every_cell(fig, g_all, intervals=show_ci)
         return fig
 
 

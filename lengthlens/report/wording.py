@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["grading_name", "grading_warning", "headline", "summary_lines", "time_caveats", "verdict_sentence",
+__all__ = ["accuracy_verdict_text", "grading_name", "grading_warning", "headline", "summary_lines", "time_caveats", "verdict_sentence",
            "verdict_sentences"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
@@ -91,11 +91,19 @@ def verdict_sentence(r: Any) -> str:
         acc = "accuracy not judged (no graded cell)"
     else:
         mdd = r.get("accuracy_mdd_pp_median", np.nan)
-        unseen = (f" (median minimum detectable drop {mdd:.1f} points: a smaller loss would go unseen)"
-                  if mdd is not None and np.isfinite(mdd) else "")
+        mdd = np.nan if mdd is None else float(mdd)
+        unseen = (f" (median minimum detectable drop {mdd:.1f} points: a smaller loss would likely go unseen)"
+                  if np.isfinite(mdd) else " (too few graded pairs to detect any drop)" if mdd == np.inf else "")
         acc = (f"accuracy worse in {int(r['n_accuracy_worse'])} of {_n(g, 'graded cell')}, no detectable change in "
                f"{int(r['n_accuracy_no_change'])}{unseen}")
     return head + "; ".join(speed) + "; " + acc + "."
+
+
+def accuracy_verdict_text(verdict: str, mdd_pp: float | None) -> str:
+    """A cell's accuracy verdict as the cell table shows it: "no detectable change" carries its minimum detectable drop."""
+    if verdict != "no detectable change" or mdd_pp is None or np.isnan(mdd_pp):
+        return verdict
+    return f"{verdict} (detects ≥ {mdd_pp:.0f} pp)" if np.isfinite(mdd_pp) else f"{verdict} (no drop detectable)"
 
 
 def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
