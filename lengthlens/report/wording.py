@@ -40,8 +40,8 @@ TIME_PER_ROUND_BIAS = ("Time per round is a length-weighted mean of per-round co
 
 
 #: What each grading policy is called in the headline and Table 3's caption.
-GRADING_NAMES = {"default": "lengthlens' default grading policy (answer part only; a run cut in its thinking is wrong)",
-                 "study": "the study's grading policy (--grading study: text after the last final marker, else all of it)"}
+GRADING_NAMES = {"default": "the default grading policy of lengthlens (answer part only; a run cut in its thinking is wrong)",
+                 "study": "the grading policy of the study (--grading study: text after the last final marker, else all of it)"}
 
 
 def grading_name(analysis: Any) -> str:
