@@ -511,11 +511,15 @@ def fig_time_model(obj: Analysis | pd.DataFrame) -> Figure:
         d = with_benchmark(df.reset_index(drop=True))
         colors, markers = method_colors(d["method"]), dataset_markers(d["benchmark"])
         ms = 1000.0
+        left, right = Marks(), Marks()
         for (m, b), g in d.groupby(["method", "benchmark"], sort=True):
-            a1.scatter(g["seconds_per_round_star"] * ms, g["seconds_per_round"] * ms, marker=markers[b], s=20, color=colors[m],
-                       edgecolor="white", linewidth=0.4, zorder=3)
-            a2.scatter(g["time_ratio_predicted"], g["time_ratio"], marker=markers[b], s=20, color=colors[m],
-                       edgecolor="white", linewidth=0.4, zorder=3)
+            left.points(g["seconds_per_round_star"] * ms, g["seconds_per_round"] * ms, marker=markers[b], size=20,
+                        color=colors[m], edgecolor="white", linewidth=0.4)
+            right.points(g["time_ratio_predicted"], g["time_ratio"], marker=markers[b], size=20, color=colors[m],
+                         edgecolor="white", linewidth=0.4)
+        left.draw(a1)
+        right.draw(a2)
+        a1.autoscale_view()
         v = pd.concat([d["seconds_per_round_star"], d["seconds_per_round"]]).replace([np.inf, -np.inf], np.nan).dropna() * ms
         if len(v):
             lo, hi = float(v.min()), float(v.max())

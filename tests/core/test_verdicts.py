@@ -286,3 +286,15 @@ def test_time_model_fits_equal_numpy_polyfit():
     assert (r["seconds_per_round_star"], r["seconds_fixed_star"]) == pytest.approx((bs, as_), rel=1e-9)
     assert r["time_ratio"] == pytest.approx(T.sum() / Ts.sum(), rel=1e-12)
     assert r["time_ratio_predicted"] == pytest.approx((30 * as_ + bs * R.sum()) / (30 * as_ + bs * Rs.sum()), rel=1e-9)
+
+
+def test_notebook_reprs_name_target_and_draft(two_pairs):
+    table = ll.cells(two_pairs, n_resamples=200, seed=1)
+    c = table.get(target="T2", dataset="a", method="cactus", params="alpha0.3")
+    f = c.to_frame()
+    assert list(f.columns[:5]) == ["target", "draft", "dataset", "method", "params"] and set(f["target"]) == {"T2"}
+    assert "target T2 ← draft D" in c._repr_html_()
+    html = table._repr_html_()
+    assert "<th>target</th>" in html and "<th>draft</th>" in html and "<th>verdict_rounds</th>" in html
+    v = ll.verdicts(table.to_frame())
+    assert "Verdicts:" in v._repr_html_() and len(v.cells_frame()) == len(table)
