@@ -363,7 +363,7 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
     """One collapsible block per cell: the items that move its λ most and those whose accuracy changed."""
     import html as _html
 
-    from lengthlens.report.columns import Col, table_html
+    from lengthlens.report.columns import Col, fmt, table_html
 
     d = analysis.tables.get("drilldown")
     if d is None or d.empty:
@@ -375,12 +375,17 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
                                                               css=lambda r: "loss" if (r.get("correct_change") or 0) < 0 else ""),
             Col("driver", "why listed", "text", left=True)]
     cells = analysis.tables["cells"].set_index(["target", "draft", "dataset", "method", "params"])
-    infl = [c for c in ("influence_top_share", "lambda_loo_lo", "lambda_loo_hi", "influential") if c in cells.columns]
     blocks = []
     for key, g in d.groupby(["target", "draft", "dataset", "method", "params"], sort=True):
         c = cells.loc[key] if key in cells.index else None
-        lam = "" if c is None else f" · λ {c['lambda']:.2f} · Δacc {c['accuracy_delta_pp']:.1f} pp"
-        extra = "" if c is None or not infl else " · " + ", ".join(f"{k} {c[k]}" for k in infl)
+        lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {fmt(c['accuracy_delta_pp'], 'f1')} pp"
+        extra = ""
+        if c is not None and "influence_top_share" in cells.columns:
+            extra = f" · largest item share {fmt(c['influence_top_share'], 'pct')}"
+            if "lambda_loo_lo" in cells.columns:
+                extra += f" · λ without one item {fmt(c['lambda_loo_lo'], 'f2')}–{fmt(c['lambda_loo_hi'], 'f2')}"
+            if c.get("influential") in (True, 1):
+                extra += " · influential"
         label = f"{key[0]} ← {key[1]} / {key[2]} / {key[3]} {key[4]}{lam}{extra}"
         blocks.append(f'<details class="group"><summary>{_html.escape(label)}</summary>'
                       f'{table_html(g, cols)}</details>')

@@ -99,6 +99,7 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
         extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
                          label=f"hollow: few items ({int(few.sum())})")] if few.any() else [])
         legends(axes.flat[0], colors, markers, outside=True, extra=extra)
+        add_caption_note(fig, "Every α of each rule is drawn.")
         if len(extra) and len(markers) < 2:
             fig.legend(handles=extra, frameon=False, loc="outside right lower")
         return fig
@@ -448,7 +449,7 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         width, height = max(6.4, 1.75 * len(methods) + 1.6), 1.35 * len(rows) + 0.8
         fig, axes = subplots(len(rows), len(methods), figsize=(width, height), layout="none", squeeze=False,
                              sharex="col", sharey="row")
-        fig.subplots_adjust(left=0.75 / width, right=1 - 1.55 / width, bottom=0.5 / height, top=1 - 0.45 / height,
+        fig.subplots_adjust(left=0.75 / width, right=1 - 2.0 / width, bottom=0.5 / height, top=1 - 0.45 / height,
                             wspace=0.12, hspace=0.14)
         n_clipped = 0
         for i, (metric, label, log) in enumerate(rows):
@@ -489,7 +490,7 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         if few.any():
             extra.append(Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
                                 label=f"hollow: fewer than 10 items ({int(few.sum())})"))
-        _marker_legend(fig, markers, extra, at=(1 - 1.5 / width, 1 - 0.45 / height))
+        _marker_legend(fig, markers, extra, at=(1 - 1.95 / width, 1 - 0.45 / height))
         fig.suptitle("The α sweep: each rule's cells against α (a line per dataset)", fontsize=9.5, y=1 - 0.08 / height,
                      va="top")
         if few.any():
@@ -506,6 +507,13 @@ def fig_time_model(obj: Analysis | pd.DataFrame) -> Figure:
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("time_model", pd.DataFrame())
     with matplotlib.rc_context(RC):
         fig, (a1, a2) = subplots(1, 2, figsize=(8.6, 3.9), layout="constrained")
+        from lengthlens.analyses.cells import SMALL_N_ITEMS
+
+        if df is not None and not df.empty:
+            few = df["n_runs"] < SMALL_N_ITEMS  # a line through a handful of runs is noise
+            if few.any():
+                add_caption_note(fig, f"{int(few.sum())} cell(s) with fewer than {SMALL_N_ITEMS} runs left out.")
+            df = df[~few]
         if df is None or df.empty:
             return empty_panel(fig, a1, "no wall times and rounds logged")
         d = with_benchmark(df.reset_index(drop=True))

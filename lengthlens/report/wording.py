@@ -103,7 +103,7 @@ def accuracy_verdict_text(verdict: str, mdd_pp: float | None) -> str:
     """A cell's accuracy verdict as the cell table shows it: "no detectable change" carries its minimum detectable drop."""
     if verdict != "no detectable change" or mdd_pp is None or np.isnan(mdd_pp):
         return verdict
-    return f"{verdict} (detects ≥ {mdd_pp:.0f} pp)" if np.isfinite(mdd_pp) else f"{verdict} (no drop detectable)"
+    return f"{verdict} (detects ≥ {mdd_pp:.0f} pp)" if np.isfinite(mdd_pp) else f"{verdict} (too few pairs to detect a drop)"
 
 
 def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
