@@ -251,10 +251,11 @@ def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> 
         if g_all.empty or "accuracy_delta_pp" not in g_all:
             return empty_panel(fig, ax, "no graded cells")
         colors = method_colors(df["method"])
-        markers = dataset_markers(g_all["dataset"])
+        g_all = with_benchmark(g_all.reset_index(drop=True))  # one marker per benchmark, as in every figure
+        markers = dataset_markers(g_all["benchmark"])
         show_ci = len(g_all) <= 60
         marks = Marks()
-        for (m, d), g in g_all.groupby(["method", "dataset"], sort=True):
+        for (m, d), g in g_all.groupby(["method", "benchmark"], sort=True):
             if show_ci and "accuracy_delta_lo" in g:
                 gc = _with_ci(g)
                 marks.vbars(gc["gain"], gc["accuracy_delta_lo"], gc["accuracy_delta_hi"], color=colors[m], alpha=0.3,
