@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["accuracy_verdict_text", "grading_name", "grading_warning", "headline", "serving_sentence", "summary_lines",
+__all__ = ["accuracy_verdict_text", "grading_name", "grading_warning", "headline", "incomplete_warning", "serving_sentence", "summary_lines",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
@@ -48,6 +48,24 @@ def grading_name(analysis: Any) -> str:
     """The grading policy the accuracies use, in words."""
     policy = getattr(analysis.runs, "grading", "default")
     return GRADING_NAMES.get(policy, f"grading policy {policy}")
+
+
+def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
+    """A warning naming the cells whose arm covers fewer than 95 % of its baseline's items (not the method's full result)."""
+    from lengthlens.data.coverage import COMPLETE_SHARE
+
+    cells = analysis.tables.get("cells")
+    if cells is None or cells.empty or "complete" not in cells:
+        return None
+    bad = cells[~cells["complete"].astype(bool)]
+    if bad.empty:
+        return None
+    named = [f"{r.method} {r.params} ({r.target} / {r.dataset}: {r.n_items} of {r.n_items_baseline} items)"
+             for r in bad.head(most).itertuples()]
+    more = f"; and {len(bad) - most} more (cells.csv, complete)" if len(bad) > most else ""
+    return (f"{len(bad)} of {len(cells)} cells cover fewer than {COMPLETE_SHARE:.0%} of their baseline's items, so their numbers "
+            f"are not the method's on the whole benchmark: " + "; ".join(named) + more + ". They are marked in Table 3 "
+            "(n_incomplete), the λ forest plots and the survival curves.")
 
 
 def grading_warning(analysis: Any) -> str | None:
@@ -276,9 +294,9 @@ def summary_lines(analysis: Analysis) -> list[str]:
                      f"{len(lo)} cells (lossless.csv)")
     if (said := serving_sentence(analysis)):
         lines.append(f"serving: {said}")
-    warn = grading_warning(analysis)
-    if warn:
-        lines.append(f"warning: {warn}")
+    for warn in (grading_warning(analysis), incomplete_warning(analysis)):
+        if warn:
+            lines.append(f"warning: {warn}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines
