@@ -34,8 +34,9 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
     "censoring.csv": ("cell", "keys, n_items, n_runs(_star), budget(_star), budgets_differ, censored_frac(_star); "
                               "Kaplan–Meier `km_{q25,median,q75}[_star]` with `_lo`, `_hi`, `_reason`; restricted mean "
                               "`rmst(_star)` up to `rmst_tau`, `rmst_ratio` (+_lo/_hi); `lambda_plain` (the cell's λ), "
-                              "`lambda_uncensored_pairs` (+_lo/_hi, n_uncensored_pairs); `lambda_aft_lognormal` and "
-                              "`lambda_aft_weibull` (time ratios: ratios of geometric means) with `_lo`, `_hi`, `_sigma`, "
+                              "`lambda_uncensored_pairs` (+_lo/_hi, n_uncensored_pairs); `gm_ratio_aft_lognormal` (and "
+                              "`gm_ratio_aft_weibull` when asked for; geometric-mean time ratios, not λ; old names "
+                              "`lambda_aft_*` kept for one release) with `_lo`, `_hi`, `_sigma`, "
                               "`_converged`, `_boot_infinite`, `_boot_failed`, `_reason`; n_resamples, n_resamples_aft, aft_ci"),
     "attribution.csv": ("cell", "keys, n_items, n_runs, chars_mean(_star), extra_chars = Σ(chars − chars*), "
                                 "extra_chars_thinking, extra_chars_answer, extra_chars_mean (+_lo/_hi), thinking_share = "

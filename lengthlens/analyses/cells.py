@@ -16,6 +16,7 @@ import numpy as np
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
 from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
+from lengthlens.stats.influence import INFLUENTIAL_SHARE, RatioInfluence, ratio_influence
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
 from lengthlens.stats.paired import (ALPHA_ONE_SIDED, accuracy_change_interval, accuracy_loss_test, accuracy_mdd_pp,
@@ -73,7 +74,21 @@ CELL_COLUMNS: dict[str, str] = {
     "unavailable": "metrics left empty and why (inputs not logged); empty when every metric is computed",
     "small_n": f"fewer than {SMALL_N_ITEMS} items: left out of Table 3, the headline and the figures' intervals",
     "undefined_resamples": "most resamples left out of any of the cell's intervals (an undefined value)",
-    "percentile_fallback": "metrics whose studentized interval was unbounded and got the percentile interval",
+    "interval_fallback": "metrics whose default interval was replaced, each with the reason (e.g. 'lambda: outside "
+                         "item-ratio range: percentile interval'; the bootstrap-t unbounded, or past the item ratios)",
+    "unbounded": "metrics whose interval is still unbounded or undefined at a defined estimate, each with the reason",
+    "percentile_fallback": "old form of interval_fallback: the metrics' names only (kept for one release)",
+    "influence_top_share": "the largest share one item has of the cell's output-token sum (relaxed or baseline)",
+    **{f"{m}_{part}": f"{words}: {what}" for m, words in (("lambda", "λ"), ("rounds_ratio", "R/R*"), ("time_ratio", "T/T*"))
+       for part, what in (("item_min", "smallest item ratio (an item's seeds added up)"),
+                          ("item_max", "largest item ratio; no resample, and no default interval, leaves this range"),
+                          ("loo_lo", "smallest value with one item left out"),
+                          ("loo_hi", "largest value with one item left out"))},
+    "rounds_ratio_top_share": "the largest share one item has of the cell's verifier-round sum (either arm)",
+    "time_ratio_top_share": "the largest share one item has of the cell's wall-time sum (either arm)",
+    "influential": f"one item carries more than {INFLUENTIAL_SHARE:.0%} of the output-token, round or wall-time sum "
+                   "of either arm, or λ, R/R* or T/T* has an interval excluding 1 while leaving one item out puts it "
+                   "on the other side of 1",
     "n_graded_items": "items with at least one pair graded on both sides",
     "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
     "accuracy_p_holm": "accuracy_p adjusted by Holm over the cells in_accuracy_family (family-wise); empty outside it",
@@ -84,6 +99,9 @@ CELL_COLUMNS: dict[str, str] = {
 }
 
 _NAN = float("nan")
+
+#: The ratios of sums whose items' influence each cell reports, with the sums they are made of.
+INFLUENCE_METRICS = {"lambda": ("L", "L_star"), "rounds_ratio": ("R", "R_star"), "time_ratio": ("T", "T_star")}
 
 
 def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
@@ -136,6 +154,11 @@ class Cell:
     accuracy_q_bh: float | None = None
     rounds_ratio_median_item: float = _NAN
     time_ratio_median_item: float = _NAN
+    #: λ, R/R* and T/T*: single items' weight in them (absent where the metric is unavailable).
+    influence: Mapping[str, RatioInfluence] = field(default_factory=dict)
+    #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
+    items: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -185,10 +208,50 @@ class Cell:
         return max((e.undefined_resamples for e in self.estimates.values()
                     if e.confidence_interval is not None and np.isfinite(e.point)), default=0)
 
+    def _defined(self) -> Iterator[tuple[str, Estimate]]:
+        """The metrics with an interval and a defined estimate (an ungraded cell's accuracy change is not)."""
+        return ((n, e) for n, e in self.estimates.items()
+                if e.confidence_interval is not None and n not in self.unavailable and np.isfinite(e.point))
+
+    @property
+    def interval_fallback(self) -> tuple[str, ...]:
+        """``"metric: reason"`` for each metric whose default interval was replaced (its note says by what)."""
+        return tuple(f"{n}: {e.note}" for n, e in self._defined() if e.note and np.isfinite(e.low) and np.isfinite(e.high))
+
+    @property
+    def unbounded(self) -> tuple[str, ...]:
+        """``"metric: reason"`` for each metric whose interval has no finite limit (a ratio's no positive one) at a
+        defined estimate."""
+        reg = metrics.registry()
+        out = []
+        for n, e in self._defined():
+            ratio = n in reg.names and reg.metric(n).interval == "ratio"
+            if np.isfinite(e.low) and np.isfinite(e.high) and not (ratio and e.low <= 0):
+                continue
+            why = e.note or (f"{e.undefined_resamples} resamples undefined" if e.undefined_resamples else "no finite limit")
+            out.append(f"{n}: {why}")
+        return tuple(out)
+
     @property
     def percentile_fallback(self) -> tuple[str, ...]:
-        """Metrics whose studentized interval was unbounded and got the percentile interval instead."""
-        return tuple(n for n, e in self.estimates.items() if e.note and e.method == "percentile" and n not in self.unavailable)
+        """Old form of :attr:`interval_fallback`: the metrics' names only."""
+        return tuple(f.split(":", 1)[0] for f in self.interval_fallback)
+
+    @property
+    def influence_top_share(self) -> float:
+        """The largest share one item has of the cell's output-token sum, relaxed or baseline."""
+        inf = self.influence.get("lambda")
+        return _NAN if inf is None else inf.top_share
+
+    @property
+    def influential(self) -> bool:
+        """One item carries most of a sum of λ, R/R* or T/T*, or one of them has an interval excluding 1 that
+        leaving out a single item would put on the other side of 1 (the conclusion rests on that item)."""
+        def excludes_one(m: str) -> bool:
+            e = self.estimates.get(m)
+            return e is not None and bool(e.low > 1.0 or e.high < 1.0)
+
+        return any(inf.dominated or (inf.loo_crosses_one and excludes_one(m)) for m, inf in self.influence.items())
 
     def to_row(self) -> dict[str, Any]:
         """Flat columns as in cells.csv: metric, metric_lo, metric_hi (interval stems from the registry)."""
@@ -214,13 +277,41 @@ class Cell:
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
             "unavailable": _unavailable_note(self.unavailable) or None, "small_n": self.small_n,
             "undefined_resamples": self.undefined_resamples,
+            "interval_fallback": "; ".join(self.interval_fallback) or None,
+            "unbounded": "; ".join(self.unbounded) or None,
             "percentile_fallback": ",".join(self.percentile_fallback) or None,
+            "influence_top_share": self.influence_top_share,
             "n_graded_items": self.n_graded_items, "graded_partial": self.graded_partial,
             "accuracy_p_holm": self.accuracy_p_holm, "accuracy_q_bh": self.accuracy_q_bh,
         })
+        for m in INFLUENCE_METRICS:
+            inf = self.influence.get(m)
+            for part in ("item_min", "item_max", "loo_lo", "loo_hi"):
+                row[f"{m}_{part}"] = _NAN if inf is None else getattr(inf, part)
+            if m != "lambda":
+                row[f"{m}_top_share"] = _NAN if inf is None else inf.top_share
+        row["influential"] = self.influential
         for old, new in DEPRECATED_COLUMNS.items():
             row[old] = row[new]
         return row
+
+    def items_frame(self) -> pd.DataFrame:
+        """The per-item view: one row per item with its totals, and for λ, R/R* and T/T* its ratio, its share of
+        each sum and the cell's ratio without it (largest share first)."""
+        rows: dict[str, Any] = {"item_id": list(self.items)}
+        first = None
+        for m, (x, y) in INFLUENCE_METRICS.items():
+            if m not in self.influence or x not in self.item_totals:
+                continue
+            a, b = self.item_totals[x], self.item_totals[y]
+            with np.errstate(all="ignore"):
+                rows.update({x: a, y: b, f"{m}_item": a / b, f"{x}_share": a / a.sum(), f"{y}_share": b / b.sum(),
+                             f"{m}_without": (a.sum() - a) / (b.sum() - b)})
+            first = first or x
+        df = frame(rows)
+        if first is not None:
+            df = df.sort_values(f"{first}_share", ascending=False, kind="stable").reset_index(drop=True)
+        return df
 
     def to_frame(self) -> pd.DataFrame:
         """One row per metric: estimate, low, high, standard error, interval method."""
@@ -392,6 +483,8 @@ class CellsAnalysis:
             drop_2pp_point=drop_2pp_point(delta.point) if flagged else None,
             rounds_ratio_median_item=_NAN if "rounds_ratio" in why else data.ratios["rounds_ratio"],
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
+            influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
+            items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
         )
 
 

@@ -14,6 +14,7 @@ import polars as pl
 
 from lengthlens._version import __version__
 from lengthlens.analyses.methods import LOSSLESS_METHODS
+from lengthlens.report import wording
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, registry
 
 _SKIP_NORMALIZE = [
@@ -193,6 +194,7 @@ def limitations(analysis: Any) -> list[str]:
                        "run-to-run variation of one item (sampling temperature > 0 makes that variation real).")
         else:
             out.append(f"Items were run with up to {seeds} seeds; seeds of one item are resampled together (the item is the unit).")
+    out.extend(wording.time_caveats(cells))
     cf, cfs = cells["censored_frac"].mean(), cells["censored_frac_star"].mean()
     heavy = int((cells["censored_frac"] > 0.1).sum())
     # The study's rules are "relaxed"; lossless speculative methods (Spec-Bench) are not.
