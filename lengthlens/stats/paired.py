@@ -274,7 +274,13 @@ def _tail(n: int, margin: float, z_obs: float, p10: np.ndarray, p01: np.ndarray)
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.where(disc > 0, p01 / disc, 0.5)
     pk = _binom_pmf(ks, n, np.clip(disc, 0.0, 1.0))
-    upper = np.where(count > 0, special.bdtrc(first - 1, ks, share), 0.0)
+    # P(c >= c*(k) | k): 1 where the whole row is in the tail, 0 where none of it is; the binomial tail only
+    # where it matters (terms below 1e-18 change a p-value by less than n 1e-18).
+    full, some = np.broadcast_to(first == 0, pk.shape), np.broadcast_to((count > 0) & (first > 0), pk.shape)
+    upper = full.astype(float)
+    need = some & (pk > 1e-18)
+    rows, cols = np.nonzero(need)
+    upper[rows, cols] = special.bdtrc(first[cols] - 1, ks[cols], np.broadcast_to(share, pk.shape)[rows, cols])
     return np.minimum(np.sum(pk * upper, axis=1), 1.0)
 
 
