@@ -426,38 +426,54 @@ def _rejection_region(n: int, margin: float, alpha: float) -> tuple[float, np.nd
         guess = _first_at_most(n, margin, z_min)
     v0 = _largest_in(n, margin, guess)
     t0 = tails(_rejected_from(n, margin, v0), slice(None))
-    watch = list(np.argsort(t0)[-4:])
+    watch = list(np.argsort(t0)[-24:])
     # a, v_a, first_a: a threshold, the largest value at or below it (its p-value < alpha), c*(k) of a;
     # b, v_b, tol_b: the same for one whose value's p-value is >= alpha, and c*(k) of b with the allowance.
-    a, v_a, first_a = z_min - 1.0, -math.inf, none
-    b, v_b = z_max, z_max
+    a, v_a, first_a, f_a = z_min - 1.0, -math.inf, none, -alpha
+    b, v_b, f_b = z_max, z_max, 1.0 - alpha
     if t0.max() < alpha:
-        a, v_a, first_a = v0, v0, guess
+        a, v_a, first_a, f_a = v0, v0, guess, t0.max() - alpha
     else:
-        b, v_b = v0, v0
+        b, v_b, f_b = v0, v0, t0.max() - alpha
     tol_b = _first_at_most(n, margin, _tolerant(b), below=first_a)
+    next_a, kept, width = _smallest_out(n, margin, first_a), 0, b - a
     while True:
-        if _smallest_out(n, margin, first_a) >= v_b:  # no value between v_a and v_b
+        if next_a >= v_b:  # no value between v_a and v_b
             first = None if v_a == -math.inf else _first_at_most(n, margin, _tolerant(v_a), tol_b, first_a)
             full = np.zeros(1) if first is None else tails(first, slice(None))
             if full.max() < alpha:
                 return v_a, first
             # a nuisance value outside the watched ones puts v_a's p-value above alpha: watch it, search below v_a
             watch.append(int(np.argmax(full)))
-            b, v_b, tol_b = a, v_a, first
-            a, v_a, first_a = z_min - 1.0, -math.inf, none
+            b, v_b, tol_b, f_b = v_a, v_a, first, full.max() - alpha
+            a, v_a, first_a, f_a = z_min - 1.0, -math.inf, none, -alpha
+            next_a, kept, width = z_min, 0, b - a
             continue
-        t = 0.5 * (a + b)
+        # The p-value is nearly continuous in z where tables are many: the Illinois variant of regula falsi
+        # (halving the weight of an end kept twice), bisection where a step did not halve the bracket.
+        t = (a * f_b - b * f_a) / (f_b - f_a)
+        if not a < t < b or b - a > 0.5 * width:
+            t = 0.5 * (a + b)
+        width = b - a
         first_t = _first_at_most(n, margin, t, tol_b, first_a)
         v = _largest_in(n, margin, first_t)
-        if v == v_a:  # no value in (a, t]
+        if v == v_a:  # no value in (a, t]: the same p-value as at a
             a, first_a = t, first_t
+            kept = min(kept, 0) - 1
+            f_b *= 0.5 if kept <= -2 else 1.0
             continue
         region = _first_at_most(n, margin, _tolerant(v), tol_b, first_a)
-        if tails(region, watch).max() < alpha:
-            a, v_a, first_a = t, v, first_t
+        p = tails(region, watch).max()
+        if p < alpha:
+            a, v_a, first_a, f_a = t, v, first_t, p - alpha
+            next_a = _smallest_out(n, margin, first_a)
+            kept = min(kept, 0) - 1
+            f_b *= 0.5 if kept <= -2 else 1.0
         else:
-            b, v_b, tol_b = t, v, _first_at_most(n, margin, _tolerant(t), tol_b, first_t)
+            b, v_b, f_b = t, v, p - alpha
+            tol_b = _first_at_most(n, margin, _tolerant(t), tol_b, first_t)
+            kept = max(kept, 0) + 1
+            f_a *= 0.5 if kept >= 2 else 1.0
 
 
 def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, alpha: float = ALPHA_ONE_SIDED) -> float:
