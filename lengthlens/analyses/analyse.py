@@ -8,7 +8,7 @@ It computes; it writes no sentence (the report's wording is :mod:`lengthlens.rep
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,7 +16,7 @@ import polars as pl
 
 from lengthlens.analyses.attribution import Attribution, AttributionAnalysis, attribution_result
 from lengthlens.analyses.cells import CellsAnalysis, CellTable
-from lengthlens.analyses.censoring import CensoringAnalysis, DatasetSurvival, survival_curves
+from lengthlens.analyses.censoring import DEFAULT_AFT_DISTS, CensoringAnalysis, DatasetSurvival, survival_curves
 from lengthlens.analyses.engine import Settings, run_on
 from lengthlens.data.channel_counts import run_channels_audited
 from lengthlens.data.pairing import cell_units, with_derived
@@ -176,7 +176,8 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                     ci: Literal["studentized", "percentile", "bca"] = "studentized",
                     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
-                    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", workers: int = 1) -> pd.DataFrame:
+                    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", workers: int = 1,
+                    aft_dists: Sequence[str] = DEFAULT_AFT_DISTS) -> pd.DataFrame:
     """censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
 
     Parameters
@@ -185,6 +186,8 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     n_resamples, seed, ci, confidence_level : the bootstrap (the cell table's draws and interval code).
     n_resamples_aft, aft_ci : the AFT intervals: cluster-robust sandwich from one fit (default), or bootstrap refits.
     workers : worker processes for large inputs.
+    aft_dists : the AFT laws fitted: log-normal (default); ``("lognormal", "weibull")`` adds the Weibull fit, whose
+        sandwich interval under-covers.
 
     Returns
     -------
@@ -197,7 +200,7 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     >>> ll.censoring_table(ll.load("runs/"))                    # doctest: +SKIP
     """
     settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
-    (table,) = run_on(runs, [CensoringAnalysis(aft_ci, n_resamples_aft)], settings, workers=workers)
+    (table,) = run_on(runs, [CensoringAnalysis(aft_ci, n_resamples_aft, tuple(aft_dists))], settings, workers=workers)
     return table
 
 
