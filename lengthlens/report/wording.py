@@ -201,12 +201,13 @@ def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
     ci = (f" [{a['accuracy_delta_pp_mean_lo']:.1f}, {a['accuracy_delta_pp_mean_hi']:.1f}]"
           if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
     mdd = float(a.get("accuracy_mdd_pp_median", np.nan))
-    power = (f"; at the median cell it detects a true drop of {mdd:.0f} points with 80 % power" if np.isfinite(mdd)
-             else "; at the median cell no drop is detected with 80 % power" if mdd == np.inf else "")
+    power = (f"; at the median cell that test detects a true drop of {mdd:.0f} points with 80 % power"
+             if np.isfinite(mdd) else
+             "; at the median cell that test detects no drop with 80 % power" if mdd == np.inf else "")
     return (f"; accuracy changed by {a['accuracy_delta_pp_mean']:.1f} points on average{ci}: "
             f"{int(a['n_drop_2pp'])} of {graded} graded cells lost more than {ACCURACY_DROP_PP:g} points by a one-sided "
-            f"test at {ALPHA_ONE_SIDED:.1%}{power}, "
-            f"{int(a['n_drop_2pp_point'])} by the point rule of the study; " + _family_clause(a, family))
+            f"test at {ALPHA_ONE_SIDED:.1%} ({int(a['n_drop_2pp_point'])} by the point rule of the study){power}; "
+            + _family_clause(a, family))
 
 
 def _family_clause(a: pd.Series, family: AccuracyFamily | None) -> str:
