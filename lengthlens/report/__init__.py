@@ -398,9 +398,11 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
             Col("lambda_shift", "λ − λ without", "f3"), Col("correct_change", "Δ correct", "int",
                                                               css=lambda r: "loss" if (r.get("correct_change") or 0) < 0 else ""),
             Col("driver", "why listed", "text", left=True)]
-    cells = analysis.tables["cells"].set_index(["target", "draft", "dataset", "method", "params"])
+    # A cell's key holds its serving condition where one is logged (then the same rule has a cell per condition).
+    arm = [k for k in ("target", "draft", "dataset", "method", "params", "serving") if k in d and k in analysis.tables["cells"]]
+    cells = analysis.tables["cells"].set_index(arm)
     blocks = []
-    for key, g in d.groupby(["target", "draft", "dataset", "method", "params"], sort=True):
+    for key, g in d.groupby(arm, sort=True):
         c = cells.loc[key] if key in cells.index else None
         lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {fmt(c['accuracy_delta_pp'], 'f1')} pp"
         extra = ""
@@ -410,7 +412,7 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
                 extra += f" · λ without one item {fmt(c['lambda_loo_lo'], 'f2')}–{fmt(c['lambda_loo_hi'], 'f2')}"
             if c.get("influential") in (True, 1):
                 extra += " · influential"
-        label = f"{key[0]} ← {key[1]} / {key[2]} / {key[3]} {key[4]}{lam}{extra}"
+        label = f"{key[0]} ← {key[1]} / {key[2]} / {key[3]} {key[4]}{' / ' + key[5] if key[5:6] and key[5] else ''}{lam}{extra}"
         blocks.append(f'<details class="group"><summary>{_html.escape(label)}</summary>'
                       f'{table_html(g, cols)}</details>')
     return Markup("".join(blocks))

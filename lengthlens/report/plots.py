@@ -297,7 +297,8 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
     if df is not None and not df.empty and not isinstance(obj, pd.DataFrame) and "alpha_selected" in obj.tables:
         # One α per rule and dataset (Table 3's), so that the bars do not average over α.
         sel = obj.tables["alpha_selected"].rename(columns={"params_selected": "params"})
-        df = df.merge(sel[["target", "draft", "dataset", "method", "params"]], how="inner")
+        df = df.merge(sel[[k for k in ("target", "draft", "dataset", "method", "params", "serving")
+                           if k in sel and k in df]], how="inner")
         note = "Table 3's cells: each rule at its most aggressive complete α per dataset"
     if df is not None and not df.empty and "n_items" in df.columns:
         small = df["n_items"] < SMALL_N_ITEMS
