@@ -443,8 +443,8 @@ def _rejection_region(n: int, margin: float, alpha: float) -> tuple[float, np.nd
             full = np.zeros(1) if first is None else tails(first, slice(None))
             if full.max() < alpha:
                 return v_a, first
-            # a nuisance value outside the watched ones puts v_a's p-value above alpha: watch it, search below v_a
-            watch.append(int(np.argmax(full)))
+            # nuisance values outside the watched ones put v_a's p-value above alpha: watch the largest, search below v_a
+            watch.extend(int(i) for i in np.argsort(full)[-8:] if full[i] >= alpha and i not in watch)
             b, v_b, tol_b, f_b = v_a, v_a, first, full.max() - alpha
             a, v_a, first_a, f_a = z_min - 1.0, -math.inf, none, -alpha
             next_a, kept, width = z_min, 0, b - a

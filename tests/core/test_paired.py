@@ -198,6 +198,9 @@ def test_score_statistic_falls_as_right_to_wrong_flips_rise_within_each_number_o
             row = (b + c) == k
             order = np.argsort(c[row])
             assert np.all(np.diff(z[row][order]) < 0), (n, k)
+    for k in np.linspace(1, 18_466, 25).astype(int):  # rows of the largest cells, at their full length
+        cc = np.arange(k + 1)
+        assert np.all(np.diff(score_statistic(k - cc, cc, 18_466, -MARGIN)) < 0), k
 
 
 def _brute_force_loss_test(n):
