@@ -1,10 +1,11 @@
-"""Text parsing is linear: answers of megabytes built to make a quadratic parser crawl are read in well under a second.
+"""Text parsing is linear: answers of megabytes built to make a quadratic parser crawl grow its cost linearly.
 
 Each case is a completion that once made a parser quadratic (or worse): thousands of unclosed
 ``\\boxed{``, a long run of spaces after "answer:", thousands of harmony headers without a
-message, alternating think tags. Each is timed at 1 MB and at 4 MB in a worker process with a
-time limit (a regression fails the test instead of hanging the run): 1 MB must take under a
-second, and 4 MB under 4x the 1 MB time plus slack (linear growth; quadratic would be 16x).
+message, alternating think tags. Each is run at 1 MB and at 4 MB in a worker process with a
+time limit (a regression fails the test instead of hanging the run), and the CPU time of the 4 MB
+call must stay under 8x the 1 MB call's (linear growth gives 4x, quadratic 16x). A ratio of CPU
+times, not a time limit: the check holds on a slow or busy machine.
 The rewritten parsers are checked against the plain implementations they replace (oracles,
 kept here) on random short texts.
 """
@@ -46,13 +47,13 @@ def worker():
 
 
 @pytest.mark.parametrize("name,target,make", CASES, ids=[c[0] for c in CASES])
-def test_a_megabyte_answer_is_parsed_in_under_a_second(worker, name, target, make):
+def test_megabyte_answers_are_parsed_in_linear_time(worker, name, target, make):
     timed = f"{Isolated.__module__}:timed_call"
     worker.call(timed, target, *make(1000), timeout=60)  # imports and warms up outside the measurement
-    t1 = worker.call(timed, target, *make(MB), timeout=30)
-    assert t1 < 1.0, f"{name}: 1 MB took {t1:.2f} s"
-    t4 = worker.call(timed, target, *make(4 * MB), timeout=30)
-    assert t4 < 4 * t1 * 1.5 + 0.5, f"{name}: 4 MB took {t4:.2f} s, 1 MB {t1:.2f} s (not linear)"
+    t1 = worker.call(timed, target, *make(MB), timeout=60)
+    t4 = worker.call(timed, target, *make(4 * MB), timeout=60)
+    # 0.05 s of slack: a linear parser's 1 MB call can take a few milliseconds, where timer granularity tells.
+    assert t4 < 8 * t1 + 0.05, f"{name}: 4 MB took {t4:.3f} s of CPU, 1 MB {t1:.3f} s (not linear)"
 
 
 def _last_boxed_oracle(text: str) -> str | None:
@@ -68,8 +69,9 @@ def _last_boxed_oracle(text: str) -> str | None:
     return None
 
 
+# The former pattern, with the letter a capital (the phrase's words in any case): "the answer is a bit" names no choice.
 _ANSWER_PHRASE_ORACLE = re.compile(
-    r"(?:answer|choice)(?:\s+is|\s*:)\s*(?:\*\*)?\s*(?:option\s+)?\(?\s*([A-D])\s*\)?(?![A-Za-z0-9])", re.I)
+    r"(?i:(?:answer|choice)(?:\s+is|\s*:)\s*(?:\*\*)?\s*(?:option\s+)?\(?\s*)([A-D])\s*\)?(?![A-Za-z0-9])")
 
 _PIECES = st.sampled_from(["\\boxed{", "\\fbox {", "\\boxed", "{", "}", "a", "1", " ", "\n", "\\text{B}"])
 _CHOICE_PIECES = st.sampled_from(["answer", "Answer", "choice", " is", ":", " ", "  ", "**", "option", "Option ", "(", ")",
