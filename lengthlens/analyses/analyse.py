@@ -136,7 +136,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
                                   table3_cells(cells_df, alphas, include_small=include_small))
         tables["attribution"], tables["attribution_summary"] = attr.cells, attr.summary
         notes.extend(attr.disagreement_notes)
-        survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[list(ARM_KEY)]))
+        survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[[*ARM_KEY, "complete"]]))
         by_load = serving_table(cells_df)
         if not by_load.empty:  # only where the cells come under several serving conditions
             tables["serving"] = by_load

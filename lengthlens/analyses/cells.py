@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
 from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
@@ -74,6 +75,9 @@ CELL_COLUMNS: dict[str, str] = {
     "rounds_ratio_median_item": "median over items of the item's mean per-run R/R*",
     "time_ratio_median_item": "median over items of the item's mean per-run T/T*",
     "budget": "the relaxed runs' token budget (max_new_tokens)", "n_items_baseline": "items of the group's baseline",
+    "coverage": "n_items / n_items_baseline: the share of its baseline's items the cell covers",
+    "complete": f"coverage of at least {COMPLETE_SHARE:.0%}; an incomplete arm (say an answer file cut short) is marked "
+                "in Table 3, the figures and the report's warnings",
     "unavailable": "metrics left empty and why (inputs not logged); empty when every metric is computed",
     "small_n": f"fewer than {SMALL_N_ITEMS} items: left out of Table 3, the headline and the figures' intervals",
     "undefined_resamples": "most resamples left out of any of the cell's intervals (an undefined value)",
@@ -183,6 +187,16 @@ class Cell:
         return self.n_items < SMALL_N_ITEMS
 
     @property
+    def coverage(self) -> float:
+        """The share of its baseline's items the cell covers (NaN without a baseline count)."""
+        return self.n_items / self.n_items_baseline if self.n_items_baseline else _NAN
+
+    @property
+    def complete(self) -> bool:
+        """Whether the arm covers at least COMPLETE_SHARE of its baseline's items (an incomplete arm is flagged everywhere)."""
+        return not self.coverage < COMPLETE_SHARE
+
+    @property
     def graded_partial(self) -> bool:
         return bool(self.n_graded) and is_partly_graded(self.n_graded_items, self.n_items)
 
@@ -285,6 +299,7 @@ class Cell:
             "in_accuracy_family": self.in_accuracy_family,
             "rounds_ratio_median_item": self.rounds_ratio_median_item, "time_ratio_median_item": self.time_ratio_median_item,
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
+            "coverage": self.coverage, "complete": self.complete,
             "unavailable": _unavailable_note(self.unavailable) or None, "small_n": self.small_n,
             "undefined_resamples": self.undefined_resamples,
             "interval_fallback": "; ".join(self.interval_fallback) or None,

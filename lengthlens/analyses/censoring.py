@@ -423,6 +423,8 @@ class DatasetSurvival:
     budgets: tuple[int, ...]
     n_runs: int
     n_censored: int
+    #: Rules whose curve includes an arm covering fewer than 95 % of its baseline's items.
+    incomplete: tuple[str, ...] = ()
 
 
 def survival_curve(lengths: np.ndarray, censored: np.ndarray) -> SurvivalCurve:
@@ -442,7 +444,8 @@ def survival_curves(paired: pl.DataFrame, arms: pl.DataFrame) -> dict[str, Datas
     """Per dataset, the survival curves of the strict baseline and of each rule's arms in ``arms`` (pairs pooled).
 
     ``paired``: the paired runs (one row per run, with ``censored``); ``arms``: the (target, draft,
-    dataset, method, params) the figure shows (Table 3's choice). The strict curve pools every strict
+    dataset, method, params) the figure shows (Table 3's choice), with ``complete`` where known (an incomplete
+    arm's rule is listed in ``incomplete`` and labelled in the figure). The strict curve pools every strict
     run of the dataset, each rule's curve its chosen arms' runs.
     """
     keys = ["target", "draft", "dataset", "method", "params"]
@@ -462,5 +465,7 @@ def survival_curves(paired: pl.DataFrame, arms: pl.DataFrame) -> dict[str, Datas
             if g.height:
                 curves[m] = survival_curve(g.get_column("output_tokens").to_numpy(), g.get_column("censored").to_numpy())
         budgets = tuple(sorted(int(b) for b in d.get_column("max_new_tokens").drop_nulls().unique().to_list()))
-        out[ds] = DatasetSurvival(curves, budgets, d.height, int(d.get_column("censored").sum()))
+        short = (arms.filter((pl.col("dataset") == ds) & ~pl.col("complete")).get_column("method").unique().sort().to_list()
+                 if "complete" in arms.columns else [])
+        out[ds] = DatasetSurvival(curves, budgets, d.height, int(d.get_column("censored").sum()), tuple(short))
     return out

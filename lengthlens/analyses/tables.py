@@ -9,6 +9,7 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.cells import CellTable
+from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.data.pairing import with_derived
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
@@ -115,9 +116,6 @@ def arms_excluded(runs: RunSet) -> pd.DataFrame:
     return df.to_pandas()[cols]
 
 
-#: An arm is complete when its cell covers at least this share of the baseline's items (one failed run does not
-#: demote an arm; the study's 3-of-12 calibration probes stay incomplete).
-COMPLETE_SHARE = 0.95
 #: Adjusted p-values below this count a cell as a significant accuracy drop in Table 3.
 SIGNIFICANCE = 0.05
 
@@ -346,6 +344,8 @@ def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarr
             "n_lambda_lo_gt_1": int((d["lambda_lo"] > 1).sum()),
             "n_rounds_ratio_gt_1": int((d["rounds_ratio"] > 1).sum()),
             "n_time_ratio_gt_1": int((d["time_ratio"] > 1).sum()),
+            # Arms covering fewer than 95 % of their baseline's items that entered (no complete alpha of the rule).
+            "n_incomplete": int((~_complete(d)).sum()) if len(d) else 0,
             **_accuracy_counts(d, graded),
             "n_graded_partial": int(partial.sum()),
             **_mean_delta(d, graded, replicates),

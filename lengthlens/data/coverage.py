@@ -7,7 +7,8 @@ import polars as pl
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, STRICT
 from lengthlens.data.serving import with_serving
 
-#: An arm covering fewer than this share of its baseline's items is flagged incomplete.
+#: An arm covering fewer than this share of its baseline's items is flagged incomplete (one failed run does not
+#: demote an arm; the study's 3-of-12 calibration probes stay incomplete).
 COMPLETE_SHARE = 0.95
 
 

@@ -178,11 +178,17 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
         if labelled:
             short_pair = df[["target", "draft"]].drop_duplicates().shape[0] > 1
             labels = [(f"{r.target} · " if short_pair else "") + f"{r.method} {r.params}"
-                      + (f" ({r.n_items} items)" if few.iloc[i] else "") for i, r in enumerate(g.itertuples())]
+                      + (f" ({r.n_items} items)" if few.iloc[i] else "")
+                      + (f" [incomplete: {r.n_items}/{r.n_items_baseline}]" if not getattr(r, "complete", True) else "")
+                      for i, r in enumerate(g.itertuples())]
             ax.set_yticks(y, labels, fontsize=8)
         else:
             ax.set_yticks([])
         ax.grid(axis="y", visible=False)
+        n_incomplete = int((~g["complete"].astype(bool)).sum()) if "complete" in g else 0
+        if n_incomplete:
+            add_caption_note(fig, f"{n_incomplete} cell(s) of arms covering fewer than 95% of their baseline's items"
+                                  + (" are labelled [incomplete]." if labelled else " are drawn among the others."))
         name = dataset if dataset is not None else ", ".join(sorted(df["dataset"].unique()))
         ax.set_title(f"λ per cell: {name} ({len(g)} cells; dashed: λ = 1)")
         ax.set_xlabel("λ with its 95% interval (log scale)")

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["accuracy_verdict_text", "grading_name", "grading_warning", "headline", "serving_sentence", "summary_lines",
+__all__ = ["accuracy_verdict_text", "grading_name", "grading_warning", "headline", "incomplete_warning", "serving_sentence", "summary_lines",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
@@ -48,6 +48,24 @@ def grading_name(analysis: Any) -> str:
     """The grading policy the accuracies use, in words."""
     policy = getattr(analysis.runs, "grading", "default")
     return GRADING_NAMES.get(policy, f"grading policy {policy}")
+
+
+def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
+    """A warning naming the cells whose arm covers fewer than 95 % of its baseline's items (not the method's full result)."""
+    from lengthlens.data.coverage import COMPLETE_SHARE
+
+    cells = analysis.tables.get("cells")
+    if cells is None or cells.empty or "complete" not in cells:
+        return None
+    bad = cells[~cells["complete"].astype(bool)]
+    if bad.empty:
+        return None
+    named = [f"{r.method} {r.params} ({r.target} / {r.dataset}: {r.n_items} of {r.n_items_baseline} items)"
+             for r in bad.head(most).itertuples()]
+    more = f"; and {len(bad) - most} more (cells.csv, complete)" if len(bad) > most else ""
+    return (f"{len(bad)} of {len(cells)} cells cover fewer than {COMPLETE_SHARE:.0%} of their baseline's items, so their numbers "
+            f"are not the method's on the whole benchmark: " + "; ".join(named) + more + ". They are marked in Table 3 "
+            "(n_incomplete), the λ forest plots and the survival curves.")
 
 
 def grading_warning(analysis: Any) -> str | None:
@@ -183,12 +201,13 @@ def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
     ci = (f" [{a['accuracy_delta_pp_mean_lo']:.1f}, {a['accuracy_delta_pp_mean_hi']:.1f}]"
           if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
     mdd = float(a.get("accuracy_mdd_pp_median", np.nan))
-    power = (f"; at the median cell it detects a true drop of {mdd:.0f} points with 80 % power" if np.isfinite(mdd)
-             else "; at the median cell no drop is detected with 80 % power" if mdd == np.inf else "")
+    power = (f"; at the median cell that test detects a true drop of {mdd:.0f} points with 80 % power"
+             if np.isfinite(mdd) else
+             "; at the median cell that test detects no drop with 80 % power" if mdd == np.inf else "")
     return (f"; accuracy changed by {a['accuracy_delta_pp_mean']:.1f} points on average{ci}: "
             f"{int(a['n_drop_2pp'])} of {graded} graded cells lost more than {ACCURACY_DROP_PP:g} points by a one-sided "
-            f"test at {ALPHA_ONE_SIDED:.1%}{power}, "
-            f"{int(a['n_drop_2pp_point'])} by the point rule of the study; " + _family_clause(a, family))
+            f"test at {ALPHA_ONE_SIDED:.1%} ({int(a['n_drop_2pp_point'])} by the point rule of the study){power}; "
+            + _family_clause(a, family))
 
 
 def _family_clause(a: pd.Series, family: AccuracyFamily | None) -> str:
@@ -276,9 +295,9 @@ def summary_lines(analysis: Analysis) -> list[str]:
                      f"{len(lo)} cells (lossless.csv)")
     if (said := serving_sentence(analysis)):
         lines.append(f"serving: {said}")
-    warn = grading_warning(analysis)
-    if warn:
-        lines.append(f"warning: {warn}")
+    for warn in (grading_warning(analysis), incomplete_warning(analysis)):
+        if warn:
+            lines.append(f"warning: {warn}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines

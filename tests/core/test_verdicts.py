@@ -254,7 +254,7 @@ def test_drilldown_equals_a_plain_loop():
     for m in ("x", "y"):
         for i in range(9):
             for seed in range(2):
-                rows.append({"target": "T", "draft": "D", "dataset": "a", "method": m, "params": "p", "item_id": f"i{i}",
+                rows.append({"target": "T", "draft": "D", "dataset": "a", "method": m, "params": "p", "serving": "", "item_id": f"i{i}",
                              "output_tokens": int(rng.integers(50, 900)), "output_tokens_star": int(rng.integers(50, 900)),
                              "correct": bool(rng.random() < 0.5), "correct_star": bool(rng.random() < 0.6)})
     u = pl.DataFrame(rows)
@@ -277,7 +277,7 @@ def test_time_model_fits_equal_numpy_polyfit():
     rng = np.random.default_rng(9)
     R, Rs = rng.integers(20, 200, 30), rng.integers(20, 200, 30)
     T, Ts = 0.4 + 0.021 * R + rng.normal(0, 0.05, 30), 0.3 + 0.018 * Rs + rng.normal(0, 0.05, 30)
-    u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "draft_rounds": R,
+    u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "serving": "", "draft_rounds": R,
                       "wall_time_s": T, "draft_rounds_star": Rs, "wall_time_s_star": Ts})
     r = time_model(u).iloc[0]
     b, a = np.polyfit(R, T, 1)
