@@ -12,6 +12,7 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.data.schema import ARM_KEY
+from lengthlens.data.serving import with_serving
 
 __all__ = ["DRILLDOWN_TOP", "item_drivers"]
 
@@ -48,6 +49,7 @@ def item_drivers(units: pl.DataFrame, top: int = DRILLDOWN_TOP) -> pd.DataFrame:
             "correct_change", "driver"]
     if units.is_empty() or "output_tokens" not in units.columns:
         return pd.DataFrame(columns=cols)
+    units = with_serving(units)  # paired runs built by hand have no serving condition: ""
     graded = (pl.col("correct").is_not_null() & pl.col("correct_star").is_not_null()
               if "correct" in units.columns and "correct_star" in units.columns else pl.lit(False))
     change = (pl.when(graded).then(pl.col("correct").cast(pl.Int64) - pl.col("correct_star").cast(pl.Int64)).otherwise(0)

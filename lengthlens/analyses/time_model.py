@@ -13,6 +13,7 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.data.schema import ARM_KEY
+from lengthlens.data.serving import with_serving
 
 __all__ = ["time_model"]
 
@@ -51,6 +52,7 @@ def time_model(units: pl.DataFrame) -> pd.DataFrame:
     need = ("wall_time_s", "draft_rounds", "wall_time_s_star", "draft_rounds_star")
     if units.is_empty() or any(c not in units.columns for c in need):
         return pd.DataFrame(columns=cols)
+    units = with_serving(units)  # paired runs built by hand have no serving condition: ""
     known = units.filter(pl.all_horizontal(pl.col(c).is_not_null() & pl.col(c).cast(pl.Float64).is_not_nan() for c in need))
     if known.is_empty():
         return pd.DataFrame(columns=cols)
