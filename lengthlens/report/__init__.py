@@ -2,8 +2,8 @@
 
 ``write_report(analysis, out)`` is what ``lengthlens report`` calls. The HTML inlines its CSS and
 its figures (SVG), loads nothing from the network and has no JavaScript dependency; the PDF is
-that HTML printed by WeasyPrint (print CSS adds page breaks, a contents list with page numbers
-and page footers).
+the same content typeset by Typst as a paper's appendix (:mod:`lengthlens.report.typeset`):
+publication tables, figures at full width, the per-cell tables on landscape pages.
 """
 
 from __future__ import annotations
@@ -68,7 +68,18 @@ def _env() -> Environment:
     env = Environment(loader=PackageLoader("lengthlens", "templates"), autoescape=select_autoescape(["html", "j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt
+    env.filters["inline"] = inline_html
     return env
+
+
+def inline_html(text: str) -> Markup:
+    """A sentence of :mod:`~lengthlens.report.wording` as HTML: escaped, `backticks` as <code>."""
+    from markupsafe import escape
+
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # an odd backtick is a character, not markup
+        return escape(text)
+    return Markup("").join(Markup("<code>{}</code>").format(p) if k % 2 else escape(p) for k, p in enumerate(parts))
 
 
 def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
@@ -193,9 +204,18 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
     return out
 
 
+def _placed_sections(analysis: Analysis) -> set[str]:
+    """The optional sections that hold a figure of their own when shown (see :func:`_figure_order`)."""
+    return {n for n in ("attribution", "censoring") if analysis.tables.get(n) is not None}
+
+
 def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
-                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None) -> str:
-    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html"."""
+                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None,
+                figure_blocks: dict[str, dict[str, str]] | None = None) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html".
+
+    ``figure_blocks`` are figures already drawn (:func:`_figure_blocks`), e.g. for the PDF too.
+    """
     import pandas as pd
 
     from lengthlens.report import context as ctx
@@ -207,9 +227,10 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     cells = analysis.tables["cells"]
     t3 = analysis.tables["table3"]
     optional = _group_tables(analysis)
-    if with_figures:
+    if with_figures and figure_blocks is None:
         say("figures")
-    figs = _figure_blocks(analysis, set(optional)) if with_figures else {}
+        figure_blocks = _figure_blocks(analysis, _placed_sections(analysis))
+    figs = figure_blocks if with_figures else {}
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
     say("report.html")
@@ -231,6 +252,8 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
         attribution_summary=_attribution_summaries(analysis), thinking_sentence=ctx.thinking_sentence(analysis),
+        notes={"table3": wording.table3_note(analysis.settings), "cells": wording.cells_note(analysis.settings),
+               "methods": wording.methods(analysis.settings, ctx.grading_provenance(analysis.runs))},
     )
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
@@ -248,24 +271,31 @@ def _table3_cols(t3: pd.DataFrame) -> list:
     return [*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]]
 
 
-def _attribution_summaries(analysis: Analysis) -> Markup | None:
-    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells."""
-    from lengthlens.report.columns import described_columns, table_html
-
+def _attribution_frames(analysis: Analysis) -> list[tuple[str, pd.DataFrame]]:
+    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) and on all cells, titled."""
     summ = analysis.tables.get("attribution_summary")
     if summ is None or summ.empty:
-        return None
+        return []
     if "scope" not in summ.columns:
         summ = summ.assign(scope="all")
-    parts = []
+    out = []
     for scope, title in (("table3", "On Table 3's cells"), ("all", "On all cells")):
         d = summ[summ["scope"] == scope].drop(columns="scope")
         if d.empty:
             continue
         n = int(d.loc[d["method"] == "all", "n_cells"].iloc[0]) if (d["method"] == "all").any() else len(d)
-        parts.append(f"<h3>{title} ({n})</h3>" + str(table_html(d, described_columns("attribution_summary", d),
-                                                                  bold=lambda r: r.get("method") == "all")))
-    return Markup("".join(parts))
+        out.append((f"{title} ({n})", d))
+    return out
+
+
+def _attribution_summaries(analysis: Analysis) -> Markup | None:
+    """:func:`_attribution_frames` as HTML tables under their titles."""
+    from lengthlens.report.columns import described_columns, table_html
+
+    parts = [f"<h3>{title}</h3>" + str(table_html(d, described_columns("attribution_summary", d),
+                                                 bold=lambda r: r.get("method") == "all"))
+             for title, d in _attribution_frames(analysis)]
+    return Markup("".join(parts)) if parts else None
 
 
 def _arm_cols(arms: pd.DataFrame):
@@ -278,18 +308,19 @@ def _arm_cols(arms: pd.DataFrame):
     return [c for c in spec if c.name in arms.columns]
 
 
-def render_pdf(html: str, path: Path, *, max_rows: int | None = None) -> Path:
-    """Print the report's HTML to PDF with WeasyPrint (A4; wide tables on landscape pages).
+def render_pdf(analysis: Analysis, path: Path, *, figure_blocks: dict[str, dict[str, str]] | None = None,
+               generated: str | None = None) -> Path:
+    """Typeset the report as a PDF with Typst (:mod:`lengthlens.report.typeset`); ``figure_blocks`` as for the HTML.
 
-    What WeasyPrint gets is :func:`lengthlens.report.printing.print_html`: fixed table layout, lean markup, and
-    per-cell secondary tables of more than ``max_rows`` rows (default
-    :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV.
+    Examples
+    --------
+    >>> render_pdf(ll.analyse(ll.load("runs/")), Path("report.pdf"))   # doctest: +SKIP
     """
-    from lengthlens.report.printing import PRINT_MAX_ROWS, print_html, printer
+    from lengthlens.report.typeset import pdf_model
+    from lengthlens.report.typeset import render_pdf as typeset
 
-    html = print_html(html, PRINT_MAX_ROWS if max_rows is None else max_rows)
-    printer()(string=html, base_url=str(path.parent)).write_pdf(path)
-    return path
+    figs = _figure_blocks(analysis, _placed_sections(analysis)) if figure_blocks is None else figure_blocks
+    return typeset(pdf_model(analysis, figs, generated=generated), path)
 
 
 def write_latex(analysis: Analysis, out: Path) -> list[Path]:
@@ -356,16 +387,23 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
         tmp = folder.path
         say("tables (CSV)")
         names = [p.name for p in write_csvs(analysis, tmp)]
-        html = render_html(analysis, with_figures=figures, progress=say)
+        figs: dict[str, dict[str, str]] = {}
+        if figures:
+            say("figures")
+            figs = _figure_blocks(analysis, _placed_sections(analysis))
+        from lengthlens.report.context import _generated
+
+        generated = _generated()
+        html = render_html(analysis, with_figures=figures, progress=say, figure_blocks=figs, generated=generated)
         (tmp / "report.html").write_text(html, encoding="utf-8")
         names.append("report.html")
         if pdf:
             say("report.pdf")
             try:
-                names.append(render_pdf(html, tmp / "report.pdf").name)
-            except (ImportError, OSError) as exc:  # the printer or its system libraries are missing
+                names.append(render_pdf(analysis, tmp / "report.pdf", figure_blocks=figs, generated=generated).name)
+            except Exception as exc:  # noqa: BLE001 - the PDF is one view of the report: whatever stops it, the rest stands
                 (tmp / "report.pdf").unlink(missing_ok=True)
-                failed["report.pdf"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                failed["report.pdf"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if latex:
             say("LaTeX")
             names += [p.name for p in write_latex(analysis, tmp)]

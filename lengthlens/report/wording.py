@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["headline", "summary_lines"]
+__all__ = ["cells_note", "headline", "methods", "summary_lines", "table3_note"]
 
 
 def _lossless_headline(a: Any) -> str:
@@ -143,3 +143,82 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"note: {n}")
     return lines
 
+
+
+def _confidence(settings: dict[str, Any]) -> str:
+    return f"{round(100 * (settings.get('confidence_level') or 0.95))}%"
+
+
+def table3_note(settings: dict[str, Any]) -> str:
+    """What Table 3's rows and columns are (the note under the table)."""
+    which = (f"each rule at its most aggressive α per dataset: the largest α run on ≥ {COMPLETE_SHARE:.0%} of the "
+             "baseline's items; alpha_selected.csv lists the choice" if settings.get("alphas", "loosest") == "loosest"
+             else "all α")
+    return (f"Per rule and over all cells ({which}). gain = (ℓ̄+1)/(ℓ̄*+1), the per-round gain acceptance length "
+            "promises; λ = mean length ratio; R/R* = measured verifier-rounds ratio, the primary cost measure; T/T* = "
+            "wall-time ratio beside it, and time/round = (T/T*)/(R/R*), the part of T/T* that is per-round cost and "
+            "session noise (below 1 is better than strict). Counts are cells: λ_lo>1 = the whole interval of λ above 1; "
+            "out of graded cells (a cell graded on fewer than half its items is left out, and counted as partly graded), "
+            f"drop ≥{ACCURACY_DROP_PP:g}pp (interval) = the upper limit of Δacc at or below −{ACCURACY_DROP_PP:g} points, "
+            f"drop ≥{ACCURACY_DROP_PP:g}pp (point) = the study's rule on the point estimate (it fires on noise in about "
+            "a third of unchanged 12–30-item cells), drop Holm = lower accuracy with a Holm-adjusted paired test "
+            "p < 0.05 across every graded cell; Δacc mean with its item-bootstrap interval; the last two count cells "
+            "where rounds (predicted λ/gain_pooled, or measured) win but wall time loses.")
+
+
+def cells_note(settings: dict[str, Any]) -> str:
+    """What a row of the Cells table is and how it is coloured (the note above the table)."""
+    return ("A cell is one relaxed arm (or speculative method) against its baseline (strict, or plain autoregressive "
+            "decoding) on the items where both runs finished; grouped by target–draft pair and dataset; “graded” "
+            "counts the units graded on both sides, the only ones accuracy uses (grey italics: fewer than half the "
+            f"cell's items graded, so left out of the accuracy counts). Intervals: paired item bootstrap, "
+            f"{settings.get('ci', 'percentile')} {_confidence(settings)}. Red: R/R* or T/T* above 1 (worse than strict), "
+            "λ whose whole interval is above 1, or an accuracy drop whose whole interval lies "
+            f"{ACCURACY_DROP_PP:g} points or more down (drop_2pp). R/R* is the primary cost measure; T/T* stands "
+            "beside it with time/round = (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity "
+            "predicts, λ/gain_pooled. p Holm: the paired accuracy test (exact McNemar; the item-level sign-flip test "
+            "when items have several seeds) adjusted by Holm over every graded cell.")
+
+
+def methods(settings: dict[str, Any], grading: str) -> list[tuple[str, list[str]]]:
+    """The Methods section as (heading, paragraphs); `backticks` mark code, ``{definitions}`` where the table goes."""
+    n, seed, ci = f"{settings.get('n_resamples') or 0:,}", settings.get("seed"), settings.get("ci", "percentile")
+    student = (" (bootstrap-t: for the ratios, quantiles of (log θ_b − log θ̂)/se_b with the delta-method standard "
+               "error of each resample, computed from the same resampled sums; the accuracy change keeps the "
+               "percentile interval)" if ci == "studentized" else "")
+    small = "" if settings.get("include_small") else " and they are left out of Table 3 and the headline"
+    return [
+        ("Pairing", ["Runs are grouped into arms (target, draft, dataset, rule, params). A cell pairs one relaxed arm "
+                     "with the lossless `strict` arm of the same target, draft and dataset on the same (item, seed): only "
+                     "units where both runs finished with status `ok` enter, so every cell compares like with like. "
+                     "Several seeds of one item are summed and the item is the unit. Ratios are ratios of means over the "
+                     "cell's units (e.g. λ = Σ L / Σ L*), not means of per-item ratios."]),
+        ("Definitions", ["Per run i: A = accepted draft tokens (bonus token excluded), R = verifier rounds (target "
+                         "forward passes), L = completion tokens, T = wall time, c = correct (1/0); a star marks the "
+                         "strict run of the same item and seed; n = units in the cell.", "{definitions}",
+                         "Since R = L / (ℓ̄ + 1) per run up to the last round, R/R* ≈ λ / gain: a rule only saves "
+                         "verifier rounds when its per-round gain exceeds the growth in completion length."]),
+        ("Bootstrap", [f"Intervals are paired item-level bootstrap intervals: each of the {n} resamples draws the "
+                       f"group's items with replacement (seed {seed}, the same draws for every cell of a "
+                       "target–draft–dataset group), recomputes every metric from the resampled sums, and takes the "
+                       f"{ci} {_confidence(settings)} interval{student}. A cell on only some of its group's items draws "
+                       "its own items. Resamples where a metric is undefined (a zero denominator) are left out and "
+                       "counted (`undefined_resamples`). Relaxed and strict runs of an item are always drawn together, "
+                       f"which keeps the pairing. Cells with fewer than {SMALL_N_ITEMS} items are flagged `small_n`: "
+                       f"their intervals are not drawn in the figures{small}."]),
+        ("Censoring", ["A run that stopped at its token budget (finish reason `length`, or output tokens ≥ budget) is "
+                       "right-censored: its completion would have been longer. Plain λ counts it at the budget, which "
+                       "understates inflation when relaxed runs hit the budget more often. The censoring analysis adds "
+                       "Kaplan–Meier survival of completion length (median with Brookmeyer–Crowley intervals), λ on "
+                       "pairs where neither side is censored, and a paired accelerated-failure-time model, log T = a + "
+                       "β·relaxed + σε with log-normal or Weibull ε fitted by maximum likelihood with right-censoring, "
+                       "whose time ratio exp(β) is a censoring-aware length ratio (a sensitivity analysis: it reads as "
+                       "\"a typical completion stretched by\", not as a mean-token ratio)."]),
+        ("Grading", ["Correctness comes from the study's grade files or from lengthlens' graders, which read only a "
+                     "completion's answer part: a run cut at the budget inside its thinking is incorrect, nothing is "
+                     "extracted from thinking. GSM8K and AIME compare the final number, LongBench v2 the chosen letter, "
+                     "HumanEval and LiveCodeBench execute the code against the tests, MT-Bench is judge-scored and left "
+                     "ungraded (kept out of accuracy). Accuracy deltas use only pairs graded on both sides; a cell graded "
+                     "on fewer than half its items is shown in grey italics and left out of the accuracy counts. Used "
+                     f"for this report — {grading}."]),
+    ]
