@@ -66,7 +66,7 @@ def grouped_block(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str]
         key = key if isinstance(key, tuple) else (key,)
         label = " ← ".join(str(k) for k in key) if len(key) == 2 else " / ".join(str(k) for k in key)
         blocks.append({"type": "subheading", "text": f"{label or 'all'} ({len(g)} rows)"})
-        blocks.append(table_block(g, shown, sub=sub))
+        blocks.append({**table_block(g, shown, sub=sub), "full": True})
     return blocks
 
 
@@ -223,7 +223,7 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, generated:
                               caption="Table 3: acceptance length against what happened",
                               notes=wording.table3_note(settings))] if not t3.empty else _paragraphs(["No cells."]))
     for b in t3_blocks:
-        b["size"] = 8  # a landscape page for one table: a readable size
+        b.update(size=8, full=True)  # a landscape page for one table: a readable size
     sections.append({"id": "table3", "title": "Table 3: acceptance length against what happened", "landscape": True,
                      "title_in_caption": not t3.empty, "blocks": t3_blocks})
     if "gain_vs_lambda" in figs:
@@ -253,7 +253,7 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, generated:
     arms = analysis.tables.get("arms", pd.DataFrame())
     sections.append({"id": "arms", "title": "Appendix: arms", "landscape": True, "blocks": _paragraphs(
         [f"{len(arms)} arms: means over each arm's ok runs, without pairing."]) + (
-        [{**table_block(arms, _arm_cols(arms)), "size": 8}] if not arms.empty else [])})
+        [{**table_block(arms, _arm_cols(arms)), "size": 8, "full": True}] if not arms.empty else [])})
     return {
         "title": "Acceptance length against what happened",
         "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {len(prov['pairs'])} "
