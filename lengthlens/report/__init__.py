@@ -319,8 +319,13 @@ def render_pdf(analysis: Analysis, path: Path, *, figure_blocks: dict[str, dict[
     from lengthlens.report.typeset import pdf_model
     from lengthlens.report.typeset import render_pdf as typeset
 
+    import pandas as pd
+
     figs = _figure_blocks(analysis, _placed_sections(analysis)) if figure_blocks is None else figure_blocks
-    return typeset(pdf_model(analysis, figs, generated=generated), path)
+    arms = analysis.tables.get("arms", pd.DataFrame())
+    model = pdf_model(analysis, figs, sections=OPTIONAL_SECTIONS, table3_cols=_table3_cols(analysis.tables["table3"]),
+                      arm_cols=_arm_cols(arms), attribution=_attribution_frames(analysis), generated=generated)
+    return typeset(model, path)
 
 
 def write_latex(analysis: Analysis, out: Path) -> list[Path]:
@@ -391,9 +396,9 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
         if figures:
             say("figures")
             figs = _figure_blocks(analysis, _placed_sections(analysis))
-        from lengthlens.report.context import _generated
+        from lengthlens.report.context import generated_now
 
-        generated = _generated()
+        generated = generated_now()
         html = render_html(analysis, with_figures=figures, progress=say, figure_blocks=figs, generated=generated)
         (tmp / "report.html").write_text(html, encoding="utf-8")
         names.append("report.html")

@@ -172,7 +172,7 @@ def auto_columns(df: pd.DataFrame, *, first: Sequence[str] = (), skip: Iterable[
     return cols
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts, NaN as None. One object-array conversion: ``to_dict("records")`` boxes value by value
     through pandas' indexing (a third of the HTML tables' time at paper scale)."""
     cols = list(df.columns)
@@ -184,7 +184,7 @@ def table_html(df: pd.DataFrame, cols: Sequence[Col], *, css: str = "", bold: Ca
     """A plain table."""
     head = "".join(c.header() for c in cols)
     body = []
-    for r in _records(df):
+    for r in records(df):
         b = ' class="total"' if bold and bold(r) else ""
         body.append(f"<tr{b}>" + "".join(c.cell(r) for c in cols) + "</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
@@ -215,7 +215,7 @@ def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] 
             if sk is not None:
                 rows.append(f'<tr class="sub"><th class="l" colspan="{len(shown)}">{html.escape(str(sk))} '
                             f'<span class=muted>({len(sg)})</span></th></tr>')
-            for r in _records(sg):
+            for r in records(sg):
                 rows.append("<tr>" + "".join(c.cell(r) for c in shown) + "</tr>")
         opened = " open" if (open_first and i == 0) else ""
         cls = f' class="{css}"' if css else ""
@@ -391,13 +391,13 @@ def table4_html(t4: pd.DataFrame | None) -> Markup:
     for (tgt, drf), g in fired.groupby(["target", "draft"], sort=True):
         rows.append(f'<tr class="sub"><th class="l" colspan="{len(TABLE4_COLS)}">{html.escape(str(tgt))} ← '
                     f'{html.escape(str(drf))}</th></tr>')
-        rows += ["<tr>" + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>" for r in _records(g)]
-    for r in _records(total):
+        rows += ["<tr>" + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>" for r in records(g)]
+    for r in records(total):
         rows.append('<tr class="total">' + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>")
     out = f'<table class="t4"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>' if len(fired) else (
         "<p>The intervention never fired in any arm.</p>")
     if len(never):
-        names = "; ".join(f"{r['target']} {r['dataset']} {r['rule']} {r['params']}" for r in _records(never))
+        names = "; ".join(f"{r['target']} {r['dataset']} {r['rule']} {r['params']}" for r in records(never))
         out += (f'<p class="muted">{len(never)} of {n_arms} intervention arms never fired (their base runs never '
                 f"reached the threshold with the thinking open), so they have nothing to show: {html.escape(names)}.</p>")
     return Markup(out)

@@ -84,7 +84,7 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
         "hardware": hardware,
         "version": __version__,
         "python": platform.python_version(),
-        "generated": generated or _generated(),
+        "generated": generated or generated_now(),
         "warnings": list(runs.warnings) + list(getattr(analysis, "notes", ())),
         "grading": grading_provenance(runs),
         "benchmarks": benchmarks(t),
@@ -139,7 +139,7 @@ def grading_provenance(runs: Any) -> str:
     return f"{text}. Verdicts of the ok runs: {', '.join(parts)}"
 
 
-def _generated() -> str:
+def generated_now() -> str:
     """Now in UTC, or SOURCE_DATE_EPOCH when set (reproducible builds: the committed example report does not churn)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = (_dt.datetime.fromtimestamp(int(epoch), _dt.UTC) if epoch and epoch.isdigit()

@@ -34,10 +34,10 @@ def _columns(cols: Sequence[Col]) -> list[dict[str, Any]]:
 
 
 def _rows(df: pd.DataFrame, cols: Sequence[Col], bold: Callable[[dict[str, Any]], bool] | None = None) -> list[dict]:
-    from lengthlens.report.columns import _records
+    from lengthlens.report.columns import records
 
     return [{"kind": "total" if bold and bold(r) else "row", "cells": [list(c.parts(r)) for c in cols]}
-            for r in _records(df)]
+            for r in records(df)]
 
 
 def table_block(df: pd.DataFrame, cols: Sequence[Col], *, bold: Callable[[dict[str, Any]], bool] | None = None,
@@ -160,9 +160,9 @@ def _table4_blocks(t4: pd.DataFrame | None) -> list[dict[str, Any]]:
     return blocks
 
 
-def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, str]]) -> list[dict[str, Any]]:
+def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, str]],
+                     attribution: Sequence[tuple[str, pd.DataFrame]]) -> list[dict[str, Any]]:
     """One optional analysis table's section body, as :func:`lengthlens.report._group_tables` shows it."""
-    from lengthlens.report import _attribution_frames
     from lengthlens.report.columns import described_columns
 
     if name == "table4":
@@ -170,7 +170,7 @@ def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, st
     df = analysis.tables[name]
     blocks: list[dict[str, Any]] = []
     if name == "attribution":
-        for title, d in _attribution_frames(analysis):
+        for title, d in attribution:
             blocks.append(table_block(d, described_columns("attribution_summary", d), caption=title,
                                       bold=lambda r: r.get("method") == "all"))
         if "attribution" in figs:
@@ -189,15 +189,18 @@ def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, st
     return blocks + grouped_block(df, cols)
 
 
-def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, generated: str | None = None) -> dict[str, Any]:
+def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, sections: dict[str, tuple[str, str]],
+              table3_cols: Sequence[Col], arm_cols: Sequence[Col], attribution: Sequence[tuple[str, pd.DataFrame]],
+              generated: str | None = None) -> dict[str, Any]:
     """The whole report as plain data for ``report.typ``: what :func:`lengthlens.report.render_html` shows.
 
     ``figs`` are the figure blocks of :func:`lengthlens.report._figure_blocks` (SVG, number, caption), drawn once
-    for both documents.
+    for both documents; ``sections`` the optional sections (name -> title, intro), ``table3_cols`` and ``arm_cols``
+    the columns of Table 3 and of the arms appendix, ``attribution`` the titled attribution summaries, as the HTML
+    report has them.
     """
     import pandas as pd
 
-    from lengthlens.report import OPTIONAL_SECTIONS, _arm_cols, _table3_cols
     from lengthlens.report import context as ctx
     from lengthlens.report import wording
     from lengthlens.report.columns import cell_columns
@@ -218,8 +221,9 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, generated:
          "text": f"graded cells that lost ≥ 2 accuracy points by the interval rule; {n['n_drop_point']} by the point "
                  f"rule, {n['n_drop_holm']} after Holm"},
     ]
+    optional = sections
     sections: list[dict[str, Any]] = [{"id": "provenance", "title": "Provenance", "continue": True, "blocks": _provenance(prov, settings)}]
-    t3_blocks = ([table_block(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all",
+    t3_blocks = ([table_block(t3, table3_cols, bold=lambda r: r.get("method") == "all",
                               caption="Table 3: acceptance length against what happened",
                               notes=wording.table3_note(settings))] if not t3.empty else _paragraphs(["No cells."]))
     for b in t3_blocks:
@@ -232,12 +236,12 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, generated:
     sections.append({"id": "cells", "title": "Cells", "landscape": True,
                      "blocks": _paragraphs([f"{ctx.group_note(cells)}. {wording.cells_note(settings)}"])
                      + grouped_block(cells, cell_columns())})
-    for name, (title, intro) in OPTIONAL_SECTIONS.items():
+    for name, (title, intro) in optional.items():
         if name not in analysis.tables or (name == "table4" and analysis.tables[name] is None):
             continue
         text = intro + (f" {ctx.thinking_sentence(analysis)}" if name == "attribution" else "")
         sections.append({"id": name, "title": title, "landscape": name != "table4",
-                         "blocks": _paragraphs([text]) + _optional_blocks(analysis, name, figs)})
+                         "blocks": _paragraphs([text]) + _optional_blocks(analysis, name, figs, attribution)})
     more = [_figure(f) for f in figs.values() if not f["placed"]]
     if more:
         sections.append({"id": "figures", "title": "More figures", "blocks": more})
@@ -253,7 +257,7 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, generated:
     arms = analysis.tables.get("arms", pd.DataFrame())
     sections.append({"id": "arms", "title": "Appendix: arms", "landscape": True, "blocks": _paragraphs(
         [f"{len(arms)} arms: means over each arm's ok runs, without pairing."]) + (
-        [{**table_block(arms, _arm_cols(arms)), "size": 8, "full": True}] if not arms.empty else [])})
+        [{**table_block(arms, arm_cols), "size": 8, "full": True}] if not arms.empty else [])})
     return {
         "title": "Acceptance length against what happened",
         "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {len(prov['pairs'])} "
