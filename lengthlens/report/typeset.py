@@ -218,8 +218,8 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, sections: 
          "text": f"what happened: verifier rounds R/R* (mean); wall time T/T* {n['time']:.2f}× "
                  f"({n['time_per_round']:.2f}× per round)"},
         {"value": f"{n['n_drop']} of {n['n_graded']}", "tone": "loss" if n["n_drop"] else "",
-         "text": f"graded cells that lost ≥ 2 accuracy points by the interval rule; {n['n_drop_point']} by the point "
-                 f"rule, {n['n_drop_holm']} after Holm"},
+         "text": f"graded cells that lost more than 2 accuracy points by a one-sided test at 2.5 %; {n['n_drop_point']} "
+                 f"by the study's point rule, {n['n_drop_holm']} after Holm"},
     ]
     optional = sections
     sections: list[dict[str, Any]] = [{"id": "provenance", "title": "Provenance", "continue": True, "blocks": _provenance(prov, settings)}]
