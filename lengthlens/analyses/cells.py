@@ -93,6 +93,11 @@ CELL_COLUMNS: dict[str, str] = {
     "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
     "accuracy_p_holm": "accuracy_p adjusted by Holm over the cells in_accuracy_family (family-wise); empty outside it",
     "accuracy_q_bh": "accuracy_p adjusted by Benjamini–Hochberg over the cells in_accuracy_family (false discovery rate)",
+    "verdict_rounds": "faster / slower / can't tell: R/R*'s interval wholly below 1, wholly above 1, or holding 1 "
+                      "(not computed: no interval)",
+    "verdict_time": "the same verdict from T/T*'s interval",
+    "verdict_accuracy": "worse (the loss flag drop_2pp fires) / no detectable change (see accuracy_mdd_pp) / ungraded / "
+                        "partly graded",
     "mcnemar_p": "old name of accuracy_p_exact (kept for one release)",
     "mcnemar_p_holm": "old name of accuracy_p_holm (kept for one release)",
     "mcnemar_q_bh": "old name of accuracy_q_bh (kept for one release)",
@@ -314,14 +319,15 @@ class Cell:
         return df
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per metric: estimate, low, high, standard error, interval method."""
-        return frame([{"metric": k, "estimate": e.point, "low": e.low, "high": e.high, "standard_error": e.standard_error,
-                       "method": e.method} for k, e in self.estimates.items()])
+        """One row per metric: the cell's key (target and draft first), estimate, low, high, standard error, interval method."""
+        key = self.key
+        return frame([{**key, "metric": k, "estimate": e.point, "low": e.low, "high": e.high,
+                       "standard_error": e.standard_error, "interval_method": e.method} for k, e in self.estimates.items()])
 
     def _repr_html_(self) -> str:
-        title = (f"{self.target} ← {self.draft} / {self.dataset}: {self.method} {self.params} "
+        title = (f"target {self.target} ← draft {self.draft or '(none)'} / {self.dataset}: {self.method} {self.params} "
                  f"(n = {self.n_items} items, {self.n_runs} runs)")
-        return frame_html(self.to_frame(), title)
+        return frame_html(self.to_frame().drop(columns=list(self.key)), title)
 
 
 def _unavailable_note(reasons: Mapping[str, str]) -> str:
@@ -375,15 +381,17 @@ class CellTable:
         return hits[0]
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per cell, the columns of cells.csv."""
-        if not self.cells:
-            return frame([], columns=list(_empty_cell().to_row()))
-        return frame([c.to_row() for c in self.cells])
+        """One row per cell, the columns of cells.csv (with the verdicts of :mod:`lengthlens.analyses.verdicts`)."""
+        from lengthlens.analyses.verdicts import with_verdicts
+
+        rows = [c.to_row() for c in self.cells] if self.cells else []
+        return with_verdicts(frame(rows, columns=None if rows else list(_empty_cell().to_row())))
 
     def _repr_html_(self) -> str:
         df = self.to_frame()
         cols = [c for c in ("target", "draft", "dataset", "method", "params", "n_items", "gain", "lambda", "lambda_lo",
-                            "lambda_hi", "rounds_ratio", "time_ratio", "accuracy_delta_pp") if c in df.columns]
+                            "lambda_hi", "rounds_ratio", "time_ratio", "accuracy_delta_pp", "verdict_rounds", "verdict_time",
+                            "verdict_accuracy") if c in df.columns]
         title = (f"{len(self)} cells; {self.ci_method} {self.confidence_level:.0%} intervals from "
                  f"{self.n_resamples} paired item resamples (seed {self.seed})")
         return frame_html(df[cols], title)

@@ -17,7 +17,11 @@ from lengthlens.stats.survival import kaplan_meier
 
 
 def arms(runs: RunSet) -> pd.DataFrame:
-    """arms.csv: one row per arm, means over its ok runs (the study's per-arm aggregates, no pairing).
+    """arms.csv: one row per arm, means over the runs its cells use (the study's per-arm aggregates, no pairing).
+
+    Only the ok runs that enter cells count (``paired``): runs left out of every cell, e.g. for a token
+    budget that differs from the baseline's, are listed apart by :func:`arms_excluded`, so that the
+    appendix describes the runs behind the cells' numbers.
 
     Parameters
     ----------
@@ -26,8 +30,9 @@ def arms(runs: RunSet) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Per arm: runs found and ok, items, mean ℓ̄, length, rounds and wall time, accuracy, censored share,
-        budget, and Kaplan–Meier quartiles of completion length with their intervals (NaN where not identified).
+        Per arm: runs loaded (``n_runs``), ok and used by cells (``n_ok``), items, mean ℓ̄, length, rounds and
+        wall time, accuracy, censored share, budget, and Kaplan–Meier quartiles of completion length with
+        their intervals (NaN where not identified). Arms none of whose runs enter a cell are left out.
 
     Examples
     --------
@@ -37,7 +42,9 @@ def arms(runs: RunSet) -> pd.DataFrame:
     t = with_derived(runs.table)
     if "shared_baseline" in t.columns:  # an autoregressive baseline shared by several drafts is one arm
         t = t.filter(~pl.col("shared_baseline"))
-    ok = pl.col("status") == "ok"
+    ok = (pl.col("status") == "ok") & pl.col("paired")
+    used_arms = t.filter(ok).select(ARM_KEY).unique()
+    t = t.join(used_arms, on=list(ARM_KEY), how="semi", nulls_equal=True)
     df = (
         t.group_by(ARM_KEY, maintain_order=True)
         .agg(
@@ -71,6 +78,40 @@ def arms(runs: RunSet) -> pd.DataFrame:
     for name, values in km_cols.items():
         out[name] = values
     return out
+
+
+def arms_excluded(runs: RunSet) -> pd.DataFrame:
+    """arms_excluded.csv: ok runs that enter no cell, per arm and reason (e.g. a token budget unlike the baseline's).
+
+    Parameters
+    ----------
+    runs : loaded runs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ARM_KEY, ``reason``, ``n_runs``, ``n_items``, ``budget``, ``mean_completion_length`` and ``accuracy`` of those runs.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                     # doctest: +SKIP
+    >>> ll.arms_excluded(ll.load("runs/"))          # doctest: +SKIP
+    """
+    cols = [*ARM_KEY, "reason", "n_runs", "n_items", "budget", "mean_completion_length", "accuracy"]
+    t = runs.table
+    if "shared_baseline" in t.columns:
+        t = t.filter(~pl.col("shared_baseline"))
+    out = t.filter((pl.col("status") == "ok") & ~pl.col("paired"))
+    if not out.height:
+        return pd.DataFrame(columns=cols)
+    sk = runs.skipped.filter(pl.col("stage") == "pairing").select(pl.col("path").alias("source"), "reason").unique("source")
+    out = out.join(sk, on="source", how="left").with_columns(pl.col("reason").fill_null("not paired with a baseline run"))
+    df = (out.group_by([*ARM_KEY, "reason"]).agg(pl.len().alias("n_runs"), pl.col("item_id").n_unique().alias("n_items"),
+                                                  pl.col("max_new_tokens").max().alias("budget"),
+                                                  pl.col("output_tokens").cast(pl.Float64).mean().alias("mean_completion_length"),
+                                                  pl.col("correct").cast(pl.Float64).mean().alias("accuracy"))
+          .sort([*ARM_KEY, "reason"]))
+    return df.to_pandas()[cols]
 
 
 #: An arm is complete when its cell covers at least this share of the baseline's items (one failed run does not
@@ -247,6 +288,41 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
     replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
     # After the choice of alpha: the small cells that would have entered.
     df, n_small = _drop_small(table3_cells(cells, alphas, include_small=True), include_small)
+    return _table3_rows(df, n_small, replicates)
+
+
+def table3_by_pair(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest", *,
+                   include_small: bool = False) -> pd.DataFrame:
+    """Table 3 per target–draft pair: :func:`table3`'s rows for each pair's cells, with ``target`` and ``draft`` first.
+
+    Parameters
+    ----------
+    cells, alphas, include_small : as for :func:`table3`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per pair, one row per rule and an ``all`` row (table3_pairs.csv).
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                # doctest: +SKIP
+    >>> ll.table3_by_pair(ll.cells(ll.load("runs/")))          # doctest: +SKIP
+    """
+    replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
+    chosen = table3_cells(cells, alphas, include_small=True)
+    parts = []
+    for (tg, dr), d in chosen.groupby(["target", "draft"], sort=True):
+        kept, n_small = _drop_small(d, include_small)
+        t = _table3_rows(kept, n_small, replicates)
+        t.insert(0, "draft", dr)
+        t.insert(0, "target", tg)
+        parts.append(t)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["target", "draft", "method"])
+
+
+def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarray | None) -> pd.DataFrame:
+    """Table 3's rows (one per rule and ``all``) from the chosen cells and the count of small cells left out per rule."""
 
     def summarize(d: pd.DataFrame, label: str) -> dict:
         graded = d["drop_2pp"].notna()

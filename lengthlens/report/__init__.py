@@ -104,7 +104,8 @@ def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
 #: Cell columns a figure plots; a figure none of whose cells has them all (e.g. gain from logs without
 #: draft counters) is left out rather than drawn empty.
 _FIGURE_NEEDS = {"gain_vs_lambda": ("gain", "lambda"), "lambda_forest": ("lambda",),
-                 "rounds_vs_time": ("rounds_ratio", "time_ratio"), "accuracy_vs_gain": ("gain", "accuracy_delta_pp")}
+                 "rounds_vs_time": ("rounds_ratio", "time_ratio"), "accuracy_vs_gain": ("gain", "accuracy_delta_pp"),
+                 "tradeoff": ("rounds_ratio", "time_ratio", "accuracy_delta_pp"), "alpha_sweep": ("lambda", "alpha")}
 
 
 def _plottable(cells: pd.DataFrame, columns: tuple[str, ...]) -> bool:
@@ -134,7 +135,11 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any]]]:
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
-        if key == "accuracy_vs_gain" and (cells.empty or not (cells["n_graded"] > 0).any()):
+        if key in ("accuracy_vs_gain", "tradeoff") and (cells.empty or not (cells["n_graded"] > 0).any()):
+            continue
+        if key == "time_model" and "time_model" not in analysis.tables:
+            continue
+        if key == "table4_costs" and ("table4" not in analysis.tables or not (analysis.tables["table4"]["fired"] > 0).any()):
             continue
         if key == "lambda_forest" and not cells.empty:
             for ds in sorted(cells["dataset"].unique()):
@@ -169,14 +174,21 @@ def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict
     from lengthlens.report import context as ctx
     from lengthlens.report import plots as F
 
-    svgs = figure_svgs(analysis)
+    from lengthlens.report.plot_style import caption_notes, to_svg
+
+    svgs, notes = {}, {}
+    for key, make in _figure_jobs(analysis):
+        fig = make()
+        notes[key] = caption_notes(fig)
+        svgs[key] = to_svg(fig)
     blocks = {}
     for i, key in enumerate(_figure_order(list(svgs), sections), start=1):
         base, _, ds = key.partition(":")
-        caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "")
+        caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in notes[key])
         blocks[key] = {"svg": Markup(svgs[key]), "caption": caption, "id": f"fig-{ctx.slug(key)}",
                        "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
-                       or (base == "survival" and "censoring" in sections), "wide": base == "survival"}
+                       or (base == "survival" and "censoring" in sections),
+                       "wide": base in ("survival", "tradeoff", "alpha_sweep")}
     return blocks
 
 
@@ -234,30 +246,66 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
     say("report.html")
-    sections = [("provenance", "Provenance"), ("table3", "Table 3: acceptance length against what happened")]
+    sections = [("provenance", "Provenance")]
+    decision = wording.verdict_sentences(analysis)
+    if decision:
+        sections.append(("decision", "Faster, and as accurate? The verdicts"))
+    sections.append(("table3", "Table 3: acceptance length against what happened"))
     if "gain_vs_lambda" in figs:
         sections.append(("illusion", "The length illusion at a glance"))
     sections.append(("cells", "Cells"))
     sections += [(n, OPTIONAL_SECTIONS[n][0]) for n in OPTIONAL_SECTIONS if n in optional]
     if figs:
         sections.append(("figures", "More figures"))
-    sections += [("methods", "Methods"), ("limitations", "Limitations"), ("arms", "Appendix: arms")]
+    if "drilldown" in analysis.tables:
+        sections.append(("drilldown", "Per-item drill-down"))
+    sections += [("methodology", "Methods"), ("limitations", "Limitations"), ("arms", "Appendix: arms")]
     arms = analysis.tables.get("arms", pd.DataFrame())
+    t3p = analysis.tables.get("table3_pairs")
+    verdicts_df = analysis.tables.get("verdicts")
+    excluded = analysis.tables.get("arms_excluded")
     html = _env().get_template("report.html.j2").render(
         a=analysis, headline=wording.headline(analysis), numbers=ctx.headline_numbers(analysis),
         prov=ctx.provenance(analysis, generated), settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
-        cells_html=grouped_html(cells, cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
+        cells_html=grouped_html(_with_verdict_text(cells), cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
+        excluded_html=table_html(excluded, _excluded_cols(excluded)) if excluded is not None and not excluded.empty else None,
+        n_excluded=0 if excluded is None else int(excluded["n_runs"].sum()),
+        table3_pairs=grouped_html(t3p, _table3_cols(t3p), sub=None, css="t3", open_first=False) if t3p is not None else None,
+        decision=decision, decision_html=_decision_table(verdicts_df), grading_name=wording.grading_name(analysis),
+        grading_warning=wording.grading_warning(analysis), policy=analysis.grading,
+        drilldown=_drilldown_blocks(analysis),
         attribution_summary=_attribution_summaries(analysis), thinking_sentence=ctx.thinking_sentence(analysis),
-        notes={"table3": wording.table3_note(analysis.settings), "cells": wording.cells_note(analysis.settings),
-               "methods": wording.methods(analysis.settings, ctx.grading_provenance(analysis.runs))},
+        cards=wording.cards(ctx.headline_numbers(analysis)), notes=_notes(analysis),
     )
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
     return html
+
+
+def _notes(analysis: Analysis) -> dict[str, Any]:
+    """The sections' notes (:mod:`~lengthlens.report.wording`), for the HTML and the PDF alike."""
+    from lengthlens.report import context as ctx
+    from lengthlens.report import wording
+
+    grading = wording.grading_name(analysis)
+    return {"decision": wording.decision_note(grading), "table3": wording.table3_note(analysis.settings, grading),
+            "table3_pairs": wording.TABLE3_PAIRS_NOTE, "cells": wording.cells_note(analysis.settings),
+            "arms": wording.arms_note(grading, analysis.grading), "excluded": wording.EXCLUDED_NOTE,
+            "methods": wording.methods(analysis.settings, ctx.grading_provenance(analysis.runs))}
+
+
+def _with_verdict_text(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cell table with its accuracy verdict in words, the minimum detectable drop beside "no detectable change"."""
+    from lengthlens.report.wording import accuracy_verdict_text
+
+    if cells.empty or "verdict_accuracy" not in cells.columns:
+        return cells
+    mdd = cells["accuracy_mdd_pp"] if "accuracy_mdd_pp" in cells.columns else [None] * len(cells)
+    return cells.assign(verdict_accuracy_text=[accuracy_verdict_text(v, m) for v, m in zip(cells["verdict_accuracy"], mdd)])
 
 
 def _table3_cols(t3: pd.DataFrame) -> list:
@@ -271,41 +319,124 @@ def _table3_cols(t3: pd.DataFrame) -> list:
     return [*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]]
 
 
-def _attribution_frames(analysis: Analysis) -> list[tuple[str, pd.DataFrame]]:
-    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) and on all cells, titled."""
+def _attribution_frames(analysis: Analysis) -> list[tuple[int, str, pd.DataFrame]]:
+    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells,
+    pooled over target–draft pairs and then per pair, each pair with what its model's thinking part is: (heading
+    level, title, table)."""
+    from lengthlens.report import context as ctx
+
     summ = analysis.tables.get("attribution_summary")
     if summ is None or summ.empty:
         return []
     if "scope" not in summ.columns:
         summ = summ.assign(scope="all")
+    if "target" not in summ.columns:
+        summ = summ.assign(target="all", draft="all")
+    names = ctx.thinking_names(analysis)
     out = []
     for scope, title in (("table3", "On Table 3's cells"), ("all", "On all cells")):
         d = summ[summ["scope"] == scope].drop(columns="scope")
         if d.empty:
             continue
-        n = int(d.loc[d["method"] == "all", "n_cells"].iloc[0]) if (d["method"] == "all").any() else len(d)
-        out.append((f"{title} ({n})", d))
+        for (tg, dr), g in d.groupby(["target", "draft"], sort=False):
+            g = g.drop(columns=["target", "draft"])
+            n = int(g.loc[g["method"] == "all", "n_cells"].iloc[0]) if (g["method"] == "all").any() else len(g)
+            if tg == "all":
+                out.append((3, f"{title} ({n}{', every target–draft pair pooled' if d['target'].nunique() > 1 else ''})", g))
+            else:
+                out.append((4, f"{tg} ← {dr} ({n} cells; thinking: {names.get(str(tg)) or 'as split from the texts'})", g))
     return out
 
 
 def _attribution_summaries(analysis: Analysis) -> Markup | None:
-    """:func:`_attribution_frames` as HTML tables under their titles."""
+    """:func:`_attribution_frames` as HTML tables under their headings."""
+    import html as _html
+
     from lengthlens.report.columns import described_columns, table_html
 
-    parts = [f"<h3>{title}</h3>" + str(table_html(d, described_columns("attribution_summary", d),
-                                                 bold=lambda r: r.get("method") == "all"))
-             for title, d in _attribution_frames(analysis)]
+    parts = [f"<h{level}>{_html.escape(title)}</h{level}>" + str(table_html(g, described_columns("attribution_summary", g),
+                                                                           bold=lambda r: r.get("method") == "all"))
+             for level, title, g in _attribution_frames(analysis)]
     return Markup("".join(parts)) if parts else None
 
 
 def _arm_cols(arms: pd.DataFrame):
     from lengthlens.report.columns import Col
+    other = [c for c in arms.columns if c.startswith("accuracy_") and c.removeprefix("accuracy_") in ("default", "study")]
     spec = [Col("target", left=True, kind="text"), Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
-            Col("params", left=True, kind="text"), Col("n_runs", "runs", "int"), Col("n_ok", "ok", "int"),
+            Col("params", left=True, kind="text"), Col("n_runs", "runs", "int"), Col("n_ok", "used", "int",
+                                                                                   title="ok runs the cells use"),
             Col("mean_l_bar", "mean ℓ̄", "f2"), Col("mean_completion_length", "mean length", "f1"),
             Col("mean_draft_rounds", "mean rounds", "f1"), Col("mean_wall_time_s", "mean time s", "f2"),
-            Col("accuracy", "accuracy", "f2"), Col("censored_frac", "censored", "f2")]
+            Col("accuracy", "accuracy", "f3"),
+            *[Col(c, f"accuracy, {c.removeprefix('accuracy_')} policy", "f3",
+                  title="the same runs with lengthlens' graders under the other grading policy") for c in other],
+            Col("n_policy_disagree", "verdicts the policy changes", "int",
+                css=lambda r: "loss" if (r.get("n_policy_disagree") or 0) > 0 else ""),
+            Col("censored_frac", "censored", "f2")]
     return [c for c in spec if c.name in arms.columns]
+
+
+def _excluded_cols(df: pd.DataFrame):
+    from lengthlens.report.columns import Col
+    spec = [Col("target", left=True, kind="text"), Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
+            Col("params", left=True, kind="text"), Col("reason", "why left out", "text", left=True), Col("n_runs", "runs", "int"),
+            Col("n_items", "items", "int"), Col("budget", "budget", "int"), Col("mean_completion_length", "mean length", "f1"),
+            Col("accuracy", "accuracy", "f3")]
+    return [c for c in spec if c.name in df.columns]
+
+
+def _decision_frame(v: pd.DataFrame | None) -> tuple[pd.DataFrame, list, Callable[[dict[str, Any]], bool]] | None:
+    """The rules' verdicts on Table 3's cells (pooled over pairs, then per pair when there are several): the rows,
+    their columns and which rows are bold."""
+    from lengthlens.report.columns import VERDICT_TABLE_COLS, Col
+
+    if v is None or v.empty:
+        return None
+    d = v[v["scope"] == "table3"]
+    several = d.loc[d["target"] != "all", ["target", "draft"]].drop_duplicates().shape[0] > 1
+    d = d if several else d[d["target"] == "all"]
+    cols = ([Col("target", "target", "text", left=True), Col("draft", "draft", "text", left=True)] if several else []) + VERDICT_TABLE_COLS
+    return d, cols, (lambda r: r.get("target") == "all" and several)
+
+
+def _decision_table(v: pd.DataFrame | None) -> Markup | None:
+    """:func:`_decision_frame` as an HTML table."""
+    from lengthlens.report.columns import table_html
+
+    got = _decision_frame(v)
+    if got is None:
+        return None
+    d, cols, bold = got
+    return table_html(d, cols, css="t3", bold=bold)
+
+
+def _drilldown_blocks(analysis: Analysis) -> Markup | None:
+    """One collapsible block per cell: the items that move its λ most and those whose accuracy changed."""
+    import html as _html
+
+    from lengthlens.report.columns import Col, table_html
+
+    d = analysis.tables.get("drilldown")
+    if d is None or d.empty:
+        return None
+    cols = [Col("item_id", "item", "text", left=True), Col("n_runs", "runs", "int"), Col("L", "L", "int"),
+            Col("L_star", "L*", "int"), Col("lambda_item", "item λ", "f2"),
+            Col("lambda_without", "λ without it", "f3", title="the cell's λ with this item left out"),
+            Col("lambda_shift", "λ − λ without", "f3"), Col("correct_change", "Δ correct", "int",
+                                                              css=lambda r: "loss" if (r.get("correct_change") or 0) < 0 else ""),
+            Col("driver", "why listed", "text", left=True)]
+    cells = analysis.tables["cells"].set_index(["target", "draft", "dataset", "method", "params"])
+    infl = [c for c in ("influence_top_share", "lambda_loo_lo", "lambda_loo_hi", "influential") if c in cells.columns]
+    blocks = []
+    for key, g in d.groupby(["target", "draft", "dataset", "method", "params"], sort=True):
+        c = cells.loc[key] if key in cells.index else None
+        lam = "" if c is None else f" · λ {c['lambda']:.2f} · Δacc {c['accuracy_delta_pp']:.1f} pp"
+        extra = "" if c is None or not infl else " · " + ", ".join(f"{k} {c[k]}" for k in infl)
+        label = f"{key[0]} ← {key[1]} / {key[2]} / {key[3]} {key[4]}{lam}{extra}"
+        blocks.append(f'<details class="group"><summary>{_html.escape(label)}</summary>'
+                      f'{table_html(g, cols)}</details>')
+    return Markup("".join(blocks))
 
 
 def render_pdf(analysis: Analysis, path: Path, *, figure_blocks: dict[str, dict[str, str]] | None = None,
@@ -316,15 +447,18 @@ def render_pdf(analysis: Analysis, path: Path, *, figure_blocks: dict[str, dict[
     --------
     >>> render_pdf(ll.analyse(ll.load("runs/")), Path("report.pdf"))   # doctest: +SKIP
     """
+    import pandas as pd
+
     from lengthlens.report.typeset import pdf_model
     from lengthlens.report.typeset import render_pdf as typeset
 
-    import pandas as pd
-
     figs = _figure_blocks(analysis, _placed_sections(analysis)) if figure_blocks is None else figure_blocks
     arms = analysis.tables.get("arms", pd.DataFrame())
+    excluded = analysis.tables.get("arms_excluded")
     model = pdf_model(analysis, figs, sections=OPTIONAL_SECTIONS, table3_cols=_table3_cols(analysis.tables["table3"]),
-                      arm_cols=_arm_cols(arms), attribution=_attribution_frames(analysis), generated=generated)
+                      arm_cols=_arm_cols(arms), attribution=_attribution_frames(analysis), notes=_notes(analysis),
+                      cells=_with_verdict_text(analysis.tables["cells"]), verdicts=_decision_frame(analysis.tables.get("verdicts")),
+                      excluded_cols=_excluded_cols(excluded) if excluded is not None else [], generated=generated)
     return typeset(model, path)
 
 

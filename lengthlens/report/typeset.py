@@ -55,7 +55,7 @@ def table_block(df: pd.DataFrame, cols: Sequence[Col], *, bold: Callable[[dict[s
 
 
 def grouped_block(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] = ("target", "draft"),
-                  sub: str = "dataset") -> list[dict[str, Any]]:
+                  sub: str | None = "dataset", bold: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
     """A per-cell table as the HTML groups it: a sub-heading per target–draft pair, a header row per dataset."""
     group = [g for g in group if g in df.columns]
     shown = [c for c in cols if c.name not in group]
@@ -66,7 +66,7 @@ def grouped_block(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str]
         key = key if isinstance(key, tuple) else (key,)
         label = " ← ".join(str(k) for k in key) if len(key) == 2 else " / ".join(str(k) for k in key)
         blocks.append({"type": "subheading", "text": f"{label or 'all'} ({len(g)} rows)"})
-        blocks.append({**table_block(g, shown, sub=sub), "full": True})
+        blocks.append({**table_block(g, shown, sub=sub, bold=bold), "full": True})
     return blocks
 
 
@@ -161,7 +161,7 @@ def _table4_blocks(t4: pd.DataFrame | None) -> list[dict[str, Any]]:
 
 
 def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, str]],
-                     attribution: Sequence[tuple[str, pd.DataFrame]]) -> list[dict[str, Any]]:
+                     attribution: Sequence[tuple[int, str, pd.DataFrame]]) -> list[dict[str, Any]]:
     """One optional analysis table's section body, as :func:`lengthlens.report._group_tables` shows it."""
     from lengthlens.report.columns import described_columns
 
@@ -170,8 +170,10 @@ def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, st
     df = analysis.tables[name]
     blocks: list[dict[str, Any]] = []
     if name == "attribution":
-        for title, d in attribution:
-            blocks.append(table_block(d, described_columns("attribution_summary", d), caption=title,
+        for level, title, d in attribution:
+            if level > 3:
+                blocks.append({"type": "subheading", "text": title})
+            blocks.append(table_block(d, described_columns("attribution_summary", d), caption=title if level <= 3 else "",
                                       bold=lambda r: r.get("method") == "all"))
         if "attribution" in figs:
             blocks.append(_figure(figs["attribution"]))
@@ -189,80 +191,123 @@ def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, st
     return blocks + grouped_block(df, cols)
 
 
+def _decision_section(analysis: Analysis, notes: dict[str, Any], verdicts: Any) -> dict[str, Any] | None:
+    """The verdicts: a sentence per rule (pooled, then per pair) and the verdict counts, as the HTML's decision view."""
+    from lengthlens.report import wording
+
+    sentences = wording.verdict_sentences(analysis)
+    if not sentences:
+        return None
+    pooled = [s for tg, _, _, s in sentences if tg == "all"]
+    per_pair = [s for tg, _, _, s in sentences if tg != "all"]
+    blocks = _paragraphs([notes["decision"]]) + [{"type": "list", "items": pooled}]
+    if per_pair:
+        blocks += [{"type": "subheading", "text": "The same per target–draft pair"}, {"type": "list", "items": per_pair}]
+    if verdicts is not None:
+        d, cols, bold = verdicts
+        blocks.append({**table_block(d, cols, bold=bold, caption="Verdicts on Table 3's cells"), "size": 8, "full": True})
+    return {"id": "decision", "title": "Faster, and as accurate? The verdicts", "landscape": True, "blocks": blocks}
+
+
+def _table3_section(analysis: Analysis, notes: dict[str, Any], cols: Sequence[Col]) -> dict[str, Any]:
+    """Table 3 as a publication table on a landscape page, and per target–draft pair under it."""
+    t3 = analysis.tables["table3"]
+    if t3.empty:
+        return {"id": "table3", "title": "Table 3: acceptance length against what happened", "blocks": _paragraphs(["No cells."])}
+    blocks = [{**table_block(t3, cols, bold=lambda r: r.get("method") == "all", notes=notes["table3"],
+                             caption="Table 3: acceptance length against what happened"), "size": 8, "full": True}]
+    pairs = analysis.tables.get("table3_pairs")
+    if pairs is not None and not pairs.empty:
+        blocks += [{"type": "subheading", "text": "Table 3 per target–draft pair"}, *_paragraphs([notes["table3_pairs"]])]
+        blocks += grouped_block(pairs, cols, sub=None, bold=lambda r: r.get("method") == "all")
+    return {"id": "table3", "title": "Table 3: acceptance length against what happened", "landscape": True,
+            "title_in_caption": True, "blocks": blocks}
+
+
+def _cells_section(analysis: Analysis, notes: dict[str, Any], cells: pd.DataFrame) -> dict[str, Any]:
+    from lengthlens.report import context as ctx
+    from lengthlens.report.columns import cell_columns
+
+    return {"id": "cells", "title": "Cells", "landscape": True,
+            "blocks": _paragraphs([f"{ctx.group_note(cells)}. {notes['cells']}"]) + grouped_block(cells, cell_columns())}
+
+
+def _methods_section(analysis: Analysis, notes: dict[str, Any]) -> dict[str, Any]:
+    from lengthlens.report import context as ctx
+
+    blocks: list[dict[str, Any]] = []
+    for heading, paragraphs in notes["methods"]:
+        blocks.append({"type": "subheading", "text": heading})
+        blocks += [{"type": "definitions", "rows": ctx.definitions()} if p == "{definitions}" else
+                   {"type": "paragraph", "text": p} for p in paragraphs]
+    return {"id": "methodology", "title": "Methods", "blocks": blocks}
+
+
+def _arms_section(analysis: Analysis, notes: dict[str, Any], arm_cols: Sequence[Col],
+                  excluded_cols: Sequence[Col]) -> dict[str, Any]:
+    """The arms appendix: the runs the cells use, then the runs left out of every cell."""
+    import pandas as pd
+
+    arms = analysis.tables.get("arms", pd.DataFrame())
+    blocks = _paragraphs([notes["arms"]])
+    if not arms.empty:
+        blocks.append({**table_block(arms, arm_cols, caption=f"{len(arms)} arms: means over the runs the cells use"),
+                       "size": 8, "full": True})
+    excluded = analysis.tables.get("arms_excluded")
+    if excluded is not None and not excluded.empty:
+        blocks += [{"type": "subheading", "text": f"Runs left out of every cell ({int(excluded['n_runs'].sum()):,})"},
+                   *_paragraphs([notes["excluded"]]), {**table_block(excluded, excluded_cols), "full": True}]
+    return {"id": "arms", "title": "Appendix: arms", "landscape": True, "blocks": blocks}
+
+
 def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, sections: dict[str, tuple[str, str]],
-              table3_cols: Sequence[Col], arm_cols: Sequence[Col], attribution: Sequence[tuple[str, pd.DataFrame]],
+              table3_cols: Sequence[Col], arm_cols: Sequence[Col], attribution: Sequence[tuple[int, str, pd.DataFrame]],
+              notes: dict[str, Any], cells: pd.DataFrame, verdicts: Any = None, excluded_cols: Sequence[Col] = (),
               generated: str | None = None) -> dict[str, Any]:
     """The whole report as plain data for ``report.typ``: what :func:`lengthlens.report.render_html` shows.
 
-    ``figs`` are the figure blocks of :func:`lengthlens.report._figure_blocks` (SVG, number, caption), drawn once
-    for both documents; ``sections`` the optional sections (name -> title, intro), ``table3_cols`` and ``arm_cols``
-    the columns of Table 3 and of the arms appendix, ``attribution`` the titled attribution summaries, as the HTML
-    report has them.
+    The pieces come from :mod:`lengthlens.report` as the HTML has them: ``figs`` the figure blocks (SVG, number,
+    caption; drawn once for both documents), ``sections`` the optional sections (name -> title, intro),
+    ``table3_cols`` and ``arm_cols`` the columns of Table 3 and of the arms appendix (``excluded_cols`` of the runs
+    left out), ``attribution`` the attribution summaries (heading level, title, table), ``notes`` the sections'
+    notes, ``cells`` the cell table with its verdicts in words, ``verdicts`` the verdict table (rows, columns, bold
+    rows). Each section is one function; the drill-down stays in the HTML (collapsible per cell).
     """
-    import pandas as pd
-
     from lengthlens.report import context as ctx
     from lengthlens.report import wording
-    from lengthlens.report.columns import cell_columns
 
     prov = ctx.provenance(analysis, generated)
-    settings = analysis.settings
-    cells, t3 = analysis.tables["cells"], analysis.tables["table3"]
-    n = ctx.headline_numbers(analysis)
-    cards = [] if n is None else [
-        {"value": f"{n['gain']:.2f}×", "tone": "", "text": "what acceptance length promised: mean per-round gain "
-         f"(ℓ̄+1)/(ℓ̄*+1) over Table 3's {n['n_cells']} cells"},
-        {"value": f"{n['lambda']:.2f}×", "tone": "loss" if n["lambda"] > 1 else "win",
-         "text": "what it cost: mean length ratio λ (above 1 is longer than strict)"},
-        {"value": f"{n['rounds']:.2f}×", "tone": "loss" if n["rounds"] > 1 else "win",
-         "text": f"what happened: verifier rounds R/R* (mean); wall time T/T* {n['time']:.2f}× "
-                 f"({n['time_per_round']:.2f}× per round)"},
-        {"value": f"{n['n_drop']} of {n['n_graded']}", "tone": "loss" if n["n_drop"] else "",
-         "text": f"graded cells that lost more than 2 accuracy points by a one-sided test at 2.5 %; {n['n_drop_point']} "
-                 f"by the study's point rule, {n['n_drop_holm']} after Holm"},
+    out: list[dict[str, Any] | None] = [
+        {"id": "provenance", "title": "Provenance", "continue": True, "blocks": _provenance(prov, analysis.settings)},
+        _decision_section(analysis, notes, verdicts),
+        _table3_section(analysis, notes, table3_cols),
+        {"id": "illusion", "title": "The length illusion at a glance", "blocks": [_figure(figs["gain_vs_lambda"])]}
+        if "gain_vs_lambda" in figs else None,
+        _cells_section(analysis, notes, cells),
     ]
-    optional = sections
-    sections: list[dict[str, Any]] = [{"id": "provenance", "title": "Provenance", "continue": True, "blocks": _provenance(prov, settings)}]
-    t3_blocks = ([table_block(t3, table3_cols, bold=lambda r: r.get("method") == "all",
-                              caption="Table 3: acceptance length against what happened",
-                              notes=wording.table3_note(settings))] if not t3.empty else _paragraphs(["No cells."]))
-    for b in t3_blocks:
-        b.update(size=8, full=True)  # a landscape page for one table: a readable size
-    sections.append({"id": "table3", "title": "Table 3: acceptance length against what happened", "landscape": True,
-                     "title_in_caption": not t3.empty, "blocks": t3_blocks})
-    if "gain_vs_lambda" in figs:
-        sections.append({"id": "illusion", "title": "The length illusion at a glance",
-                         "blocks": [_figure(figs["gain_vs_lambda"])]})
-    sections.append({"id": "cells", "title": "Cells", "landscape": True,
-                     "blocks": _paragraphs([f"{ctx.group_note(cells)}. {wording.cells_note(settings)}"])
-                     + grouped_block(cells, cell_columns())})
-    for name, (title, intro) in optional.items():
-        if name not in analysis.tables or (name == "table4" and analysis.tables[name] is None):
+    for name, (title, intro) in sections.items():
+        if analysis.tables.get(name) is None and name != "table4":
             continue
         text = intro + (f" {ctx.thinking_sentence(analysis)}" if name == "attribution" else "")
-        sections.append({"id": name, "title": title, "landscape": name != "table4",
-                         "blocks": _paragraphs([text]) + _optional_blocks(analysis, name, figs, attribution)})
+        out.append({"id": name, "title": title, "landscape": name != "table4",
+                    "blocks": _paragraphs([text]) + _optional_blocks(analysis, name, figs, attribution)})
     more = [_figure(f) for f in figs.values() if not f["placed"]]
-    if more:
-        sections.append({"id": "figures", "title": "More figures", "blocks": more})
-    methods: list[dict[str, Any]] = []
-    for heading, paragraphs in wording.methods(settings, prov["grading"]):
-        methods.append({"type": "subheading", "text": heading})
-        for p in paragraphs:
-            methods.append({"type": "definitions", "rows": ctx.definitions()} if p == "{definitions}"
-                           else {"type": "paragraph", "text": p})
-    sections.append({"id": "methods", "title": "Methods", "blocks": methods})
-    sections.append({"id": "limitations", "title": "Limitations", "continue": True,
-                     "blocks": [{"type": "list", "items": ctx.limitations(analysis)}]})
-    arms = analysis.tables.get("arms", pd.DataFrame())
-    sections.append({"id": "arms", "title": "Appendix: arms", "landscape": True, "blocks": _paragraphs(
-        [f"{len(arms)} arms: means over each arm's ok runs, without pairing."]) + (
-        [{**table_block(arms, arm_cols), "size": 8, "full": True}] if not arms.empty else [])})
+    out.append({"id": "figures", "title": "More figures", "blocks": more} if more else None)
+    if analysis.tables.get("drilldown") is not None:
+        out.append({"id": "drilldown", "title": "Per-item drill-down", "continue": True, "blocks": _paragraphs([
+            "Per cell, the items that move its λ most and those whose count of correct runs changed most are in "
+            "report.html (one collapsible block per cell) and in drilldown.csv."])})
+    out += [_methods_section(analysis, notes),
+            {"id": "limitations", "title": "Limitations", "continue": True,
+             "blocks": [{"type": "list", "items": ctx.limitations(analysis)}]},
+            _arms_section(analysis, notes, arm_cols, excluded_cols)]
+    warning = wording.grading_warning(analysis)
     return {
         "title": "Acceptance length against what happened",
         "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {len(prov['pairs'])} "
                      f"target–draft pair(s) · {len(prov['benchmarks'])} dataset(s) · {prov['generated']}"),
-        "headline": wording.headline(analysis), "cards": cards, "sections": sections,
+        "headline": wording.headline(analysis), "warning": f"Grading: {warning}" if warning else "",
+        "cards": wording.cards(ctx.headline_numbers(analysis)), "sections": [s for s in out if s is not None],
     }
 
 

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["cells_note", "headline", "methods", "summary_lines", "table3_note", "time_caveats"]
+__all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
+           "decision_note", "grading_name", "grading_warning", "headline", "methods", "summary_lines", "table3_note",
+           "time_caveats", "verdict_sentence", "verdict_sentences"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
 TIME_CONDITIONAL = ("Wall-time intervals (T/T*, time per round) are conditional on the session: they resample items "
@@ -36,6 +38,87 @@ TIME_PER_ROUND_BIAS = ("Time per round is a length-weighted mean of per-round co
                        "so its narrow interval lies below the truth more often than 2.5% of the time (one-sided; 58–87% "
                        "coverage in simulation at 12–120 items, whatever the bootstrap interval): read it as "
                        "descriptive of these items.")
+
+
+#: What each grading policy is called in the headline and Table 3's caption.
+GRADING_NAMES = {"default": "the default grading policy of lengthlens (answer part only; a run cut in its thinking is wrong)",
+                 "study": "the grading policy of the study (--grading study: text after the last final marker, else all of it)"}
+
+
+def grading_name(analysis: Any) -> str:
+    """The grading policy the accuracies use, in words."""
+    policy = getattr(analysis.runs, "grading", "default")
+    return GRADING_NAMES.get(policy, f"grading policy {policy}")
+
+
+def grading_warning(analysis: Any) -> str | None:
+    """A warning when the two grading policies disagree on more than a few percent of the runs graded under both."""
+    from lengthlens.analyses.grading_policies import GRADING_DISAGREEMENT_SHARE
+
+    g = getattr(analysis, "grading", None)
+    if g is None or not g.warns:
+        return None
+    arms = g.arms.filter(g.arms["n_policy_disagree"] > 0)
+    return (f"The grading policy moves accuracy: the {g.other} policy gives another verdict on {g.n_disagree:,} of the "
+            f"{g.n_regraded:,} runs lengthlens' graders judged ({g.disagree_share:.0%}, above the "
+            f"{GRADING_DISAGREEMENT_SHARE:.0%} this report tolerates silently), in {arms.height} arms; the arms appendix shows "
+            f"each arm's accuracy under both ({g.policy} used here; --grading {g.other} for the other).")
+
+
+def _n(k: int, one: str, many: str | None = None) -> str:
+    return f"{k} {one if k == 1 else (many or one + 's')}"
+
+
+def verdict_sentence(r: Any) -> str:
+    """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv)."""
+    pair = "" if r["target"] == "all" else f" on {r['target']} ← {r['draft'] or '(no draft)'}"
+    if r["method"] in LOSSLESS_METHODS:  # no α to choose
+        where = "in Table 3" if r["scope"] == "table3" else "in all"
+    else:
+        where = "at its most aggressive complete α per dataset" if r["scope"] == "table3" else "over every α"
+    n, small = int(r["n_cells"]), int(r["n_small_excluded"])
+    if not n:
+        if small:
+            return f"{r['method']}{pair}: all {_n(small, 'cell')} {where} have fewer than {SMALL_N_ITEMS} items: no verdict."
+        return f"{r['method']}{pair}: no cell {where} (no baseline to pair with, or no complete arm)."
+    head = (f"{r['method']}{pair}, {_n(n, 'cell')} {where}"
+            + (f" ({small} with fewer than {SMALL_N_ITEMS} items left out)" if small else "") + ": ")
+    speed = []
+    for key, name in (("rounds", "verifier rounds (R/R*)"), ("time", "wall time (T/T*)")):
+        f, sl, ct = int(r[f"n_{key}_faster"]), int(r[f"n_{key}_slower"]), int(r[f"n_{key}_cant_tell"])
+        speed.append(f"{name} faster in {f}, slower in {sl}, can't tell in {ct}" if f + sl + ct else f"{name} not computed")
+    g = int(r["n_graded"])
+    if not g:
+        acc = "accuracy not judged (no graded cell)"
+    else:
+        mdd = r.get("accuracy_mdd_pp_median", np.nan)
+        mdd = np.nan if mdd is None else float(mdd)
+        unseen = (f" (median minimum detectable drop {mdd:.1f} points: a smaller loss would likely go unseen)"
+                  if np.isfinite(mdd) else " (too few graded pairs to detect any drop)" if mdd == np.inf else "")
+        acc = (f"accuracy worse in {int(r['n_accuracy_worse'])} of {_n(g, 'graded cell')}, no detectable change in "
+               f"{int(r['n_accuracy_no_change'])}{unseen}")
+    return head + "; ".join(speed) + "; " + acc + "."
+
+
+def accuracy_verdict_text(verdict: str, mdd_pp: float | None) -> str:
+    """A cell's accuracy verdict as the cell table shows it: "no detectable change" carries its minimum detectable drop."""
+    if verdict != "no detectable change" or mdd_pp is None or np.isnan(mdd_pp):
+        return verdict
+    return f"{verdict} (detects ≥ {mdd_pp:.0f} pp)" if np.isfinite(mdd_pp) else f"{verdict} (no drop detectable)"
+
+
+def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
+    """Per rule (pooled over pairs, then per pair when there are several): (target, draft, rule, sentence)."""
+    v = analysis.tables.get("verdicts")
+    if v is None or v.empty:
+        return []
+    d = v[v["scope"] == scope]
+    pooled = d[d["target"] == "all"]
+    pairs = d[d["target"] != "all"]
+    several = pairs[["target", "draft"]].drop_duplicates().shape[0] > 1
+    rows = [pooled] + ([pairs.sort_values(["target", "draft", "method"], kind="mergesort")] if several else [])
+    return [(str(r["target"]), str(r["draft"]), str(r["method"]), verdict_sentence(r))
+            for part in rows for _, r in part.iterrows()]
 
 
 def _lossless_headline(a: Any) -> str:
@@ -87,10 +170,11 @@ def headline(analysis: Analysis) -> str:
     which += (f"; {n_small} cell{'s' if n_small != 1 else ''} with fewer than {SMALL_N_ITEMS} items left out"
               if n_small else "")
     methods = set(t3["method"]) - {"all"}
+    graded = f" Accuracy is graded by {grading_name(analysis)}." if int(a["n_graded"]) else ""
     if methods and methods <= LOSSLESS_METHODS:
         # Lossless methods: a length ratio away from 1 is a failed check, not inflation.
-        return _lossless_headline(a) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "."
-    return _headline_sentence(a, which) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "."
+        return _lossless_headline(a) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
+    return _headline_sentence(a, which) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
 
 
 def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
@@ -127,7 +211,7 @@ def time_caveats(cells: pd.DataFrame) -> list[str]:
 
 def summary_lines(analysis: Analysis) -> list[str]:
     """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
-    lines: list[str] = []
+    lines: list[str] = [f"verdict: {sentence}" for tg, _d, _m, sentence in verdict_sentences(analysis) if tg == "all"]
     cz = analysis.tables.get("censoring")
     if cz is not None and not cz.empty:
         more = (cz["censored_frac"] > cz["censored_frac_star"]).sum()
@@ -138,7 +222,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
     at = analysis.tables.get("attribution_summary")
     if at is not None and not at.empty:
         for scope, label in (("all", "all cells"), ("table3", "Table 3's cells")):
-            rows = at[(at["scope"] == scope) & (at["method"] == "all")]
+            pooled = at["target"] == "all" if "target" in at.columns else True
+            rows = at[(at["scope"] == scope) & (at["method"] == "all") & pooled]
             if rows.empty:
                 continue
             a = rows.iloc[0]
@@ -171,6 +256,9 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"lossless check: outputs differ from the baseline on {int(lo['n_outputs_differ'].sum())} of "
                      f"{int(lo['n_runs'].sum())} paired runs of lossless methods; λ's interval excludes 1 in {out} of "
                      f"{len(lo)} cells (lossless.csv)")
+    warn = grading_warning(analysis)
+    if warn:
+        lines.append(f"warning: {warn}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines
@@ -181,21 +269,65 @@ def _confidence(settings: dict[str, Any]) -> str:
     return f"{round(100 * (settings.get('confidence_level') or 0.95))}%"
 
 
-def table3_note(settings: dict[str, Any]) -> str:
-    """What Table 3's rows and columns are (the note under the table)."""
+def cards(numbers: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The four numbers under the headline (:func:`lengthlens.report.context.headline_numbers`) as value, tone
+    ("loss" or "") and what the value is."""
+    if numbers is None:
+        return []
+    n = numbers
+    out = [
+        {"value": f"{n['gain']:.2f}×", "tone": "", "text": "what acceptance length promised: mean per-round gain "
+         f"(ℓ̄+1)/(ℓ̄*+1) over Table 3's {n['n_cells']} cells (each rule's most aggressive α)"},
+        {"value": f"{n['lambda']:.2f}×", "tone": "", "text": "what it cost: mean length ratio λ, completions this much "
+         "longer than strict (above 1 is longer)"},
+        {"value": f"{n['rounds']:.2f}×", "tone": "", "text": "what happened: measured verifier rounds R/R* against strict, "
+         f"the primary cost measure (mean; below 1 is fewer); wall time T/T* beside it: {n['time']:.2f}× "
+         f"({n['time_per_round']:.2f}× per round)"},
+    ]
+    if n["n_graded"]:
+        out.append({"value": f"{n['n_drop']} of {n['n_graded']}", "tone": "loss" if n["n_drop"] else "",
+                    "text": f"graded cells of Table 3 that lost more than {ACCURACY_DROP_PP:g} accuracy points by a "
+                            f"one-sided test at 2.5 %; {n['n_drop_point']} by the study's point rule, {n['n_drop_holm']} "
+                            f"significantly after Holm ({n['n_all_cells']} cells in all; accuracy on units graded on "
+                            "both sides)"})
+    else:
+        out.append({"value": "not graded", "tone": "", "text": "no cell of Table 3 has runs graded on both sides: the "
+                    "report says nothing about accuracy"})
+    return out
+
+
+def decision_note(grading: str) -> str:
+    """How the verdicts are read from the intervals (the note of the decision section); ``grading``: :func:`grading_name`."""
+    return ("Per cell, from its intervals only: verifier rounds and wall time are faster when the whole 95% interval of "
+            "R/R* (or T/T*) lies below 1, slower when it lies above 1, and can't tell when it holds 1; accuracy is worse "
+            f"when the cell's one-sided loss test (a loss of more than {ACCURACY_DROP_PP:g} points, at 2.5 %; drop_2pp) "
+            "fires, else no detectable change, with the minimum detectable drop: the smallest true loss the test detects "
+            "with 80 % power, so a smaller loss may well have gone unseen. In the tables faster is green, slower and "
+            "worse are red. Counted over Table 3's cells (each rule at its most aggressive complete α per dataset; cells "
+            f"with fewer than {SMALL_N_ITEMS} items left out and counted); verdicts.csv has every α too, and cells.csv "
+            f"each cell's verdict. Accuracy graded by {grading}.")
+
+
+def table3_note(settings: dict[str, Any], grading: str) -> str:
+    """What Table 3's rows and columns are (the note under the table); ``grading``: :func:`grading_name`."""
     which = (f"each rule at its most aggressive α per dataset: the largest α run on ≥ {COMPLETE_SHARE:.0%} of the "
              "baseline's items; alpha_selected.csv lists the choice" if settings.get("alphas", "loosest") == "loosest"
              else "all α")
-    return (f"Per rule and over all cells ({which}). gain = (ℓ̄+1)/(ℓ̄*+1), the per-round gain acceptance length "
-            "promises; λ = mean length ratio; R/R* = measured verifier-rounds ratio, the primary cost measure; T/T* = "
-            "wall-time ratio beside it, and time/round = (T/T*)/(R/R*), the part of T/T* that is per-round cost and "
-            "session noise (below 1 is better than strict). Counts are cells: λ_lo>1 = the whole interval of λ above 1; "
-            "out of graded cells (a cell graded on fewer than half its items is left out, and counted as partly graded), "
-            f"drop ≥{ACCURACY_DROP_PP:g}pp (interval) = the upper limit of Δacc at or below −{ACCURACY_DROP_PP:g} points, "
-            f"drop ≥{ACCURACY_DROP_PP:g}pp (point) = the study's rule on the point estimate (it fires on noise in about "
-            "a third of unchanged 12–30-item cells), drop Holm = lower accuracy with a Holm-adjusted paired test "
-            "p < 0.05 across every graded cell; Δacc mean with its item-bootstrap interval; the last two count cells "
-            "where rounds (predicted λ/gain_pooled, or measured) win but wall time loses.")
+    return (f"Accuracy graded by {grading}. Per rule and over all cells ({which}). gain = (ℓ̄+1)/(ℓ̄*+1), the per-round "
+            "gain acceptance length promises; λ = mean length ratio; R/R* = measured verifier-rounds ratio, the primary "
+            "cost measure; T/T* = wall-time ratio beside it, and time/round = (T/T*)/(R/R*), the part of T/T* that is "
+            "per-round cost and session noise (below 1 is better than strict). Counts are cells: λ_lo>1 = the whole "
+            "interval of λ above 1; out of graded cells (a cell graded on fewer than half its items is left out, and "
+            f"counted as partly graded), drop ≥{ACCURACY_DROP_PP:g}pp (interval) = the upper limit of Δacc at or below "
+            f"−{ACCURACY_DROP_PP:g} points, drop ≥{ACCURACY_DROP_PP:g}pp (point) = the study's rule on the point "
+            "estimate (it fires on noise in about a third of unchanged 12–30-item cells), drop Holm = lower accuracy "
+            "with a Holm-adjusted paired test p < 0.05 across every graded cell; Δacc mean with its item-bootstrap "
+            "interval; the last two count cells where rounds (predicted λ/gain_pooled, or measured) win but wall time "
+            "loses.")
+
+
+#: Under Table 3 per target–draft pair.
+TABLE3_PAIRS_NOTE = "The same summary on each pair's cells alone (table3_pairs.csv): the rows above pool the pairs."
 
 
 def cells_note(settings: dict[str, Any]) -> str:
@@ -204,12 +336,29 @@ def cells_note(settings: dict[str, Any]) -> str:
             "decoding) on the items where both runs finished; grouped by target–draft pair and dataset; “graded” "
             "counts the units graded on both sides, the only ones accuracy uses (grey italics: fewer than half the "
             f"cell's items graded, so left out of the accuracy counts). Intervals: paired item bootstrap, "
-            f"{settings.get('ci', 'percentile')} {_confidence(settings)}. Red: R/R* or T/T* above 1 (worse than strict), "
-            "λ whose whole interval is above 1, or an accuracy drop whose whole interval lies "
-            f"{ACCURACY_DROP_PP:g} points or more down (drop_2pp). R/R* is the primary cost measure; T/T* stands "
-            "beside it with time/round = (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity "
-            "predicts, λ/gain_pooled. p Holm: the paired accuracy test (exact McNemar; the item-level sign-flip test "
-            "when items have several seeds) adjusted by Holm over every graded cell.")
+            f"{settings.get('ci', 'percentile')} {_confidence(settings)}. One colouring rule for every metric, from "
+            "intervals only: red when the whole interval lies on the worse side of break-even (above 1 for λ, R/R*, "
+            "T/T*; for the accuracy change, the cell's loss flag drop_2pp), green when it lies wholly on the better "
+            "side, no colour when it holds break-even. The rounds, time and accuracy columns are the cell's verdicts "
+            "(see “Faster, and as accurate?”). R/R* is the primary cost measure; T/T* stands beside it with time/round "
+            "= (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity predicts, λ/gain_pooled. "
+            "p Holm: the paired accuracy test (exact McNemar; the item-level sign-flip test when items have several "
+            "seeds) adjusted by Holm over every graded cell.")
+
+
+def arms_note(grading: str, policy: Any = None) -> str:
+    """What the arms appendix averages, and the other grading policy's verdicts beside them when they were computed."""
+    out = ("Means over the runs the cells use (ok and paired with a baseline run), without pairing; “runs” counts every "
+           "loaded run of the arm.")
+    if policy:
+        out += (f" Accuracy is graded by {grading}; beside it, the same runs with lengthlens' graders under the "
+                f"{policy.other} policy ({policy.n_disagree:,} of {policy.n_regraded:,} regraded runs get another "
+                "verdict; records and grade files do not depend on the policy; code is not run for it).")
+    return out
+
+
+#: Over the runs left out of every cell.
+EXCLUDED_NOTE = "Ok runs that enter no cell, with the reason (arms_excluded.csv): they are not in the means above."
 
 
 def methods(settings: dict[str, Any], grading: str) -> list[tuple[str, list[str]]]:
