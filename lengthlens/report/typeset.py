@@ -30,7 +30,8 @@ _SIZE = re.compile(r'data-w="([\d.]+)" data-h="([\d.]+)"')
 
 
 def _columns(cols: Sequence[Col]) -> list[dict[str, Any]]:
-    return [{"label": c.text(), "left": c.left, "ci": bool(c.ci)} for c in cols]
+    """Each column's header and alignment: text to the left (the verdicts' words too), numbers to the right."""
+    return [{"label": c.text(), "left": c.left or c.kind == "text", "ci": bool(c.ci)} for c in cols]
 
 
 def _rows(df: pd.DataFrame, cols: Sequence[Col], bold: Callable[[dict[str, Any]], bool] | None = None) -> list[dict]:
