@@ -151,7 +151,7 @@ def _table4_blocks(t4: pd.DataFrame | None) -> list[dict[str, Any]]:
             rows += _rows(g, TABLE4_COLS)
         rows += [{**r, "kind": "total"} for r in _rows(total, TABLE4_COLS)]
         blocks.append({"type": "table", "caption": "Table 4: force-commit interventions", "notes": "",
-                       "columns": _columns(TABLE4_COLS), "rows": rows})
+                       "columns": _columns(TABLE4_COLS), "rows": rows, "fit": True})
     else:
         blocks += _paragraphs(["The intervention never fired in any arm."])
     if len(never):
@@ -206,7 +206,7 @@ def _decision_section(analysis: Analysis, notes: dict[str, Any], verdicts: Any) 
         blocks += [{"type": "subheading", "text": "The same per target–draft pair"}, {"type": "list", "items": per_pair}]
     if verdicts is not None:
         d, cols, bold = verdicts
-        blocks.append({**table_block(d, cols, bold=bold, caption="Verdicts on Table 3's cells"), "size": 8, "full": True})
+        blocks.append({**table_block(d, cols, bold=bold, caption="Verdicts on Table 3's cells"), "size": 8, "full": True, "fit": True})
     return {"id": "decision", "title": "Faster, and as accurate? The verdicts", "landscape": True, "blocks": blocks}
 
 
@@ -216,11 +216,12 @@ def _table3_section(analysis: Analysis, notes: dict[str, Any], cols: Sequence[Co
     if t3.empty:
         return {"id": "table3", "title": "Table 3: acceptance length against what happened", "blocks": _paragraphs(["No cells."])}
     blocks = [{**table_block(t3, cols, bold=lambda r: r.get("method") == "all", notes=notes["table3"],
-                             caption="Table 3: acceptance length against what happened"), "size": 8, "full": True}]
+                             caption="Table 3: acceptance length against what happened"), "size": 8, "full": True, "fit": True}]
     pairs = analysis.tables.get("table3_pairs")
     if pairs is not None and not pairs.empty:
         blocks += [{"type": "subheading", "text": "Table 3 per target–draft pair"}, *_paragraphs([notes["table3_pairs"]])]
-        blocks += grouped_block(pairs, cols, sub=None, bold=lambda r: r.get("method") == "all")
+        blocks += [{**b, "fit": True} if b["type"] == "table" else b
+                   for b in grouped_block(pairs, cols, sub=None, bold=lambda r: r.get("method") == "all")]
     return {"id": "table3", "title": "Table 3: acceptance length against what happened", "landscape": True,
             "title_in_caption": True, "blocks": blocks}
 
