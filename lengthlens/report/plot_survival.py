@@ -41,7 +41,7 @@ def _survival_panel(ax: Any, d: DatasetSurvival, ds: str, colors: dict[str, str]
                 transform=ax.get_xaxis_transform())
         ax.set_xlim(0, budgets[-1] * 1.04)
     ax.set_ylim(0, 1.05)
-    ax.set_title(f"{ds} ({d.n_runs} runs, {d.n_censored} censored)")
+    ax.set_title(f"{ds}\n({d.n_runs} runs, {d.n_censored} censored)", fontsize=8)  # a long name: the counts below it
     ax.set_xlabel("completion length (tokens)")
     ax.set_ylabel("P(L > x)")
 
