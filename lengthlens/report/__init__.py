@@ -266,7 +266,8 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     excluded = analysis.tables.get("arms_excluded")
     html = _env().get_template("report.html.j2").render(
         a=analysis, headline=wording.headline(analysis), numbers=ctx.headline_numbers(analysis),
-        prov=ctx.provenance(analysis, generated), settings=analysis.settings,
+        prov=(prov := ctx.provenance(analysis, generated)), prov_terms=ctx.provenance_terms(prov, analysis.settings),
+        settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
         cells_html=grouped_html(_with_verdict_text(cells), cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,

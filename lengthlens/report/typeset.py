@@ -86,38 +86,11 @@ def _paragraphs(texts: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def _provenance(prov: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]]:
-    """The provenance list (the HTML's, as term and text) and the skipped reasons and warnings under it."""
-    from lengthlens.report.columns import fmt
+    """The provenance list (:func:`~lengthlens.report.context.provenance_terms`) and the skipped reasons and
+    warnings under it."""
+    from lengthlens.report.context import provenance_terms
 
-    conf = round(100 * (settings.get("confidence_level") or 0.95))
-    aft = (f"from refits on the first {fmt(settings.get('n_resamples_aft'), 'int')} resamples"
-           if settings.get("aft_ci") == "bootstrap" else "cluster-robust (by item) sandwich, t(G−1)")
-    datasets = ", ".join(b["name"] + (f" (as {', '.join(b['folders'])})" if len(b["folders"]) > 1 or b["folders"][0] != b["name"]
-                                      else "") for b in prov["benchmarks"])
-    small = ", cells with fewer than 10 items included" if settings.get("include_small") else \
-        "; cells with fewer than 10 items (small_n) left out"
-    t3 = ("the loosest (most aggressive) α per rule and dataset among complete arms (≥ 95 % of the baseline's items)"
-          if settings.get("alphas") == "loosest" else "every α") + small
-    terms = [
-        ("roots read", ", ".join(prov["sources"])),
-        ("runs", f"{fmt(prov['runs_found'], 'int')} found, {fmt(prov['runs_loaded'], 'int')} loaded, "
-                 f"{fmt(prov['runs_paired'], 'int')} paired into cells, {fmt(prov['runs_skipped'], 'int')} skipped or unpaired"),
-        ("target ← draft", "; ".join(prov["pairs"])),
-        ("datasets", datasets),
-        ("rules and params", "; ".join(f"{m['method']}: {m['params']}" for m in prov["methods"])),
-        ("token budgets", "; ".join(f"{b['dataset']} {b['budgets']}" for b in prov["budgets"])),
-        ("sampling", f"temperature {', '.join(prov['temperatures']) or 'not logged'}; top-p "
-                     f"{', '.join(prov['top_p']) or 'not logged'}; seeds {', '.join(str(s) for s in prov['seeds'])}"),
-        ("engine", f"{', '.join(prov['backends']) or 'backend not logged'} "
-                   f"{', '.join(prov['engine_versions']) or '(version not logged)'}"),
-        ("hardware", ", ".join(prov["hardware"]) or "not in the logs"),
-        ("bootstrap", f"paired item bootstrap, {settings.get('ci')} {conf}% intervals, "
-                      f"{fmt(settings.get('n_resamples'), 'int')} resamples, seed {settings.get('seed')}; AFT intervals {aft}"),
-        ("grading", prov["grading"]),
-        ("Table 3 cells", t3),
-        ("software", f"lengthlens {prov['version']}, Python {prov['python']}; generated {prov['generated']}"),
-        ("tables", "every table as CSV next to this file (cells.csv, table3.csv, …), every row in report.html"),
-    ]
+    terms = provenance_terms(prov, settings)
     blocks: list[dict[str, Any]] = [{"type": "terms", "items": [list(t) for t in terms]}]
     if prov["skipped_reasons"]:
         import pandas as pd
