@@ -75,6 +75,10 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
     "methods.csv": ("pair of speculative methods of one target and dataset", "target, dataset, x_/y_ method, params, "
                     "draft, n_items, n_runs, lambda, rounds_ratio, time_ratio, gain, accuracy_delta_pp (each +_lo/_hi; "
                     "ratios are x over y), accuracy_p (mid-p; mcnemar_p: the exact p), unavailable"),
+    "serving.csv": ("arm × serving condition (only with several conditions)",
+                    "target, draft, dataset, method, params, series (the condition without its load part), serving, "
+                    "load_axis, load, n_items, small_n, rounds_ratio, time_ratio, throughput_ratio (each +_lo/_hi), "
+                    "advantage_lost_at"),
     "report.html, report.pdf": ("", "the report; `--latex` adds table3.tex, table4.tex, attribution.tex"),
 }
 

@@ -8,7 +8,7 @@ It computes; it writes no sentence (the report's wording is :mod:`lengthlens.rep
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,7 +16,7 @@ import polars as pl
 
 from lengthlens.analyses.attribution import Attribution, AttributionAnalysis, attribution_result
 from lengthlens.analyses.cells import CellsAnalysis, CellTable
-from lengthlens.analyses.censoring import CensoringAnalysis, DatasetSurvival, survival_curves
+from lengthlens.analyses.censoring import DEFAULT_AFT_DISTS, CensoringAnalysis, DatasetSurvival, survival_curves
 from lengthlens.analyses.engine import Settings, run_on
 from lengthlens.analyses.grading_policies import PolicyComparison, policy_comparison
 from lengthlens.analyses.verdicts import Verdicts, verdicts
@@ -98,6 +98,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     from lengthlens.analyses.intervention import table4
     from lengthlens.analyses.methods import lossless_check
     from lengthlens.analyses.compare import method_pairs
+    from lengthlens.analyses.serving import serving_table
     from lengthlens.analyses.tables import alpha_selected, arms, arms_excluded, table3, table3_by_pair, table3_cells
 
     stage = _Stages(progress)
@@ -135,7 +136,10 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
                                   table3_cells(cells_df, alphas, include_small=include_small))
         tables["attribution"], tables["attribution_summary"] = attr.cells, attr.summary
         notes.extend(attr.disagreement_notes)
-        survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[list(ARM_KEY)]))
+        survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[[*ARM_KEY, "complete"]]))
+        by_load = serving_table(cells_df)
+        if not by_load.empty:  # only where the cells come under several serving conditions
+            tables["serving"] = by_load
     stage("lossless check, method pairs")
     for name, df in (("lossless", lossless_check(units, cells_df)),
                      ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, ci=ci,
@@ -210,7 +214,8 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                     ci: Literal["studentized", "percentile", "bca"] = "studentized",
                     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
-                    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", workers: int = 1) -> pd.DataFrame:
+                    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", workers: int = 1,
+                    aft_dists: Sequence[str] = DEFAULT_AFT_DISTS) -> pd.DataFrame:
     """censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
 
     Parameters
@@ -219,6 +224,8 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     n_resamples, seed, ci, confidence_level : the bootstrap (the cell table's draws and interval code).
     n_resamples_aft, aft_ci : the AFT intervals: cluster-robust sandwich from one fit (default), or bootstrap refits.
     workers : worker processes for large inputs.
+    aft_dists : the AFT laws fitted: log-normal (default); ``("lognormal", "weibull")`` adds the Weibull fit, whose
+        sandwich interval under-covers.
 
     Returns
     -------
@@ -231,7 +238,7 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     >>> ll.censoring_table(ll.load("runs/"))                    # doctest: +SKIP
     """
     settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
-    (table,) = run_on(runs, [CensoringAnalysis(aft_ci, n_resamples_aft)], settings, workers=workers)
+    (table,) = run_on(runs, [CensoringAnalysis(aft_ci, n_resamples_aft, tuple(aft_dists))], settings, workers=workers)
     return table
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
 from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
@@ -49,7 +50,10 @@ _LOSS = (f"loss of more than {ACCURACY_DROP_PP:g} points: one-sided test at {ALP
 CELL_COLUMNS: dict[str, str] = {
     "target": "the target model", "draft": "the draft model (empty for plain autoregressive decoding)",
     "dataset": "the dataset (benchmark folder)", "method": "the relaxed rule or speculative method",
-    "params": "its parameters as logged (e.g. alpha0.35)", "alpha": "the rule's alpha, parsed from params",
+    "params": "its parameters as logged (e.g. alpha0.35)",
+    "serving": "the serving condition the arm and its baseline ran under (c=8: concurrency, rate=4/s, bs=16: batch "
+               "size, gpu=…), empty when none is logged",
+    "alpha": "the rule's alpha, parsed from params",
     "n_items": "items the cell covers (the resampling units)", "n_runs": "paired runs (item, seed, turn units)",
     "n_graded": "paired runs graded on both sides: the only ones accuracy uses",
     "drop_2pp": f"{_LOSS} (Tango's score statistic, exact unconditional p; with several seeds a t test over "
@@ -71,6 +75,9 @@ CELL_COLUMNS: dict[str, str] = {
     "rounds_ratio_median_item": "median over items of the item's mean per-run R/R*",
     "time_ratio_median_item": "median over items of the item's mean per-run T/T*",
     "budget": "the relaxed runs' token budget (max_new_tokens)", "n_items_baseline": "items of the group's baseline",
+    "coverage": "n_items / n_items_baseline: the share of its baseline's items the cell covers",
+    "complete": f"coverage of at least {COMPLETE_SHARE:.0%}; an incomplete arm (say an answer file cut short) is marked "
+                "in Table 3, the figures and the report's warnings",
     "unavailable": "metrics left empty and why (inputs not logged); empty when every metric is computed",
     "small_n": f"fewer than {SMALL_N_ITEMS} items: left out of Table 3, the headline and the figures' intervals",
     "undefined_resamples": "most resamples left out of any of the cell's intervals (an undefined value)",
@@ -164,6 +171,8 @@ class Cell:
     #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
     items: tuple[str, ...] = field(default=(), repr=False, compare=False)
     item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    #: The serving condition (:mod:`lengthlens.data.serving`), "" when none is logged.
+    serving: str = ""
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -171,11 +180,21 @@ class Cell:
     @property
     def key(self) -> dict[str, Any]:
         return {"target": self.target, "draft": self.draft, "dataset": self.dataset, "method": self.method,
-                "params": self.params}
+                "params": self.params, "serving": self.serving}
 
     @property
     def small_n(self) -> bool:
         return self.n_items < SMALL_N_ITEMS
+
+    @property
+    def coverage(self) -> float:
+        """The share of its baseline's items the cell covers (NaN without a baseline count)."""
+        return self.n_items / self.n_items_baseline if self.n_items_baseline else _NAN
+
+    @property
+    def complete(self) -> bool:
+        """Whether the arm covers at least COMPLETE_SHARE of its baseline's items (an incomplete arm is flagged everywhere)."""
+        return not self.coverage < COMPLETE_SHARE
 
     @property
     def graded_partial(self) -> bool:
@@ -280,6 +299,7 @@ class Cell:
             "in_accuracy_family": self.in_accuracy_family,
             "rounds_ratio_median_item": self.rounds_ratio_median_item, "time_ratio_median_item": self.time_ratio_median_item,
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
+            "coverage": self.coverage, "complete": self.complete,
             "unavailable": _unavailable_note(self.unavailable) or None, "small_n": self.small_n,
             "undefined_resamples": self.undefined_resamples,
             "interval_fallback": "; ".join(self.interval_fallback) or None,
@@ -493,6 +513,7 @@ class CellsAnalysis:
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
             influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
             items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
+            serving=key.get("serving") or "",
         )
 
 

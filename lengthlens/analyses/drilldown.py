@@ -37,7 +37,7 @@ def item_drivers(units: pl.DataFrame, top: int = DRILLDOWN_TOP) -> pd.DataFrame:
     Examples
     --------
     >>> import polars as pl
-    >>> u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p",
+    >>> u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "serving": "",
     ...                   "item_id": ["a", "b", "c"], "output_tokens": [300, 100, 100],
     ...                   "output_tokens_star": [100, 100, 100], "correct": [False, True, True],
     ...                   "correct_star": [True, True, True]})

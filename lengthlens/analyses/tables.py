@@ -9,9 +9,11 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.cells import CellTable
+from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.data.pairing import with_derived
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
+from lengthlens.data.serving import serving_conditions
 from lengthlens.stats.intervals import percentile_interval
 from lengthlens.stats.survival import kaplan_meier
 
@@ -114,11 +116,13 @@ def arms_excluded(runs: RunSet) -> pd.DataFrame:
     return df.to_pandas()[cols]
 
 
-#: An arm is complete when its cell covers at least this share of the baseline's items (one failed run does not
-#: demote an arm; the study's 3-of-12 calibration probes stay incomplete).
-COMPLETE_SHARE = 0.95
 #: Adjusted p-values below this count a cell as a significant accuracy drop in Table 3.
 SIGNIFICANCE = 0.05
+
+
+def _with_serving(df: pd.DataFrame) -> pd.DataFrame:
+    """A cells frame with its ``serving`` column (a frame from before serving conditions has none: "")."""
+    return df if "serving" in df.columns else df.assign(serving="")
 
 
 def _complete(df: pd.DataFrame) -> pd.Series:
@@ -131,7 +135,7 @@ def _complete(df: pd.DataFrame) -> pd.Series:
 
 def _ranked(cells_df: pd.DataFrame) -> pd.DataFrame:
     """Cells sorted per (group, rule) complete first, then by alpha, largest first: the head of each is the pick."""
-    df = cells_df.copy()
+    df = _with_serving(cells_df).copy()
     keys = [*GROUP_KEY, "method"]
     df["_complete"] = _complete(df)
     df["_alpha"] = df["alpha"].astype(float).fillna(-np.inf)
@@ -146,6 +150,7 @@ def select_alphas(cells_df: pd.DataFrame, alphas: Literal["loosest", "all"] = "l
     the baseline's items; incomplete arms (e.g. the study's 3-item calibration probes) are passed
     over when a complete arm exists. :func:`alpha_selected` lists the choice per rule and dataset.
     """
+    cells_df = _with_serving(cells_df)
     if alphas == "all" or cells_df.empty:
         return cells_df.copy()
     if alphas != "loosest":
@@ -175,7 +180,7 @@ def alpha_selected(cells_df: pd.DataFrame) -> pd.DataFrame:
     """
     cols = [*GROUP_KEY, "method", "alpha_selected", "params_selected", "n_items", "n_items_baseline", "complete",
             "alphas_complete", "alphas_incomplete"]
-    df = _relaxed_rules(cells_df)
+    df = _relaxed_rules(_with_serving(cells_df))
     if df.empty:
         return pd.DataFrame(columns=cols)
     ranked = _ranked(df)
@@ -256,7 +261,8 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
            include_small: bool = False) -> pd.DataFrame:
     """The study's Table 3: per method and over all cells, central values and how many cells lose.
 
-    Columns: n_cells; mean/median of gain, lambda, rounds_ratio (R/R*, the primary cost measure),
+    Columns: n_cells (with ``serving`` first where more than one serving condition is logged: one row per
+    condition and rule, each condition's rules summarised within it); mean/median of gain, lambda, rounds_ratio (R/R*, the primary cost measure),
     time_ratio (T/T*) and time_per_round_ratio; counts of cells with lambda > 1, lambda_lo > 1
     (inflation beyond the interval), rounds_ratio > 1, time_ratio > 1; accuracy over graded cells:
     n_drop_2pp (a loss of more than 2 points by the one-sided test at 2.5 %, drop_2pp), n_drop_2pp_point
@@ -338,6 +344,8 @@ def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarr
             "n_lambda_lo_gt_1": int((d["lambda_lo"] > 1).sum()),
             "n_rounds_ratio_gt_1": int((d["rounds_ratio"] > 1).sum()),
             "n_time_ratio_gt_1": int((d["time_ratio"] > 1).sum()),
+            # Arms covering fewer than 95 % of their baseline's items that entered (no complete alpha of the rule).
+            "n_incomplete": int((~_complete(d)).sum()) if len(d) else 0,
             **_accuracy_counts(d, graded),
             "n_graded_partial": int(partial.sum()),
             **_mean_delta(d, graded, replicates),
@@ -346,18 +354,29 @@ def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarr
         })
         return row
 
-    methods = sorted(set(df["method"].astype(str)) | set(n_small)) if not df.empty or n_small else []
-    rows = [summarize(df[df["method"].astype(str) == m], m) for m in methods]  # a rule whose cells were all small keeps its row
-    rows.append(summarize(df, "all"))
+    methods = sorted(set(df["method"].astype(str)) | {m for _, m in n_small}) if not df.empty or n_small else []
+    conditions = serving_conditions(df["serving"]) if "serving" in df and not df.empty else [""]
+    by_condition = len(conditions) > 1
+    rows, small = [], []
+    for s in conditions:
+        d = df[df["serving"] == s] if by_condition else df
+        for m in methods:
+            if by_condition and not ((d["method"].astype(str) == m).any() or (s, m) in n_small):
+                continue
+            # A rule whose cells were all small keeps its row.
+            rows.append(({"serving": s} if by_condition else {}) | summarize(d[d["method"].astype(str) == m], m))
+            small.append(sum(v for (sv, mv), v in n_small.items() if mv == m and (sv == s or not by_condition)))
+    rows.append(({"serving": "all"} if by_condition else {}) | summarize(df, "all"))
+    small.append(int(sum(n_small.values())))
     out = pd.DataFrame(rows)
-    out["n_small_excluded"] = [int(n_small.get(r, 0)) for r in out["method"]]
-    out.loc[out["method"] == "all", "n_small_excluded"] = int(sum(n_small.values()))
+    out["n_small_excluded"] = small
     return out
 
 
-def _drop_small(df: pd.DataFrame, include_small: bool) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Cells with fewer than 10 items (``small_n``) out, unless asked; how many per method were left out."""
+def _drop_small(df: pd.DataFrame, include_small: bool) -> tuple[pd.DataFrame, dict[tuple[str, str], int]]:
+    """Cells with fewer than 10 items (``small_n``) out, unless asked; how many per (serving, method) were left out."""
     if include_small or df.empty or "small_n" not in df:
         return df, {}
     small = df["small_n"].astype(bool)
-    return df[~small], {str(k): int(v) for k, v in df.loc[small, "method"].value_counts().items()}
+    counts = df.loc[small].groupby([df.loc[small, "serving"].astype(str), df.loc[small, "method"].astype(str)]).size()
+    return df[~small], {(str(s), str(m)): int(v) for (s, m), v in counts.items()}

@@ -40,7 +40,7 @@ def time_model(units: pl.DataFrame) -> pd.DataFrame:
     Examples
     --------
     >>> import polars as pl
-    >>> u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p",
+    >>> u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "serving": "",
     ...                   "draft_rounds": [10, 20, 30], "wall_time_s": [2.0, 3.0, 4.0],
     ...                   "draft_rounds_star": [10, 20, 30], "wall_time_s_star": [1.5, 2.5, 3.5]})
     >>> time_model(u)[["seconds_per_round", "seconds_fixed_star", "time_ratio_predicted"]].round(3).values.tolist()

@@ -189,7 +189,8 @@ def verdicts(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -
                    for r, m in zip(df.itertuples(index=False), mdd))
     scopes: list[tuple[str, pd.DataFrame]] = []
     if table3_cells is not None:
-        keys = table3_cells[["target", "draft", "dataset", "method", "params"]].drop_duplicates()
+        keys = table3_cells[[k for k in ("target", "draft", "dataset", "method", "params", "serving")
+                             if k in table3_cells and k in df]].drop_duplicates()
         scopes.append(("table3", df.merge(keys, on=list(keys.columns), how="inner")))
     scopes.append(("all", df))
     rows: list[RuleVerdict] = []

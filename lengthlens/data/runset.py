@@ -34,6 +34,12 @@ class RunSet:
     #: The grading policy of the graders that read the texts (``default`` or ``study``).
     grading: str = "default"
 
+    def __post_init__(self) -> None:
+        from lengthlens.data.serving import with_serving
+
+        # A table built by hand (tests, notebooks) gets its serving condition like a loaded one.
+        object.__setattr__(self, "table", with_serving(self.table))
+
     @cached_property
     def paired(self) -> pl.DataFrame:
         """Ok runs that enter cells (computed once: at scale it is most of the table)."""

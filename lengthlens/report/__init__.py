@@ -53,6 +53,11 @@ OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
                   ("Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
                   "λ on the pairs where neither run is censored and accelerated-failure-time (AFT) length ratios that "
                   "treat censored runs as censored; Kaplan–Meier medians per side.")),
+    "serving": ("Serving conditions",
+                ("Each cell is a rule against its baseline under one serving condition (concurrency c, request rate, "
+                 "batch size bs, GPU, as logged): the same rule's cells at each load, lightest first, with R/R*, T/T* and "
+                 "output tokens per second (relaxed over strict) and their intervals; 'advantage lost at' is the lightest "
+                 "load, past one where the T/T* interval lies below 1, where it no longer does.")),
     "extra_tokens": ("Tokens accepted only because of the relaxation",
                      ("From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
                      "rejected, with the target's probability and rank of those tokens against strict-accepted ones. Ranks are "
@@ -135,6 +140,8 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any]]]:
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
+        if key == "serving" and analysis.tables.get("serving") is None:
+            continue
         if key in ("accuracy_vs_gain", "tradeoff") and (cells.empty or not (cells["n_graded"] > 0).any()):
             continue
         if key == "time_model" and "time_model" not in analysis.tables:
@@ -166,6 +173,8 @@ def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
         first.append("attribution")
     if "censoring" in sections:
         first.append("survival")
+    if "serving" in sections:
+        first.append("serving")
     head = [k for k in first if k in keys]
     return head + [k for k in keys if k not in head]
 
@@ -187,8 +196,8 @@ def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict
         caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in notes[key])
         blocks[key] = {"svg": Markup(svgs[key]), "caption": caption, "id": f"fig-{ctx.slug(key)}",
                        "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
-                       or (base == "survival" and "censoring" in sections),
-                       "wide": base in ("survival", "tradeoff", "alpha_sweep")}
+                       or (base == "survival" and "censoring" in sections) or (base == "serving" and "serving" in sections),
+                       "wide": base in ("survival", "serving", "tradeoff", "alpha_sweep")}
     return blocks
 
 
@@ -218,7 +227,7 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
 
 def _placed_sections(analysis: Analysis) -> set[str]:
     """The optional sections that hold a figure of their own when shown (see :func:`_figure_order`)."""
-    return {n for n in ("attribution", "censoring") if analysis.tables.get(n) is not None}
+    return {n for n in ("attribution", "censoring", "serving") if analysis.tables.get(n) is not None}
 
 
 def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
@@ -269,7 +278,8 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
         prov=(prov := ctx.provenance(analysis, generated)), prov_terms=ctx.provenance_terms(prov, analysis.settings),
         settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
-        cells_html=grouped_html(_with_verdict_text(cells), cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
+        cells_html=grouped_html(_with_verdict_text(cells), _serving_first(cell_columns(), cells, after="params"), css="cells"),
+        cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
@@ -277,10 +287,12 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
         n_excluded=0 if excluded is None else int(excluded["n_runs"].sum()),
         table3_pairs=grouped_html(t3p, _table3_cols(t3p), sub=None, css="t3", open_first=False) if t3p is not None else None,
         decision=decision, decision_html=_decision_table(verdicts_df), grading_name=wording.grading_name(analysis),
-        grading_warning=wording.grading_warning(analysis), policy=analysis.grading,
+        grading_warning=wording.grading_warning(analysis),
+        incomplete_warning=wording.incomplete_warning(analysis), policy=analysis.grading,
         drilldown=_drilldown_blocks(analysis),
         attribution_summary=_attribution_summaries(analysis), thinking_sentence=ctx.thinking_sentence(analysis),
         cards=wording.cards(ctx.headline_numbers(analysis)), notes=_notes(analysis),
+        serving_sentence=wording.serving_sentence(analysis),
     )
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
@@ -297,6 +309,15 @@ def _notes(analysis: Analysis) -> dict[str, Any]:
             "table3_pairs": wording.TABLE3_PAIRS_NOTE, "cells": wording.cells_note(analysis.settings),
             "arms": wording.arms_note(grading, analysis.grading), "excluded": wording.EXCLUDED_NOTE,
             "methods": wording.methods(analysis.settings, ctx.grading_provenance(analysis.runs))}
+def _serving_first(cols: list, df: pd.DataFrame, *, after: str | None = None) -> list:
+    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several."""
+    from lengthlens.data.serving import serving_conditions
+    from lengthlens.report.columns import Col
+
+    if "serving" not in df or df.empty or len(serving_conditions(df["serving"])) < 2:
+        return cols
+    at = next((k + 1 for k, c in enumerate(cols) if c.name == after), 0)
+    return [*cols[:at], Col("serving", "serving", "text", left=True), *cols[at:]]
 
 
 def _with_verdict_text(cells: pd.DataFrame) -> pd.DataFrame:
@@ -310,14 +331,15 @@ def _with_verdict_text(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def _table3_cols(t3: pd.DataFrame) -> list:
-    """Table 3's columns, with the count of partly graded cells beside 'graded' when there are any."""
+    """Table 3's columns (the serving condition first where it has several), the count of partly graded cells
+    beside 'graded' when there are any."""
     from lengthlens.report.columns import TABLE3_COLS, Col
 
     if "n_graded_partial" not in t3 or not (t3["n_graded_partial"] > 0).any():
-        return TABLE3_COLS
+        return _serving_first(TABLE3_COLS, t3)
     i = next(k for k, c in enumerate(TABLE3_COLS) if c.name == "n_graded") + 1
     extra = Col("n_graded_partial", "partly graded", "int", title="graded on fewer than half their items; left out of the counts")
-    return [*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]]
+    return _serving_first([*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]], t3)
 
 
 def _attribution_frames(analysis: Analysis) -> list[tuple[int, str, pd.DataFrame]]:
@@ -416,7 +438,7 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
     """One collapsible block per cell: the items that move its λ most and those whose accuracy changed."""
     import html as _html
 
-    from lengthlens.report.columns import Col, table_html
+    from lengthlens.report.columns import Col, fmt, table_html
 
     d = analysis.tables.get("drilldown")
     if d is None or d.empty:
@@ -427,14 +449,21 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
             Col("lambda_shift", "λ − λ without", "f3"), Col("correct_change", "Δ correct", "int",
                                                               css=lambda r: "loss" if (r.get("correct_change") or 0) < 0 else ""),
             Col("driver", "why listed", "text", left=True)]
-    cells = analysis.tables["cells"].set_index(["target", "draft", "dataset", "method", "params"])
-    infl = [c for c in ("influence_top_share", "lambda_loo_lo", "lambda_loo_hi", "influential") if c in cells.columns]
+    # A cell's key holds its serving condition where one is logged (then the same rule has a cell per condition).
+    arm = [k for k in ("target", "draft", "dataset", "method", "params", "serving") if k in d and k in analysis.tables["cells"]]
+    cells = analysis.tables["cells"].set_index(arm)
     blocks = []
-    for key, g in d.groupby(["target", "draft", "dataset", "method", "params"], sort=True):
+    for key, g in d.groupby(arm, sort=True):
         c = cells.loc[key] if key in cells.index else None
-        lam = "" if c is None else f" · λ {c['lambda']:.2f} · Δacc {c['accuracy_delta_pp']:.1f} pp"
-        extra = "" if c is None or not infl else " · " + ", ".join(f"{k} {c[k]}" for k in infl)
-        label = f"{key[0]} ← {key[1]} / {key[2]} / {key[3]} {key[4]}{lam}{extra}"
+        lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {fmt(c['accuracy_delta_pp'], 'f1')} pp"
+        extra = ""
+        if c is not None and "influence_top_share" in cells.columns:
+            extra = f" · largest item share {fmt(c['influence_top_share'], 'pct')}"
+            if "lambda_loo_lo" in cells.columns:
+                extra += f" · λ without one item {fmt(c['lambda_loo_lo'], 'f2')}–{fmt(c['lambda_loo_hi'], 'f2')}"
+            if c.get("influential") in (True, 1):
+                extra += " · influential"
+        label = f"{key[0]} ← {key[1]} / {key[2]} / {key[3]} {key[4]}{' / ' + key[5] if key[5:6] and key[5] else ''}{lam}{extra}"
         blocks.append(f'<details class="group"><summary>{_html.escape(label)}</summary>'
                       f'{table_html(g, cols)}</details>')
     return Markup("".join(blocks))
@@ -450,6 +479,7 @@ def render_pdf(analysis: Analysis, path: Path, *, figure_blocks: dict[str, dict[
     """
     import pandas as pd
 
+    from lengthlens.report.columns import cell_columns
     from lengthlens.report.typeset import pdf_model
     from lengthlens.report.typeset import render_pdf as typeset
 
@@ -458,7 +488,8 @@ def render_pdf(analysis: Analysis, path: Path, *, figure_blocks: dict[str, dict[
     excluded = analysis.tables.get("arms_excluded")
     model = pdf_model(analysis, figs, sections=OPTIONAL_SECTIONS, table3_cols=_table3_cols(analysis.tables["table3"]),
                       arm_cols=_arm_cols(arms), attribution=_attribution_frames(analysis), notes=_notes(analysis),
-                      cells=_with_verdict_text(analysis.tables["cells"]), verdicts=_decision_frame(analysis.tables.get("verdicts")),
+                      cells=_with_verdict_text(analysis.tables["cells"]),
+                      cell_cols=_serving_first(cell_columns(), analysis.tables["cells"], after="params"), verdicts=_decision_frame(analysis.tables.get("verdicts")),
                       excluded_cols=_excluded_cols(excluded) if excluded is not None else [], generated=generated)
     return typeset(model, path)
 

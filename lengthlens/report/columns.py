@@ -296,7 +296,7 @@ VERDICT_COLS = [
     Col("verdict_rounds", "rounds", "text", css=_verdict_class("verdict_rounds"),
         title="faster / slower / can't tell: R/R*'s interval below 1, above 1, or holding 1"),
     Col("verdict_time", "time", "text", css=_verdict_class("verdict_time"), title="the same from T/T*'s interval"),
-    Col("verdict_accuracy_text", "accuracy", "text", css=_verdict_class("verdict_accuracy"),
+    Col("verdict_accuracy_text", "accuracy", "text", left=True, css=_verdict_class("verdict_accuracy"),
         title="worse: the one-sided loss test fires; else no detectable change, with the smallest drop the test "
               "detects with 80 % power (accuracy_mdd_pp)"),
 ]

@@ -22,7 +22,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from lengthlens.analyses.analyse import Analysis
 
 __all__ = ["FIGURES", "fig_accuracy_vs_gain", "fig_alpha_sweep", "fig_attribution", "fig_gain_vs_lambda",
-           "fig_lambda_forest", "fig_rounds_vs_time", "fig_table4_costs", "fig_time_model", "fig_tradeoff", "fig_survival", "few_items", "method_colors", "with_benchmark", "to_svg"]
+           "fig_lambda_forest", "fig_rounds_vs_time", "fig_serving", "fig_table4_costs", "fig_time_model", "fig_tradeoff",
+           "fig_survival", "few_items", "method_colors", "with_benchmark", "to_svg"]
 
 from lengthlens.report.plot_style import (
     RC,
@@ -99,6 +100,7 @@ def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame) -> Figure:
         extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
                          label=f"hollow: few items ({int(few.sum())})")] if few.any() else [])
         legends(axes.flat[0], colors, markers, outside=True, extra=extra)
+        add_caption_note(fig, "Every α of each rule is drawn.")
         if len(extra) and len(markers) < 2:
             fig.legend(handles=extra, frameon=False, loc="outside right lower")
         return fig
@@ -176,11 +178,17 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
         if labelled:
             short_pair = df[["target", "draft"]].drop_duplicates().shape[0] > 1
             labels = [(f"{r.target} · " if short_pair else "") + f"{r.method} {r.params}"
-                      + (f" ({r.n_items} items)" if few.iloc[i] else "") for i, r in enumerate(g.itertuples())]
+                      + (f" ({r.n_items} items)" if few.iloc[i] else "")
+                      + (f" [incomplete: {r.n_items}/{r.n_items_baseline}]" if not getattr(r, "complete", True) else "")
+                      for i, r in enumerate(g.itertuples())]
             ax.set_yticks(y, labels, fontsize=8)
         else:
             ax.set_yticks([])
         ax.grid(axis="y", visible=False)
+        n_incomplete = int((~g["complete"].astype(bool)).sum()) if "complete" in g else 0
+        if n_incomplete:
+            add_caption_note(fig, f"{n_incomplete} cell(s) of arms covering fewer than 95% of their baseline's items"
+                                  + (" are labelled [incomplete]." if labelled else " are drawn among the others."))
         name = dataset if dataset is not None else ", ".join(sorted(df["dataset"].unique()))
         ax.set_title(f"λ per cell: {name} ({len(g)} cells; dashed: λ = 1)")
         ax.set_xlabel("λ with its 95% interval (log scale)")
@@ -250,10 +258,11 @@ def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0) -> 
         if g_all.empty or "accuracy_delta_pp" not in g_all:
             return empty_panel(fig, ax, "no graded cells")
         colors = method_colors(df["method"])
-        markers = dataset_markers(g_all["dataset"])
+        g_all = with_benchmark(g_all.reset_index(drop=True))  # one marker per benchmark, as in every figure
+        markers = dataset_markers(g_all["benchmark"])
         show_ci = len(g_all) <= 60
         marks = Marks()
-        for (m, d), g in g_all.groupby(["method", "dataset"], sort=True):
+        for (m, d), g in g_all.groupby(["method", "benchmark"], sort=True):
             if show_ci and "accuracy_delta_lo" in g:
                 gc = _with_ci(g)
                 marks.vbars(gc["gain"], gc["accuracy_delta_lo"], gc["accuracy_delta_hi"], color=colors[m], alpha=0.3,
@@ -288,7 +297,8 @@ def fig_attribution(obj: Analysis | pd.DataFrame) -> Figure:
     if df is not None and not df.empty and not isinstance(obj, pd.DataFrame) and "alpha_selected" in obj.tables:
         # One α per rule and dataset (Table 3's), so that the bars do not average over α.
         sel = obj.tables["alpha_selected"].rename(columns={"params_selected": "params"})
-        df = df.merge(sel[["target", "draft", "dataset", "method", "params"]], how="inner")
+        df = df.merge(sel[[k for k in ("target", "draft", "dataset", "method", "params", "serving")
+                           if k in sel and k in df]], how="inner")
         note = "Table 3's cells: each rule at its most aggressive complete α per dataset"
     if df is not None and not df.empty and "n_items" in df.columns:
         small = df["n_items"] < SMALL_N_ITEMS
@@ -448,7 +458,7 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         width, height = max(6.4, 1.75 * len(methods) + 1.6), 1.35 * len(rows) + 0.8
         fig, axes = subplots(len(rows), len(methods), figsize=(width, height), layout="none", squeeze=False,
                              sharex="col", sharey="row")
-        fig.subplots_adjust(left=0.75 / width, right=1 - 1.55 / width, bottom=0.5 / height, top=1 - 0.45 / height,
+        fig.subplots_adjust(left=0.75 / width, right=1 - 2.0 / width, bottom=0.5 / height, top=1 - 0.45 / height,
                             wspace=0.12, hspace=0.14)
         n_clipped = 0
         for i, (metric, label, log) in enumerate(rows):
@@ -489,7 +499,7 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame) -> Figure:
         if few.any():
             extra.append(Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
                                 label=f"hollow: fewer than 10 items ({int(few.sum())})"))
-        _marker_legend(fig, markers, extra, at=(1 - 1.5 / width, 1 - 0.45 / height))
+        _marker_legend(fig, markers, extra, at=(1 - 1.95 / width, 1 - 0.45 / height))
         fig.suptitle("The α sweep: each rule's cells against α (a line per dataset)", fontsize=9.5, y=1 - 0.08 / height,
                      va="top")
         if few.any():
@@ -506,16 +516,27 @@ def fig_time_model(obj: Analysis | pd.DataFrame) -> Figure:
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("time_model", pd.DataFrame())
     with matplotlib.rc_context(RC):
         fig, (a1, a2) = subplots(1, 2, figsize=(8.6, 3.9), layout="constrained")
+        from lengthlens.analyses.cells import SMALL_N_ITEMS
+
+        if df is not None and not df.empty:
+            few = df["n_runs"] < SMALL_N_ITEMS  # a line through a handful of runs is noise
+            if few.any():
+                add_caption_note(fig, f"{int(few.sum())} cell(s) with fewer than {SMALL_N_ITEMS} runs left out.")
+            df = df[~few]
         if df is None or df.empty:
             return empty_panel(fig, a1, "no wall times and rounds logged")
         d = with_benchmark(df.reset_index(drop=True))
         colors, markers = method_colors(d["method"]), dataset_markers(d["benchmark"])
         ms = 1000.0
+        left, right = Marks(), Marks()
         for (m, b), g in d.groupby(["method", "benchmark"], sort=True):
-            a1.scatter(g["seconds_per_round_star"] * ms, g["seconds_per_round"] * ms, marker=markers[b], s=20, color=colors[m],
-                       edgecolor="white", linewidth=0.4, zorder=3)
-            a2.scatter(g["time_ratio_predicted"], g["time_ratio"], marker=markers[b], s=20, color=colors[m],
-                       edgecolor="white", linewidth=0.4, zorder=3)
+            left.points(g["seconds_per_round_star"] * ms, g["seconds_per_round"] * ms, marker=markers[b], size=20,
+                        color=colors[m], edgecolor="white", linewidth=0.4)
+            right.points(g["time_ratio_predicted"], g["time_ratio"], marker=markers[b], size=20, color=colors[m],
+                         edgecolor="white", linewidth=0.4)
+        left.draw(a1)
+        right.draw(a2)
+        a1.autoscale_view()
         v = pd.concat([d["seconds_per_round_star"], d["seconds_per_round"]]).replace([np.inf, -np.inf], np.nan).dropna() * ms
         if len(v):
             lo, hi = float(v.min()), float(v.max())
@@ -567,6 +588,63 @@ def fig_table4_costs(obj: Analysis | pd.DataFrame) -> Figure:
 
 
 #: Report figures in the order they appear: key -> (function, caption).
+#: Panels of the serving figure: metric, axis label.
+_SERVING_PANELS = (("rounds_ratio", "R/R* (verifier rounds)"), ("time_ratio", "T/T* (wall time)"),
+                   ("throughput_ratio", "output tokens/s, relaxed / strict"))
+#: Rows (target, draft, dataset) the serving figure draws at most; serving.csv holds every arm.
+SERVING_MAX_ROWS = 6
+
+
+def fig_serving(obj: Analysis | pd.DataFrame) -> Figure:
+    """R/R*, T/T* and the tokens-per-second ratio of every rule against the load (concurrency, request rate or batch size).
+
+    One row of panels per (target, draft, dataset[, fixed part of the condition]) up to
+    :data:`SERVING_MAX_ROWS`; one line per rule and params with its intervals; log load axis. The
+    dotted line is 1: where T/T* climbs over it (or tokens/s falls under it) the rule's advantage is gone.
+    Takes the Analysis or its ``serving`` table (:func:`lengthlens.analyses.serving.serving_table`).
+    """
+    df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("serving", pd.DataFrame())
+    with matplotlib.rc_context(RC):
+        keys = list(dict.fromkeys(df[["target", "draft", "dataset", "series"]].itertuples(index=False, name=None))) \
+            if not df.empty else []
+        shown = keys[:SERVING_MAX_ROWS]
+        fig, axes = subplots(max(1, len(shown)), 3, figsize=(9.6, 2.7 * max(1, len(shown)) + 0.6), layout="constrained",
+                             squeeze=False, sharex=True)
+        if df.empty:
+            return empty_panel(fig, axes[0, 0], "one serving condition: nothing to compare")
+        colors = method_colors(df["method"])
+        axis = str(df["load_axis"].iloc[0])
+        numeric = axis != "condition" and bool((df["load"] > 0).all())
+        for row, key in zip(axes, shown):
+            part = df[(df["target"] == key[0]) & (df["draft"] == key[1]) & (df["dataset"] == key[2]) & (df["series"] == key[3])]
+            for ax, (metric, label) in zip(row, _SERVING_PANELS):
+                for (m, p), g in part.groupby(["method", "params"], sort=True):
+                    x, y = g["load"].to_numpy(float), g[metric].to_numpy(float)
+                    lo, hi = g[f"{metric}_lo"].to_numpy(float), g[f"{metric}_hi"].to_numpy(float)
+                    bars = ~g["small_n"].astype(bool).to_numpy() & np.isfinite(lo) & np.isfinite(hi)
+                    ax.plot(x, y, color=colors[m], lw=1.2, marker="o", ms=3.5, label=f"{m} {p}")
+                    if bars.any():
+                        ax.errorbar(x[bars], y[bars], yerr=[y[bars] - lo[bars], hi[bars] - y[bars]], fmt="none",
+                                    ecolor=colors[m], elinewidth=0.9, capsize=2.5, alpha=0.6)
+                ax.axhline(1, color="#a8322d", lw=0.8, ls=":")
+                ax.set_ylabel(label, fontsize=8)
+            row[0].set_title(" / ".join(k for k in key if k), fontsize=8.5, loc="left")
+        ticks = sorted(set(df["load"].astype(float)))
+        names = dict(zip(df["load"].astype(float), df["serving"]))
+        for ax in axes[-1]:
+            if numeric:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(ticks, [f"{t:g}" if numeric else names[t] for t in ticks], fontsize=7)
+            ax.set_xlabel({"concurrency": "concurrency (requests in flight)", "request_rate": "request rate (1/s)",
+                           "batch_size": "batch size"}.get(axis, "serving condition"), fontsize=8)
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(handles)), frameon=False, fontsize=7.5)
+        if len(keys) > len(shown):
+            fig.suptitle(f"the first {len(shown)} of {len(keys)} target / draft / dataset groups (serving.csv has all)",
+                         fontsize=8)
+        return fig
+
+
 FIGURES: dict[str, tuple[Any, str]] = {
     "gain_vs_lambda": (fig_gain_vs_lambda, ("The length illusion at a glance: per-round gain against length ratio per cell. "
                        "Measured rounds break even on the diagonal (R/R* = λ / gain = 1); every cell above it needs more "
@@ -581,6 +659,9 @@ FIGURES: dict[str, tuple[Any, str]] = {
                     "(solid; GPT-OSS's analysis channel, or a <think> block) and the answer (hatched); mean over "
                     "target–draft pairs. Panel titles are datasets; colour is the rule.")),
     "accuracy_vs_gain": (fig_accuracy_vs_gain, "Accuracy change against per-round gain for graded cells; dashed: a 2-point drop."),
+    "serving": (fig_serving, ("Serving conditions: verifier rounds, wall time and output tokens per second of each rule "
+                "relative to its baseline at the same load, with their intervals. R/R* does not depend on the load; "
+                "where T/T* rises over the dotted line (tokens/s falls under it) the rule's advantage has disappeared.")),
     "tradeoff": (fig_tradeoff, ("The speed–accuracy trade-off: measured verifier rounds R/R* (top) and wall time T/T* (bottom) "
                  "against the accuracy change, with both 95% intervals, one column per rule, every α; marker = benchmark. "
                  "A rule pays below the dotted line at 1 and right of the one at 0. Graded cells graded on at least half "

@@ -153,6 +153,12 @@ def _optional_blocks(analysis: Analysis, name: str, figs: dict[str, dict[str, st
             blocks.append(_figure(figs["attribution"]))
     if name == "censoring" and "survival" in figs:
         blocks.append(_figure(figs["survival"]))
+    if name == "serving":
+        from lengthlens.report import wording
+
+        blocks += _paragraphs([wording.serving_sentence(analysis)])
+        if "serving" in figs:
+            blocks.append(_figure(figs["serving"]))
     if name == "extra_tokens" and "n_runs_with_proposals" in df.columns:
         n_all = len(df)
         df = df[df["n_runs_with_proposals"] > 0]
@@ -199,12 +205,11 @@ def _table3_section(analysis: Analysis, notes: dict[str, Any], cols: Sequence[Co
             "title_in_caption": True, "blocks": blocks}
 
 
-def _cells_section(analysis: Analysis, notes: dict[str, Any], cells: pd.DataFrame) -> dict[str, Any]:
+def _cells_section(analysis: Analysis, notes: dict[str, Any], cells: pd.DataFrame, cols: Sequence[Col]) -> dict[str, Any]:
     from lengthlens.report import context as ctx
-    from lengthlens.report.columns import cell_columns
 
     return {"id": "cells", "title": "Cells", "landscape": True,
-            "blocks": _paragraphs([f"{ctx.group_note(cells)}. {notes['cells']}"]) + grouped_block(cells, cell_columns())}
+            "blocks": _paragraphs([f"{ctx.group_note(cells)}. {notes['cells']}"]) + grouped_block(cells, cols)}
 
 
 def _methods_section(analysis: Analysis, notes: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +242,8 @@ def _arms_section(analysis: Analysis, notes: dict[str, Any], arm_cols: Sequence[
 
 def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, sections: dict[str, tuple[str, str]],
               table3_cols: Sequence[Col], arm_cols: Sequence[Col], attribution: Sequence[tuple[int, str, pd.DataFrame]],
-              notes: dict[str, Any], cells: pd.DataFrame, verdicts: Any = None, excluded_cols: Sequence[Col] = (),
+              notes: dict[str, Any], cells: pd.DataFrame, cell_cols: Sequence[Col], verdicts: Any = None,
+              excluded_cols: Sequence[Col] = (),
               generated: str | None = None) -> dict[str, Any]:
     """The whole report as plain data for ``report.typ``: what :func:`lengthlens.report.render_html` shows.
 
@@ -245,7 +251,7 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, sections: 
     caption; drawn once for both documents), ``sections`` the optional sections (name -> title, intro),
     ``table3_cols`` and ``arm_cols`` the columns of Table 3 and of the arms appendix (``excluded_cols`` of the runs
     left out), ``attribution`` the attribution summaries (heading level, title, table), ``notes`` the sections'
-    notes, ``cells`` the cell table with its verdicts in words, ``verdicts`` the verdict table (rows, columns, bold
+    notes, ``cells`` the cell table with its verdicts in words and ``cell_cols`` its columns, ``verdicts`` the verdict table (rows, columns, bold
     rows). Each section is one function; the drill-down stays in the HTML (collapsible per cell).
     """
     from lengthlens.report import context as ctx
@@ -258,7 +264,7 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, sections: 
         _table3_section(analysis, notes, table3_cols),
         {"id": "illusion", "title": "The length illusion at a glance", "blocks": [_figure(figs["gain_vs_lambda"])]}
         if "gain_vs_lambda" in figs else None,
-        _cells_section(analysis, notes, cells),
+        _cells_section(analysis, notes, cells, cell_cols),
     ]
     for name, (title, intro) in sections.items():
         if analysis.tables.get(name) is None and name != "table4":
@@ -276,12 +282,14 @@ def pdf_model(analysis: Analysis, figs: dict[str, dict[str, str]], *, sections: 
             {"id": "limitations", "title": "Limitations", "continue": True,
              "blocks": [{"type": "list", "items": ctx.limitations(analysis)}]},
             _arms_section(analysis, notes, arm_cols, excluded_cols)]
-    warning = wording.grading_warning(analysis)
+    warning = " ".join(w for w in (f"Grading: {wording.grading_warning(analysis)}" if wording.grading_warning(analysis) else "",
+                                   f"Incomplete arms: {wording.incomplete_warning(analysis)}"
+                                   if wording.incomplete_warning(analysis) else "") if w)
     return {
         "title": "Acceptance length against what happened",
         "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {len(prov['pairs'])} "
                      f"target–draft pair(s) · {len(prov['benchmarks'])} dataset(s) · {prov['generated']}"),
-        "headline": wording.headline(analysis), "warning": f"Grading: {warning}" if warning else "",
+        "headline": wording.headline(analysis), "warning": warning,
         "cards": wording.cards(ctx.headline_numbers(analysis)), "sections": [s for s in out if s is not None],
     }
 

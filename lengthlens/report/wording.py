@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from lengthlens.analyses.analyse import Analysis
 
 __all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
-           "decision_note", "grading_name", "grading_warning", "headline", "methods", "summary_lines", "table3_note",
+           "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods", "serving_sentence",
+           "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
@@ -49,6 +50,24 @@ def grading_name(analysis: Any) -> str:
     """The grading policy the accuracies use, in words."""
     policy = getattr(analysis.runs, "grading", "default")
     return GRADING_NAMES.get(policy, f"grading policy {policy}")
+
+
+def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
+    """A warning naming the cells whose arm covers fewer than 95 % of its baseline's items (not the method's full result)."""
+    from lengthlens.data.coverage import COMPLETE_SHARE
+
+    cells = analysis.tables.get("cells")
+    if cells is None or cells.empty or "complete" not in cells:
+        return None
+    bad = cells[~cells["complete"].astype(bool)]
+    if bad.empty:
+        return None
+    named = [f"{r.method} {r.params} ({r.target} / {r.dataset}: {r.n_items} of {r.n_items_baseline} items)"
+             for r in bad.head(most).itertuples()]
+    more = f"; and {len(bad) - most} more (cells.csv, complete)" if len(bad) > most else ""
+    return (f"{len(bad)} of {len(cells)} cells cover fewer than {COMPLETE_SHARE:.0%} of their baseline's items, so their numbers "
+            f"are not the method's on the whole benchmark: " + "; ".join(named) + more + ". They are marked in Table 3 "
+            "(n_incomplete), the λ forest plots and the survival curves.")
 
 
 def grading_warning(analysis: Any) -> str | None:
@@ -104,7 +123,7 @@ def accuracy_verdict_text(verdict: str, mdd_pp: float | None) -> str:
     """A cell's accuracy verdict as the cell table shows it: "no detectable change" carries its minimum detectable drop."""
     if verdict != "no detectable change" or mdd_pp is None or np.isnan(mdd_pp):
         return verdict
-    return f"{verdict} (detects ≥ {mdd_pp:.0f} pp)" if np.isfinite(mdd_pp) else f"{verdict} (no drop detectable)"
+    return f"{verdict} (detects ≥ {mdd_pp:.0f} pp)" if np.isfinite(mdd_pp) else f"{verdict} (too few pairs to detect a drop)"
 
 
 def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
@@ -184,12 +203,13 @@ def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
     ci = (f" [{a['accuracy_delta_pp_mean_lo']:.1f}, {a['accuracy_delta_pp_mean_hi']:.1f}]"
           if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
     mdd = float(a.get("accuracy_mdd_pp_median", np.nan))
-    power = (f"; at the median cell it detects a true drop of {mdd:.0f} points with 80 % power" if np.isfinite(mdd)
-             else "; at the median cell no drop is detected with 80 % power" if mdd == np.inf else "")
+    power = (f"; at the median cell that test detects a true drop of {mdd:.0f} points with 80 % power"
+             if np.isfinite(mdd) else
+             "; at the median cell that test detects no drop with 80 % power" if mdd == np.inf else "")
     return (f"; accuracy changed by {a['accuracy_delta_pp_mean']:.1f} points on average{ci}: "
             f"{int(a['n_drop_2pp'])} of {graded} graded cells lost more than {ACCURACY_DROP_PP:g} points by a one-sided "
-            f"test at {ALPHA_ONE_SIDED:.1%}{power}, "
-            f"{int(a['n_drop_2pp_point'])} by the point rule of the study; " + _family_clause(a, family))
+            f"test at {ALPHA_ONE_SIDED:.1%} ({int(a['n_drop_2pp_point'])} by the point rule of the study){power}; "
+            + _family_clause(a, family))
 
 
 def _family_clause(a: pd.Series, family: AccuracyFamily | None) -> str:
@@ -207,6 +227,25 @@ def time_caveats(cells: pd.DataFrame) -> list[str]:
     if "time_ratio" not in cells or not np.isfinite(cells["time_ratio"].astype(float)).any():
         return []
     return [TIME_CONDITIONAL, TIME_PER_ROUND_BIAS]
+
+
+def serving_sentence(analysis: Analysis, most: int = 6) -> str:
+    """Where each rule's wall-time advantage disappears as the load grows ("" without several serving conditions)."""
+    sv = analysis.tables.get("serving")
+    if sv is None or sv.empty:
+        return ""
+    arms = sv.drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    wins = sv[sv["time_ratio_hi"] < 1].drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    lost = arms[arms["advantage_lost_at"].fillna("") != ""]
+    conditions = ", ".join(dict.fromkeys(sv.sort_values("load", kind="mergesort")["serving"]))
+    head = (f"Over the serving conditions logged ({conditions}), {len(wins)} of {len(arms)} arms are faster than their "
+            f"baseline (T/T* interval below 1) at some load")
+    if lost.empty:
+        return head + ", and none of them loses that advantage at a heavier load."
+    named = [f"{r.method} {r.params} ({r.dataset}{', ' + r.series if r.series else ''}) at {r.advantage_lost_at}"
+             for r in lost.head(most).itertuples()]
+    more = f", and {len(lost) - most} more (serving.csv)" if len(lost) > most else ""
+    return head + f"; {len(lost)} lose it as the load grows: " + "; ".join(named) + more + "."
 
 
 def summary_lines(analysis: Analysis) -> list[str]:
@@ -256,9 +295,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"lossless check: outputs differ from the baseline on {int(lo['n_outputs_differ'].sum())} of "
                      f"{int(lo['n_runs'].sum())} paired runs of lossless methods; λ's interval excludes 1 in {out} of "
                      f"{len(lo)} cells (lossless.csv)")
-    warn = grading_warning(analysis)
-    if warn:
-        lines.append(f"warning: {warn}")
+    if (said := serving_sentence(analysis)):
+        lines.append(f"serving: {said}")
+    for warn in (grading_warning(analysis), incomplete_warning(analysis)):
+        if warn:
+            lines.append(f"warning: {warn}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines
@@ -396,7 +437,8 @@ def methods(settings: dict[str, Any], grading: str) -> list[tuple[str, list[str]
                        "β·relaxed + σε with log-normal ε fitted by maximum likelihood with right-censoring, whose time "
                        "ratio exp(β) is a censoring-aware geometric-mean ratio (a sensitivity analysis: it reads as \"a "
                        "typical completion stretched by\", not as λ, a mean-token ratio; it differs from λ when the effect "
-                       "varies by item). The restricted-mean ratio's interval covers about 90% at 12 items (95% nominal)."]),
+                       "varies by item). Where budgets differ, the restricted-mean ratio's interval is the expanded percentile "
+                       "interval of weighted Kaplan–Meier curves (the plain one is too narrow at a dozen items)."]),
         ("Grading", ["Correctness comes from the study's grade files or from lengthlens' graders, which read only a "
                      "completion's answer part: a run cut at the budget inside its thinking is incorrect, nothing is "
                      "extracted from thinking. GSM8K and AIME compare the final number, LongBench v2 the chosen letter, "

@@ -254,7 +254,7 @@ def test_drilldown_equals_a_plain_loop():
     for m in ("x", "y"):
         for i in range(9):
             for seed in range(2):
-                rows.append({"target": "T", "draft": "D", "dataset": "a", "method": m, "params": "p", "item_id": f"i{i}",
+                rows.append({"target": "T", "draft": "D", "dataset": "a", "method": m, "params": "p", "serving": "", "item_id": f"i{i}",
                              "output_tokens": int(rng.integers(50, 900)), "output_tokens_star": int(rng.integers(50, 900)),
                              "correct": bool(rng.random() < 0.5), "correct_star": bool(rng.random() < 0.6)})
     u = pl.DataFrame(rows)
@@ -277,7 +277,7 @@ def test_time_model_fits_equal_numpy_polyfit():
     rng = np.random.default_rng(9)
     R, Rs = rng.integers(20, 200, 30), rng.integers(20, 200, 30)
     T, Ts = 0.4 + 0.021 * R + rng.normal(0, 0.05, 30), 0.3 + 0.018 * Rs + rng.normal(0, 0.05, 30)
-    u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "draft_rounds": R,
+    u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "serving": "", "draft_rounds": R,
                       "wall_time_s": T, "draft_rounds_star": Rs, "wall_time_s_star": Ts})
     r = time_model(u).iloc[0]
     b, a = np.polyfit(R, T, 1)
@@ -286,3 +286,15 @@ def test_time_model_fits_equal_numpy_polyfit():
     assert (r["seconds_per_round_star"], r["seconds_fixed_star"]) == pytest.approx((bs, as_), rel=1e-9)
     assert r["time_ratio"] == pytest.approx(T.sum() / Ts.sum(), rel=1e-12)
     assert r["time_ratio_predicted"] == pytest.approx((30 * as_ + bs * R.sum()) / (30 * as_ + bs * Rs.sum()), rel=1e-9)
+
+
+def test_notebook_reprs_name_target_and_draft(two_pairs):
+    table = ll.cells(two_pairs, n_resamples=200, seed=1)
+    c = table.get(target="T2", dataset="a", method="cactus", params="alpha0.3")
+    f = c.to_frame()
+    assert list(f.columns[:5]) == ["target", "draft", "dataset", "method", "params"] and set(f["target"]) == {"T2"}
+    assert "target T2 ← draft D" in c._repr_html_()
+    html = table._repr_html_()
+    assert "<th>target</th>" in html and "<th>draft</th>" in html and "<th>verdict_rounds</th>" in html
+    v = ll.verdicts(table.to_frame())
+    assert "Verdicts:" in v._repr_html_() and len(v.cells_frame()) == len(table)
