@@ -1,7 +1,7 @@
 """The whole ``lengthlens report`` at paper scale, as a user runs it, against the loop people write by hand.
 
     python benchmarks/bench_report.py [--data DIR] [--n-resamples 10000] [--repeat 1] [--study-cells 72]
-                                      [--real ../shared/data/lossy-token-eff/runs]
+                                      [--real ../shared/data/lossy-token-eff/runs] [--pdf-only]
 
 Builds (once, into DIR) the paper-scale synthetic study as one flat Parquet file: 12 target-draft
 pairs x 6 datasets (1319, 30, 164, 400, 80, 503 items) x strict + 5 rules = 179,712 runs, 360 cells.
@@ -15,7 +15,9 @@ Then prints, in one run (every figure below comes from this run, on this machine
   sums gathered with fancy indexing, the registry's formulas, percentiles (a stratified sample of
   cells, scaled to all 360);
 * the ratio the project holds itself to: the whole ``--no-pdf`` report at least 4x faster than that loop;
-* with ``--real``, the report on real logs (with and without the PDF).
+* with ``--real``, the report on real logs (with and without the PDF);
+* the PDF's price on both: the report with the PDF against the ``--no-pdf`` command, in wall and in CPU
+  seconds (target: at most 1.2x). ``--pdf-only`` times just those commands.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TARGET_VS_STUDY = 4.0
+TARGET_PDF = 1.2
 _STAGE = re.compile(r"^lengthlens: (.+?) (\d+\.\d) s$")
 
 
@@ -91,7 +94,7 @@ def run_child(cmd: list[str]) -> dict:
         text = err.read().decode(errors="replace")
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed:\n{text[-3000:]}")
-    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gb": peak[0] / 1e9,
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_gb": peak[0] / 1e9, "stderr": text,
             "stages": {m.group(1): float(m.group(2)) for line in text.splitlines() if (m := _STAGE.match(line))}}
 
 
@@ -99,13 +102,26 @@ def time_report(source: Path, out: Path, n_resamples: int, repeat: int, *extra: 
     """The fastest of ``repeat`` whole-process runs of ``lengthlens report`` (the least disturbed by other load)."""
     cmd = [sys.executable, "-m", "lengthlens", "report", str(source), "--out", str(out), "--progress",
            "--n-resamples", str(n_resamples), *extra]
-    return min((run_child(cmd) for _ in range(repeat)), key=lambda r: r["wall"])
+    best = min((run_child(cmd) for _ in range(repeat)), key=lambda r: r["wall"])
+    if "--no-pdf" not in extra and not (out / "report.pdf").is_file():
+        raise RuntimeError(f"{' '.join(cmd)} wrote no report.pdf:\n{best['stderr'][-3000:]}")
+    return best
 
 
 def show(name: str, r: dict) -> None:
     print(f"{name:<44} {r['wall']:6.1f} s wall, {r['cpu']:6.1f} s CPU, peak {r['peak_gb']:.2f} GB")
     for stage, secs in r["stages"].items():
         print(f"    {stage:<40} {secs:6.1f} s")
+
+
+def pdf_price(name: str, no_pdf: dict, with_pdf: dict) -> bool:
+    """Print the report with the PDF against the --no-pdf command (wall and CPU); whether it meets TARGET_PDF."""
+    wall, cpu = with_pdf["wall"] / no_pdf["wall"], with_pdf["cpu"] / no_pdf["cpu"]
+    ok = max(wall, cpu) <= TARGET_PDF
+    print(f"    {name}: the report with the PDF is {wall:.2f}x the --no-pdf command's wall time, {cpu:.2f}x its CPU time "
+          f"(+{with_pdf['wall'] - no_pdf['wall']:.1f} s wall, +{with_pdf['cpu'] - no_pdf['cpu']:.1f} s CPU)   "
+          f"target <= {TARGET_PDF}x: {'ok' if ok else 'MISSED'}")
+    return ok
 
 
 def cell_sample(flat: Path, max_cells: int | None):
@@ -194,12 +210,15 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs of each report command; the fastest is shown")
     ap.add_argument("--study-cells", type=int, default=72, help="time the study-style loop on N cells and scale (default 72)")
     ap.add_argument("--real", type=Path, default=None, help="also time the report on these real logs")
+    ap.add_argument("--pdf-only", action="store_true", help="time only the report with and without the PDF")
     args = ap.parse_args()
     args.data.mkdir(parents=True, exist_ok=True)
     flat = build(args.data)
     print(f"machine: {os.cpu_count()} CPUs, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {calibration()}")
-    startup()
     out = Path(tempfile.mkdtemp(prefix="lengthlens-bench-"))
+    if args.pdf_only:
+        return 0 if pdf_prices(flat, out, args) else 1
+    startup()
     no_pdf = time_report(flat, out / "no-pdf", args.n_resamples, args.repeat, "--no-pdf")
     show("lengthlens report PAPER --no-pdf", no_pdf)
     serial = time_report(flat, out / "serial", args.n_resamples, args.repeat, "--no-pdf", "--workers", "1")
@@ -207,7 +226,7 @@ def main() -> int:
     print(f"    worker processes: {serial['wall'] / no_pdf['wall']:.2f}x faster than one worker")
     with_pdf = time_report(flat, out / "pdf", args.n_resamples, args.repeat)
     show("lengthlens report PAPER (with the PDF)", with_pdf)
-    print(f"    the PDF: {with_pdf['wall'] / no_pdf['wall']:.2f}x the --no-pdf command")
+    pdf_ok = pdf_price("paper scale", no_pdf, with_pdf)
     cells, weights, n_all = cell_sample(flat, args.study_cells)
     study = float(np.dot(study_loop(cells, args.n_resamples), weights))
     scaled = "" if len(cells) == n_all else f" (timed on {len(cells)} cells, every dataset in proportion, scaled to {n_all})"
@@ -216,10 +235,28 @@ def main() -> int:
     print(f"ratio: the whole --no-pdf report is {ratio:.2f}x faster than the study-style loop   "
           f"target >= {TARGET_VS_STUDY:.0f}x: {'ok' if ratio >= TARGET_VS_STUDY else 'MISSED'}")
     if args.real is not None:
-        show("lengthlens report REAL --no-pdf", time_report(args.real, out / "real-no-pdf", args.n_resamples, 1, "--no-pdf"))
-        show("lengthlens report REAL (with the PDF)", time_report(args.real, out / "real-pdf", args.n_resamples, 1))
+        real_no_pdf = time_report(args.real, out / "real-no-pdf", args.n_resamples, args.repeat, "--no-pdf")
+        show("lengthlens report REAL --no-pdf", real_no_pdf)
+        real_pdf = time_report(args.real, out / "real-pdf", args.n_resamples, args.repeat)
+        show("lengthlens report REAL (with the PDF)", real_pdf)
+        pdf_ok = pdf_price("real logs", real_no_pdf, real_pdf) and pdf_ok
     print(f"outputs in {out}")
-    return 0 if ratio >= TARGET_VS_STUDY else 1
+    return 0 if ratio >= TARGET_VS_STUDY and pdf_ok else 1
+
+
+def pdf_prices(flat: Path, out: Path, args: argparse.Namespace) -> bool:
+    """The report with and without the PDF, at paper scale and (with --real) on real logs; each pair run back to back."""
+    ok = True
+    for name, source in (("paper scale", flat), ("real logs", args.real)):
+        if source is None:
+            continue
+        no_pdf = time_report(source, out / f"{name}-no-pdf", args.n_resamples, args.repeat, "--no-pdf")
+        show(f"lengthlens report {name} --no-pdf", no_pdf)
+        with_pdf = time_report(source, out / f"{name}-pdf", args.n_resamples, args.repeat)
+        show(f"lengthlens report {name} (with the PDF)", with_pdf)
+        ok = pdf_price(name, no_pdf, with_pdf) and ok
+    print(f"outputs in {out}")
+    return ok
 
 
 if __name__ == "__main__":

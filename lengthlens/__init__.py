@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from lengthlens._version import __version__
 
 # Names are imported on first use (PEP 562), so that ``import lengthlens`` and ``lengthlens --help``
-# do not pay for numpy, polars, pandas, scipy, pydantic, matplotlib or WeasyPrint before they are needed.
+# do not pay for numpy, polars, pandas, scipy, pydantic, matplotlib or Typst before they are needed.
 _LAZY = {
     "load": "lengthlens.data.loading", "record": "lengthlens.data.record", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
     "cells": "lengthlens.analyses.cells", "Cell": "lengthlens.analyses.cells", "CellTable": "lengthlens.analyses.cells",

@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--progress", action="store_true",
                      help="a line on stderr per stage with its seconds even when stderr is not a terminal (default: only on a terminal)")
     rep.add_argument("--latex", action="store_true", help="also write booktabs tables (table3.tex, table4.tex, attribution.tex)")
-    rep.add_argument("--no-pdf", action="store_true", help="skip report.pdf (WeasyPrint)")
+    rep.add_argument("--no-pdf", action="store_true", help="skip report.pdf (typeset by Typst)")
     rep.add_argument("--no-figures", action="store_true", help="leave the figures out of the report")
     rep.add_argument("--format", choices=_format_names(), help="read RUNS with this log-format reader "
                      "(specbench: Spec-Bench answer folders, no converter needed)")

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-HEAVY = ("numpy", "polars", "pandas", "pyarrow", "scipy", "scipy.stats", "pydantic", "jinja2", "matplotlib", "weasyprint",
+HEAVY = ("numpy", "polars", "pandas", "pyarrow", "scipy", "scipy.stats", "pydantic", "jinja2", "matplotlib", "typst",
          "statsmodels")
 
 
@@ -54,7 +54,7 @@ def test_cells_path_needs_no_plotting_pdf_or_scipy_stats(tmp_path):
     flat = synth.write_flat(synth.example(), tmp_path / "ex.parquet")
     got = imported_after(f"import lengthlens as ll\nll.cells(ll.load({str(flat)!r}, run_graders=False), n_resamples=50)")
     assert {"polars", "numpy"} <= got
-    assert not got & {"matplotlib", "weasyprint", "statsmodels", "scipy.stats"}, got
+    assert not got & {"matplotlib", "typst", "statsmodels", "scipy.stats"}, got
 
 
 def test_a_group_needs_no_pandas(tmp_path):

@@ -2,8 +2,8 @@
 
 ``write_report(analysis, out)`` is what ``lengthlens report`` calls. The HTML inlines its CSS and
 its figures (SVG), loads nothing from the network and has no JavaScript dependency; the PDF is
-that HTML printed by WeasyPrint (print CSS adds page breaks, a contents list with page numbers
-and page footers).
+the same content typeset by Typst as a paper's appendix (:mod:`lengthlens.report.typeset`):
+publication tables, figures at full width, the per-cell tables on landscape pages.
 """
 
 from __future__ import annotations
@@ -73,7 +73,18 @@ def _env() -> Environment:
     env = Environment(loader=PackageLoader("lengthlens", "templates"), autoescape=select_autoescape(["html", "j2"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["num"] = fmt
+    env.filters["inline"] = inline_html
     return env
+
+
+def inline_html(text: str) -> Markup:
+    """A sentence of :mod:`~lengthlens.report.wording` as HTML: escaped, `backticks` as <code>."""
+    from markupsafe import escape
+
+    parts = str(text).split("`")
+    if len(parts) % 2 == 0:  # an odd backtick is a character, not markup
+        return escape(text)
+    return Markup("").join(Markup("<code>{}</code>").format(p) if k % 2 else escape(p) for k, p in enumerate(parts))
 
 
 def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
@@ -214,9 +225,18 @@ def _group_tables(analysis: Analysis) -> dict[str, Markup]:
     return out
 
 
+def _placed_sections(analysis: Analysis) -> set[str]:
+    """The optional sections that hold a figure of their own when shown (see :func:`_figure_order`)."""
+    return {n for n in ("attribution", "censoring", "serving") if analysis.tables.get(n) is not None}
+
+
 def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str | None = None,
-                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None) -> str:
-    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html"."""
+                timings: dict[str, float] | None = None, progress: Callable[[str], None] | None = None,
+                figure_blocks: dict[str, dict[str, str]] | None = None) -> str:
+    """The report as one self-contained HTML page (inline CSS and SVG, no network); ``progress`` hears "figures", "report.html".
+
+    ``figure_blocks`` are figures already drawn (:func:`_figure_blocks`), e.g. for the PDF too.
+    """
     import pandas as pd
 
     from lengthlens.report import context as ctx
@@ -228,9 +248,10 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     cells = analysis.tables["cells"]
     t3 = analysis.tables["table3"]
     optional = _group_tables(analysis)
-    if with_figures:
+    if with_figures and figure_blocks is None:
         say("figures")
-    figs = _figure_blocks(analysis, set(optional)) if with_figures else {}
+        figure_blocks = _figure_blocks(analysis, _placed_sections(analysis))
+    figs = figure_blocks if with_figures else {}
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
     say("report.html")
@@ -254,7 +275,8 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     excluded = analysis.tables.get("arms_excluded")
     html = _env().get_template("report.html.j2").render(
         a=analysis, headline=wording.headline(analysis), numbers=ctx.headline_numbers(analysis),
-        prov=ctx.provenance(analysis, generated), settings=analysis.settings,
+        prov=(prov := ctx.provenance(analysis, generated)), prov_terms=ctx.provenance_terms(prov, analysis.settings),
+        settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
         cells_html=grouped_html(_with_verdict_text(cells), _serving_first(cell_columns(), cells, after="params"), css="cells"),
         cells_note=ctx.group_note(cells),
@@ -269,6 +291,7 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
         incomplete_warning=wording.incomplete_warning(analysis), policy=analysis.grading,
         drilldown=_drilldown_blocks(analysis),
         attribution_summary=_attribution_summaries(analysis), thinking_sentence=ctx.thinking_sentence(analysis),
+        cards=wording.cards(ctx.headline_numbers(analysis)), notes=_notes(analysis),
         serving_sentence=wording.serving_sentence(analysis),
     )
     if timings is not None:
@@ -276,6 +299,16 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     return html
 
 
+def _notes(analysis: Analysis) -> dict[str, Any]:
+    """The sections' notes (:mod:`~lengthlens.report.wording`), for the HTML and the PDF alike."""
+    from lengthlens.report import context as ctx
+    from lengthlens.report import wording
+
+    grading = wording.grading_name(analysis)
+    return {"decision": wording.decision_note(grading), "table3": wording.table3_note(analysis.settings, grading),
+            "table3_pairs": wording.TABLE3_PAIRS_NOTE, "cells": wording.cells_note(analysis.settings),
+            "arms": wording.arms_note(grading, analysis.grading), "excluded": wording.EXCLUDED_NOTE,
+            "methods": wording.methods(analysis.settings, ctx.grading_provenance(analysis.runs))}
 def _serving_first(cols: list, df: pd.DataFrame, *, after: str | None = None) -> list:
     """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several."""
     from lengthlens.data.serving import serving_conditions
@@ -309,23 +342,21 @@ def _table3_cols(t3: pd.DataFrame) -> list:
     return _serving_first([*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]], t3)
 
 
-def _attribution_summaries(analysis: Analysis) -> Markup | None:
+def _attribution_frames(analysis: Analysis) -> list[tuple[int, str, pd.DataFrame]]:
     """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells,
-    pooled over target–draft pairs and then per pair, each pair with what its model's thinking part is."""
-    import html as _html
-
+    pooled over target–draft pairs and then per pair, each pair with what its model's thinking part is: (heading
+    level, title, table)."""
     from lengthlens.report import context as ctx
-    from lengthlens.report.columns import described_columns, table_html
 
     summ = analysis.tables.get("attribution_summary")
     if summ is None or summ.empty:
-        return None
+        return []
     if "scope" not in summ.columns:
         summ = summ.assign(scope="all")
     if "target" not in summ.columns:
         summ = summ.assign(target="all", draft="all")
     names = ctx.thinking_names(analysis)
-    parts = []
+    out = []
     for scope, title in (("table3", "On Table 3's cells"), ("all", "On all cells")):
         d = summ[summ["scope"] == scope].drop(columns="scope")
         if d.empty:
@@ -334,14 +365,22 @@ def _attribution_summaries(analysis: Analysis) -> Markup | None:
             g = g.drop(columns=["target", "draft"])
             n = int(g.loc[g["method"] == "all", "n_cells"].iloc[0]) if (g["method"] == "all").any() else len(g)
             if tg == "all":
-                head = f"<h3>{title} ({n}{', every target–draft pair pooled' if d['target'].nunique() > 1 else ''})</h3>"
+                out.append((3, f"{title} ({n}{', every target–draft pair pooled' if d['target'].nunique() > 1 else ''})", g))
             else:
-                think = names.get(str(tg))
-                head = (f"<h4>{_html.escape(str(tg))} ← {_html.escape(str(dr))} ({n} cells; thinking: "
-                        f"{_html.escape(think or 'as split from the texts')})</h4>")
-            parts.append(head + str(table_html(g, described_columns("attribution_summary", g),
-                                               bold=lambda r: r.get("method") == "all")))
-    return Markup("".join(parts))
+                out.append((4, f"{tg} ← {dr} ({n} cells; thinking: {names.get(str(tg)) or 'as split from the texts'})", g))
+    return out
+
+
+def _attribution_summaries(analysis: Analysis) -> Markup | None:
+    """:func:`_attribution_frames` as HTML tables under their headings."""
+    import html as _html
+
+    from lengthlens.report.columns import described_columns, table_html
+
+    parts = [f"<h{level}>{_html.escape(title)}</h{level}>" + str(table_html(g, described_columns("attribution_summary", g),
+                                                                           bold=lambda r: r.get("method") == "all"))
+             for level, title, g in _attribution_frames(analysis)]
+    return Markup("".join(parts)) if parts else None
 
 
 def _arm_cols(arms: pd.DataFrame):
@@ -370,9 +409,10 @@ def _excluded_cols(df: pd.DataFrame):
     return [c for c in spec if c.name in df.columns]
 
 
-def _decision_table(v: pd.DataFrame | None) -> Markup | None:
-    """The rules' verdicts on Table 3's cells (pooled over pairs, then per pair when there are several)."""
-    from lengthlens.report.columns import VERDICT_TABLE_COLS, Col, table_html
+def _decision_frame(v: pd.DataFrame | None) -> tuple[pd.DataFrame, list, Callable[[dict[str, Any]], bool]] | None:
+    """The rules' verdicts on Table 3's cells (pooled over pairs, then per pair when there are several): the rows,
+    their columns and which rows are bold."""
+    from lengthlens.report.columns import VERDICT_TABLE_COLS, Col
 
     if v is None or v.empty:
         return None
@@ -380,7 +420,18 @@ def _decision_table(v: pd.DataFrame | None) -> Markup | None:
     several = d.loc[d["target"] != "all", ["target", "draft"]].drop_duplicates().shape[0] > 1
     d = d if several else d[d["target"] == "all"]
     cols = ([Col("target", "target", "text", left=True), Col("draft", "draft", "text", left=True)] if several else []) + VERDICT_TABLE_COLS
-    return table_html(d, cols, css="t3", bold=lambda r: r.get("target") == "all" and several)
+    return d, cols, (lambda r: r.get("target") == "all" and several)
+
+
+def _decision_table(v: pd.DataFrame | None) -> Markup | None:
+    """:func:`_decision_frame` as an HTML table."""
+    from lengthlens.report.columns import table_html
+
+    got = _decision_frame(v)
+    if got is None:
+        return None
+    d, cols, bold = got
+    return table_html(d, cols, css="t3", bold=bold)
 
 
 def _drilldown_blocks(analysis: Analysis) -> Markup | None:
@@ -418,18 +469,29 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
     return Markup("".join(blocks))
 
 
-def render_pdf(html: str, path: Path, *, max_rows: int | None = None) -> Path:
-    """Print the report's HTML to PDF with WeasyPrint (A4; wide tables on landscape pages).
+def render_pdf(analysis: Analysis, path: Path, *, figure_blocks: dict[str, dict[str, str]] | None = None,
+               generated: str | None = None) -> Path:
+    """Typeset the report as a PDF with Typst (:mod:`lengthlens.report.typeset`); ``figure_blocks`` as for the HTML.
 
-    What WeasyPrint gets is :func:`lengthlens.report.printing.print_html`: fixed table layout, lean markup, and
-    per-cell secondary tables of more than ``max_rows`` rows (default
-    :data:`~lengthlens.report.printing.PRINT_MAX_ROWS`) replaced by a sentence naming their CSV.
+    Examples
+    --------
+    >>> render_pdf(ll.analyse(ll.load("runs/")), Path("report.pdf"))   # doctest: +SKIP
     """
-    from lengthlens.report.printing import PRINT_MAX_ROWS, print_html, printer
+    import pandas as pd
 
-    html = print_html(html, PRINT_MAX_ROWS if max_rows is None else max_rows)
-    printer()(string=html, base_url=str(path.parent)).write_pdf(path)
-    return path
+    from lengthlens.report.columns import cell_columns
+    from lengthlens.report.typeset import pdf_model
+    from lengthlens.report.typeset import render_pdf as typeset
+
+    figs = _figure_blocks(analysis, _placed_sections(analysis)) if figure_blocks is None else figure_blocks
+    arms = analysis.tables.get("arms", pd.DataFrame())
+    excluded = analysis.tables.get("arms_excluded")
+    model = pdf_model(analysis, figs, sections=OPTIONAL_SECTIONS, table3_cols=_table3_cols(analysis.tables["table3"]),
+                      arm_cols=_arm_cols(arms), attribution=_attribution_frames(analysis), notes=_notes(analysis),
+                      cells=_with_verdict_text(analysis.tables["cells"]),
+                      cell_cols=_serving_first(cell_columns(), analysis.tables["cells"], after="params"), verdicts=_decision_frame(analysis.tables.get("verdicts")),
+                      excluded_cols=_excluded_cols(excluded) if excluded is not None else [], generated=generated)
+    return typeset(model, path)
 
 
 def write_latex(analysis: Analysis, out: Path) -> list[Path]:
@@ -496,16 +558,23 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
         tmp = folder.path
         say("tables (CSV)")
         names = [p.name for p in write_csvs(analysis, tmp)]
-        html = render_html(analysis, with_figures=figures, progress=say)
+        figs: dict[str, dict[str, str]] = {}
+        if figures:
+            say("figures")
+            figs = _figure_blocks(analysis, _placed_sections(analysis))
+        from lengthlens.report.context import generated_now
+
+        generated = generated_now()
+        html = render_html(analysis, with_figures=figures, progress=say, figure_blocks=figs, generated=generated)
         (tmp / "report.html").write_text(html, encoding="utf-8")
         names.append("report.html")
         if pdf:
             say("report.pdf")
             try:
-                names.append(render_pdf(html, tmp / "report.pdf").name)
-            except (ImportError, OSError) as exc:  # the printer or its system libraries are missing
+                names.append(render_pdf(analysis, tmp / "report.pdf", figure_blocks=figs, generated=generated).name)
+            except Exception as exc:  # noqa: BLE001 - the PDF is one view of the report: whatever stops it, the rest stands
                 (tmp / "report.pdf").unlink(missing_ok=True)
-                failed["report.pdf"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                failed["report.pdf"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if latex:
             say("LaTeX")
             names += [p.name for p in write_latex(analysis, tmp)]

@@ -34,8 +34,28 @@ LABELS: dict[str, str] = {
 }
 
 
+#: Magnitudes from which a decimal (``fN``, ``auto``) or an integer is written as ``m×10ᵏ``: an interval's limit of
+#: 1e300 (a ratio over a resampled zero) would otherwise be 300 digits that run off the page.
+SCIENTIFIC_FROM = {"decimal": 1e5, "int": 1e12}
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def _scientific(v: float) -> str:
+    """``v`` as two significant digits times a power of ten: 3.4×10¹⁵ (at most 9 characters up to 10³⁰⁸)."""
+    mant, exp = f"{v:.1e}".split("e")
+    return f"{mant.replace('-', '−')}×10{str(int(exp)).translate(_SUPERSCRIPT)}"
+
+
 def fmt(v: Any, kind: str = "auto") -> str:
-    """A value as the report writes it: ``f2``/``f3``/``f1`` fixed decimals, ``int``, ``pct``, ``p`` (p-value), ``auto``."""
+    """A value as the report writes it: ``f2``/``f3``/``f1`` fixed decimals, ``int``, ``pct``, ``p`` (p-value), ``auto``.
+
+    A magnitude of :data:`SCIENTIFIC_FROM` or more is written ``m×10ᵏ`` so that no number is wider than a column.
+
+    Examples
+    --------
+    >>> fmt(1.23456, "f2"), fmt(2.5e300, "f2"), fmt(1234, "int")
+    ('1.23', '2.5×10³⁰⁰', '1,234')
+    """
     if v is None:
         return "–"
     if isinstance(v, (bool, np.bool_)):
@@ -48,6 +68,9 @@ def fmt(v: Any, kind: str = "auto") -> str:
             return "∞" if v > 0 else "−∞"
     if kind == "text" or isinstance(v, str):
         return str(v)
+    whole = kind in ("int", "rank") or kind == "auto" and float(v).is_integer()
+    if abs(v) >= SCIENTIFIC_FROM["int" if whole else "decimal"] and kind not in ("pct", "p"):
+        return _scientific(float(v))
     if kind == "int":
         return f"{round(v):,}"
     if kind.startswith("f") and kind[1:].isdigit():
@@ -82,7 +105,7 @@ class Col:
 
     def header(self) -> str:
         # Headers wrap between words only, never inside a symbol such as R/R* or λ_lo>1.
-        words = (self.label or LABELS.get(self.name, self.name.replace("_", " "))).split(" ")
+        words = self.text().split(" ")
         lab = " ".join(f'<span class="nw">{html.escape(w)}</span>' for w in words if w)
         if self.ci:
             lab += " <span class=ci>[95%]</span>"
@@ -90,20 +113,27 @@ class Col:
         tip = f' title="{html.escape(self.title)}"' if self.title else ""
         return f"<th{cls}{tip}>{lab}</th>"
 
-    def cell(self, row: dict[str, Any]) -> str:
-        v = row.get(self.name)
-        txt = html.escape(fmt(v, self.kind))
+    def text(self) -> str:
+        """The header's text."""
+        return self.label or LABELS.get(self.name, self.name.replace("_", " "))
+
+    def parts(self, row: dict[str, Any]) -> tuple[str, str, str]:
+        """One row's cell as (value, interval ``[lo, hi]`` or "", colour class or ""): what the HTML and the PDF write."""
+        ci = ""
         if self.ci and (row.get(f"{self.ci}_lo") is not None):
             lo, hi = row.get(f"{self.ci}_lo"), row.get(f"{self.ci}_hi")
             if not (_nan(lo) and _nan(hi)):
-                txt += f' <span class=ci>[{html.escape(fmt(lo, self.kind))}, {html.escape(fmt(hi, self.kind))}]</span>'
-        classes = []
-        if self.left:
-            classes.append("l")
-        if self.css:
-            c = self.css(row)
-            if c:
-                classes.append(c)
+                ci = f"[{fmt(lo, self.kind)}, {fmt(hi, self.kind)}]"
+        return fmt(row.get(self.name), self.kind), ci, (self.css(row) if self.css else "") or ""
+
+    def cell(self, row: dict[str, Any]) -> str:
+        value, ci, css = self.parts(row)
+        txt = html.escape(value)
+        if ci:
+            txt += f" <span class=ci>{html.escape(ci)}</span>"
+        classes = ["l"] if self.left else []
+        if css:
+            classes.append(css)
         cls = f' class="{" ".join(classes)}"' if classes else ""
         return f"<td{cls}>{txt}</td>"
 
@@ -130,7 +160,7 @@ def auto_columns(df: pd.DataFrame, *, first: Sequence[str] = (), skip: Iterable[
     return cols
 
 
-def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts, NaN as None. One object-array conversion: ``to_dict("records")`` boxes value by value
     through pandas' indexing (a third of the HTML tables' time at paper scale)."""
     cols = list(df.columns)
@@ -142,7 +172,7 @@ def table_html(df: pd.DataFrame, cols: Sequence[Col], *, css: str = "", bold: Ca
     """A plain table."""
     head = "".join(c.header() for c in cols)
     body = []
-    for r in _records(df):
+    for r in records(df):
         b = ' class="total"' if bold and bold(r) else ""
         body.append(f"<tr{b}>" + "".join(c.cell(r) for c in cols) + "</tr>")
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
@@ -155,7 +185,7 @@ def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] 
     """One collapsible block per ``group`` (target–draft pair); inside, a table with a header row per ``sub`` value.
 
     At paper scale (12 pairs x 6 datasets x 5 rules) this is 12 blocks of 30 rows instead of one
-    360-row table; print CSS opens every block (WeasyPrint renders closed details in full anyway).
+    360-row table; print CSS opens every block.
     """
     if df.empty:
         return Markup("<p class=muted>No rows.</p>")
@@ -173,7 +203,7 @@ def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] 
             if sk is not None:
                 rows.append(f'<tr class="sub"><th class="l" colspan="{len(shown)}">{html.escape(str(sk))} '
                             f'<span class=muted>({len(sg)})</span></th></tr>')
-            for r in _records(sg):
+            for r in records(sg):
                 rows.append("<tr>" + "".join(c.cell(r) for c in shown) + "</tr>")
         opened = " open" if (open_first and i == 0) else ""
         cls = f' class="{css}"' if css else ""
@@ -364,31 +394,42 @@ TABLE4_COLS = [
     Col("still_capped", "still capped", "int"), _PAIRED_P,
 ]
 
+NO_TABLE4_TEXT = ("The logs have no force-commit arm (a <rule>_force_commit method with params alpha<a>_t<threshold>), "
+                  "so there is no Table 4 for these runs.")
 NO_TABLE4 = ("The logs have no force-commit arm (a <code>&lt;rule&gt;_force_commit</code> method with params "
              "<code>alpha&lt;a&gt;_t&lt;threshold&gt;</code>), so there is no Table 4 for these runs.")
 
 
-def table4_html(t4: pd.DataFrame | None) -> Markup:
-    """Table 4 for readers: arms that fired, one header row per target–draft pair, a total; arms that never fired in a line."""
+def table4_parts(t4: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int] | None:
+    """Table 4's arms that fired, its total row (dataset "all") and the arms that never fired, with the rule's suffix
+    dropped, and the number of intervention arms; None without a force-commit arm."""
     if t4 is None or t4.empty:
-        return Markup(f"<p>{NO_TABLE4}</p>")
+        return None
     df = t4.copy()
     df["rule"] = df["method"].astype(str).str.replace(r"_force_commit$", "", regex=True)
-    total = df[df["method"] == "all"]
+    total = df[df["method"] == "all"].assign(dataset="all", rule="", params="")
     arms = df[df["method"] != "all"]
-    fired, never = arms[arms["fired"] > 0], arms[arms["fired"] == 0]
+    return arms[arms["fired"] > 0], total, arms[arms["fired"] == 0], len(arms)
+
+
+def table4_html(t4: pd.DataFrame | None) -> Markup:
+    """Table 4 for readers: arms that fired, one header row per target–draft pair, a total; arms that never fired in a line."""
+    parts = table4_parts(t4)
+    if parts is None:
+        return Markup(f"<p>{NO_TABLE4}</p>")
+    fired, total, never, n_arms = parts
     head = "".join(c.header() for c in TABLE4_COLS)
     rows = []
     for (tgt, drf), g in fired.groupby(["target", "draft"], sort=True):
         rows.append(f'<tr class="sub"><th class="l" colspan="{len(TABLE4_COLS)}">{html.escape(str(tgt))} ← '
                     f'{html.escape(str(drf))}</th></tr>')
-        rows += ["<tr>" + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>" for r in _records(g)]
-    for r in _records(total.assign(dataset="all", rule="", params="")):
+        rows += ["<tr>" + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>" for r in records(g)]
+    for r in records(total):
         rows.append('<tr class="total">' + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>")
     out = f'<table class="t4"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>' if len(fired) else (
         "<p>The intervention never fired in any arm.</p>")
     if len(never):
-        names = "; ".join(f"{r['target']} {r['dataset']} {r['rule']} {r['params']}" for r in _records(never))
-        out += (f'<p class="muted">{len(never)} of {len(arms)} intervention arms never fired (their base runs never '
+        names = "; ".join(f"{r['target']} {r['dataset']} {r['rule']} {r['params']}" for r in records(never))
+        out += (f'<p class="muted">{len(never)} of {n_arms} intervention arms never fired (their base runs never '
                 f"reached the threshold with the thinking open), so they have nothing to show: {html.escape(names)}.</p>")
     return Markup(out)

@@ -86,11 +86,51 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
         "hardware": hardware,
         "version": __version__,
         "python": platform.python_version(),
-        "generated": generated or _generated(),
+        "generated": generated or generated_now(),
         "warnings": list(runs.warnings) + list(getattr(analysis, "notes", ())),
         "grading": grading_provenance(runs),
         "benchmarks": benchmarks(t),
     }
+
+
+def provenance_terms(prov: dict[str, Any], settings: dict[str, Any]) -> list[tuple[str, str]]:
+    """The provenance list as (term, text), from :func:`provenance` and the analysis' settings: what the HTML and
+    the PDF list under Provenance."""
+    from lengthlens.analyses.cells import SMALL_N_ITEMS
+    from lengthlens.analyses.tables import COMPLETE_SHARE
+
+    def n(x: Any) -> str:
+        return f"{int(x or 0):,}"
+
+    conf = round(100 * (settings.get("confidence_level") or 0.95))
+    aft = (f"from refits on the first {n(settings.get('n_resamples_aft'))} resamples"
+           if settings.get("aft_ci") == "bootstrap" else "cluster-robust (by item) sandwich, t(G−1)")
+    datasets = ", ".join(b["name"] + (f" (as {', '.join(b['folders'])})" if len(b["folders"]) > 1 or b["folders"][0] != b["name"]
+                                      else "") for b in prov["benchmarks"])
+    small = (f", cells with fewer than {SMALL_N_ITEMS} items included" if settings.get("include_small") else
+             f"; cells with fewer than {SMALL_N_ITEMS} items (small_n) left out")
+    t3 = (f"the loosest (most aggressive) α per rule and dataset among complete arms (≥ {100 * COMPLETE_SHARE:.0f} % of "
+          "the baseline's items)" if settings.get("alphas") == "loosest" else "every α") + small
+    return [
+        ("roots read", ", ".join(str(s) for s in prov["sources"])),
+        ("runs", f"{n(prov['runs_found'])} found, {n(prov['runs_loaded'])} loaded, {n(prov['runs_paired'])} paired into "
+                 f"cells, {n(prov['runs_skipped'])} skipped or unpaired" + (" (reasons below)" if prov["skipped_reasons"] else "")),
+        ("target ← draft", "; ".join(prov["pairs"])),
+        ("datasets", datasets),
+        ("rules and params", "; ".join(f"{m['method']}: {m['params']}" for m in prov["methods"])),
+        ("token budgets", "; ".join(f"{b['dataset']} {b['budgets']}" for b in prov["budgets"])),
+        ("sampling", f"temperature {', '.join(prov['temperatures']) or 'not logged'}; top-p "
+                     f"{', '.join(prov['top_p']) or 'not logged'}; seeds {', '.join(str(s) for s in prov['seeds'])}"),
+        ("engine", f"{', '.join(prov['backends']) or 'backend not logged'} "
+                   f"{', '.join(prov['engine_versions']) or '(version not logged)'}"),
+        ("hardware", ", ".join(prov["hardware"]) or "not in the logs"),
+        ("bootstrap", f"paired item bootstrap, {settings.get('ci')} {conf}% intervals, {n(settings.get('n_resamples'))} "
+                      f"resamples, seed {settings.get('seed')}; AFT intervals {aft}"),
+        ("grading", prov["grading"]),
+        ("Table 3 cells", t3),
+        ("software", f"lengthlens {prov['version']}, Python {prov['python']}; generated {prov['generated']}"),
+        ("tables", "every table as CSV next to this file (cells.csv, table3.csv, …)"),
+    ]
 
 
 def benchmarks(t: pl.DataFrame) -> list[dict[str, Any]]:
@@ -126,7 +166,7 @@ def grading_provenance(runs: Any) -> str:
     return f"{text}. Verdicts of the ok runs: {', '.join(parts)}"
 
 
-def _generated() -> str:
+def generated_now() -> str:
     """Now in UTC, or SOURCE_DATE_EPOCH when set (reproducible builds: the committed example report does not churn)."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     when = (_dt.datetime.fromtimestamp(int(epoch), _dt.UTC) if epoch and epoch.isdigit()

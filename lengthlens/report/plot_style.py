@@ -251,11 +251,15 @@ def ratio_ticks(axis: Any, lo: float, hi: float, most: int = 10) -> None:
     """Label a ratio's log axis with plain numbers (0.8, 1, 1.5, 2): the finest of :data:`_RATIO_TIERS` that fits."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+    from matplotlib.ticker import MaxNLocator
+
     ticks: list[float] = []
     for tier in _RATIO_TIERS:
         inside = [t for t in tier if lo <= t <= hi]
         if len(inside) <= most and len(inside) >= len(ticks):
             ticks = inside
+    if len(ticks) < 3:  # a narrow axis (every ratio near 1): evenly spaced plain numbers instead of a lone tick
+        ticks = [float(t) for t in MaxNLocator(min(most, 5)).tick_values(lo, hi) if lo <= t <= hi] or ticks
     axis.set_major_locator(FixedLocator(ticks))
     axis.set_minor_locator(NullLocator())
     axis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["accuracy_verdict_text", "grading_name", "grading_warning", "headline", "incomplete_warning", "serving_sentence", "summary_lines",
+__all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
+           "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods", "serving_sentence",
+           "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
@@ -302,3 +304,146 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"note: {n}")
     return lines
 
+
+
+def _confidence(settings: dict[str, Any]) -> str:
+    return f"{round(100 * (settings.get('confidence_level') or 0.95))}%"
+
+
+def cards(numbers: dict[str, Any] | None) -> list[dict[str, str]]:
+    """The four numbers under the headline (:func:`lengthlens.report.context.headline_numbers`) as value, tone
+    ("loss" or "") and what the value is."""
+    if numbers is None:
+        return []
+    n = numbers
+    out = [
+        {"value": f"{n['gain']:.2f}×", "tone": "", "text": "what acceptance length promised: mean per-round gain "
+         f"(ℓ̄+1)/(ℓ̄*+1) over Table 3's {n['n_cells']} cells (each rule's most aggressive α)"},
+        {"value": f"{n['lambda']:.2f}×", "tone": "", "text": "what it cost: mean length ratio λ, completions this much "
+         "longer than strict (above 1 is longer)"},
+        {"value": f"{n['rounds']:.2f}×", "tone": "", "text": "what happened: measured verifier rounds R/R* against strict, "
+         f"the primary cost measure (mean; below 1 is fewer); wall time T/T* beside it: {n['time']:.2f}× "
+         f"({n['time_per_round']:.2f}× per round)"},
+    ]
+    if n["n_graded"]:
+        out.append({"value": f"{n['n_drop']} of {n['n_graded']}", "tone": "loss" if n["n_drop"] else "",
+                    "text": f"graded cells of Table 3 that lost more than {ACCURACY_DROP_PP:g} accuracy points by a "
+                            f"one-sided test at 2.5 %; {n['n_drop_point']} by the study's point rule, {n['n_drop_holm']} "
+                            f"significantly after Holm ({n['n_all_cells']} cells in all; accuracy on units graded on "
+                            "both sides)"})
+    else:
+        out.append({"value": "not graded", "tone": "", "text": "no cell of Table 3 has runs graded on both sides: the "
+                    "report says nothing about accuracy"})
+    return out
+
+
+def decision_note(grading: str) -> str:
+    """How the verdicts are read from the intervals (the note of the decision section); ``grading``: :func:`grading_name`."""
+    return ("Per cell, from its intervals only: verifier rounds and wall time are faster when the whole 95% interval of "
+            "R/R* (or T/T*) lies below 1, slower when it lies above 1, and can't tell when it holds 1; accuracy is worse "
+            f"when the cell's one-sided loss test (a loss of more than {ACCURACY_DROP_PP:g} points, at 2.5 %; drop_2pp) "
+            "fires, else no detectable change, with the minimum detectable drop: the smallest true loss the test detects "
+            "with 80 % power, so a smaller loss may well have gone unseen. In the tables faster is green, slower and "
+            "worse are red. Counted over Table 3's cells (each rule at its most aggressive complete α per dataset; cells "
+            f"with fewer than {SMALL_N_ITEMS} items left out and counted); verdicts.csv has every α too, and cells.csv "
+            f"each cell's verdict. Accuracy graded by {grading}.")
+
+
+def table3_note(settings: dict[str, Any], grading: str) -> str:
+    """What Table 3's rows and columns are (the note under the table); ``grading``: :func:`grading_name`."""
+    which = (f"each rule at its most aggressive α per dataset: the largest α run on ≥ {COMPLETE_SHARE:.0%} of the "
+             "baseline's items; alpha_selected.csv lists the choice" if settings.get("alphas", "loosest") == "loosest"
+             else "all α")
+    return (f"Accuracy graded by {grading}. Per rule and over all cells ({which}). gain = (ℓ̄+1)/(ℓ̄*+1), the per-round "
+            "gain acceptance length promises; λ = mean length ratio; R/R* = measured verifier-rounds ratio, the primary "
+            "cost measure; T/T* = wall-time ratio beside it, and time/round = (T/T*)/(R/R*), the part of T/T* that is "
+            "per-round cost and session noise (below 1 is better than strict). Counts are cells: λ_lo>1 = the whole "
+            "interval of λ above 1; out of graded cells (a cell graded on fewer than half its items is left out, and "
+            f"counted as partly graded), drop ≥{ACCURACY_DROP_PP:g}pp (interval) = the upper limit of Δacc at or below "
+            f"−{ACCURACY_DROP_PP:g} points, drop ≥{ACCURACY_DROP_PP:g}pp (point) = the study's rule on the point "
+            "estimate (it fires on noise in about a third of unchanged 12–30-item cells), drop Holm = lower accuracy "
+            "with a Holm-adjusted paired test p < 0.05 across every graded cell; Δacc mean with its item-bootstrap "
+            "interval; the last two count cells where rounds (predicted λ/gain_pooled, or measured) win but wall time "
+            "loses.")
+
+
+#: Under Table 3 per target–draft pair.
+TABLE3_PAIRS_NOTE = "The same summary on each pair's cells alone (table3_pairs.csv): the rows above pool the pairs."
+
+
+def cells_note(settings: dict[str, Any]) -> str:
+    """What a row of the Cells table is and how it is coloured (the note above the table)."""
+    return ("A cell is one relaxed arm (or speculative method) against its baseline (strict, or plain autoregressive "
+            "decoding) on the items where both runs finished; grouped by target–draft pair and dataset; “graded” "
+            "counts the units graded on both sides, the only ones accuracy uses (grey italics: fewer than half the "
+            f"cell's items graded, so left out of the accuracy counts). Intervals: paired item bootstrap, "
+            f"{settings.get('ci', 'percentile')} {_confidence(settings)}. One colouring rule for every metric, from "
+            "intervals only: red when the whole interval lies on the worse side of break-even (above 1 for λ, R/R*, "
+            "T/T*; for the accuracy change, the cell's loss flag drop_2pp), green when it lies wholly on the better "
+            "side, no colour when it holds break-even. The rounds, time and accuracy columns are the cell's verdicts "
+            "(see “Faster, and as accurate?”). R/R* is the primary cost measure; T/T* stands beside it with time/round "
+            "= (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity predicts, λ/gain_pooled. "
+            "p Holm: the paired accuracy test (exact McNemar; the item-level sign-flip test when items have several "
+            "seeds) adjusted by Holm over every graded cell.")
+
+
+def arms_note(grading: str, policy: Any = None) -> str:
+    """What the arms appendix averages, and the other grading policy's verdicts beside them when they were computed."""
+    out = ("Means over the runs the cells use (ok and paired with a baseline run), without pairing; “runs” counts every "
+           "loaded run of the arm.")
+    if policy:
+        out += (f" Accuracy is graded by {grading}; beside it, the same runs with lengthlens' graders under the "
+                f"{policy.other} policy ({policy.n_disagree:,} of {policy.n_regraded:,} regraded runs get another "
+                "verdict; records and grade files do not depend on the policy; code is not run for it).")
+    return out
+
+
+#: Over the runs left out of every cell.
+EXCLUDED_NOTE = "Ok runs that enter no cell, with the reason (arms_excluded.csv): they are not in the means above."
+
+
+def methods(settings: dict[str, Any], grading: str) -> list[tuple[str, list[str]]]:
+    """The Methods section as (heading, paragraphs); `backticks` mark code, ``{definitions}`` where the table goes."""
+    n, seed, ci = f"{settings.get('n_resamples') or 0:,}", settings.get("seed"), settings.get("ci", "percentile")
+    student = (" (bootstrap-t: for the ratios, quantiles of (log θ_b − log θ̂)/se_b with the delta-method standard "
+               "error of each resample, computed from the same resampled sums; the accuracy change keeps the "
+               "percentile interval)" if ci == "studentized" else "")
+    small = "" if settings.get("include_small") else " and they are left out of Table 3 and the headline"
+    return [
+        ("Pairing", ["Runs are grouped into arms (target, draft, dataset, rule, params). A cell pairs one relaxed arm "
+                     "with the lossless `strict` arm of the same target, draft and dataset on the same (item, seed): only "
+                     "units where both runs finished with status `ok` enter, so every cell compares like with like. "
+                     "Several seeds of one item are summed and the item is the unit. Ratios are ratios of means over the "
+                     "cell's units (e.g. λ = Σ L / Σ L*), not means of per-item ratios."]),
+        ("Definitions", ["Per run i: A = accepted draft tokens (bonus token excluded), R = verifier rounds (target "
+                         "forward passes), L = completion tokens, T = wall time, c = correct (1/0); a star marks the "
+                         "strict run of the same item and seed; n = units in the cell.", "{definitions}",
+                         "Since R = L / (ℓ̄ + 1) per run up to the last round, R/R* ≈ λ / gain: a rule only saves "
+                         "verifier rounds when its per-round gain exceeds the growth in completion length."]),
+        ("Bootstrap", [f"Intervals are paired item-level bootstrap intervals: each of the {n} resamples draws the "
+                       f"group's items with replacement (seed {seed}, the same draws for every cell of a "
+                       "target–draft–dataset group), recomputes every metric from the resampled sums, and takes the "
+                       f"{ci} {_confidence(settings)} interval{student}. A cell on only some of its group's items draws "
+                       "its own items. Resamples where a metric is undefined (a zero denominator) are left out and "
+                       "counted (`undefined_resamples`). Relaxed and strict runs of an item are always drawn together, "
+                       f"which keeps the pairing. Cells with fewer than {SMALL_N_ITEMS} items are flagged `small_n`: "
+                       f"their intervals are not drawn in the figures{small}."]),
+        ("Censoring", ["A run that stopped at its token budget (finish reason `length`, or output tokens ≥ budget) is "
+                       "right-censored: its completion would have been longer. Plain λ counts it at the budget, which "
+                       "understates inflation when relaxed runs hit the budget more often. The censoring analysis adds "
+                       "Kaplan–Meier survival of completion length (median with intervals from resampling items, so that "
+                       "an item's seeds move together), λ on pairs where neither side is censored, the ratio of "
+                       "restricted means up to a common horizon, and a paired accelerated-failure-time model, log T = a + "
+                       "β·relaxed + σε with log-normal ε fitted by maximum likelihood with right-censoring, whose time "
+                       "ratio exp(β) is a censoring-aware geometric-mean ratio (a sensitivity analysis: it reads as \"a "
+                       "typical completion stretched by\", not as λ, a mean-token ratio; it differs from λ when the effect "
+                       "varies by item). Where budgets differ, the restricted-mean ratio's interval is the expanded percentile "
+                       "interval of weighted Kaplan–Meier curves (the plain one is too narrow at a dozen items)."]),
+        ("Grading", ["Correctness comes from the study's grade files or from lengthlens' graders, which read only a "
+                     "completion's answer part: a run cut at the budget inside its thinking is incorrect, nothing is "
+                     "extracted from thinking. GSM8K and AIME compare the final number, LongBench v2 the chosen letter, "
+                     "HumanEval and LiveCodeBench execute the code against the tests, MT-Bench is judge-scored and left "
+                     "ungraded (kept out of accuracy). Accuracy deltas use only pairs graded on both sides; a cell graded "
+                     "on fewer than half its items is shown in grey italics and left out of the accuracy counts. Used "
+                     f"for this report — {grading}."]),
+    ]

