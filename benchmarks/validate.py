@@ -287,6 +287,21 @@ def table_probabilities(tabs: np.ndarray, discordance: float, change: float, p_s
     return sps.multinomial.pmf(tabs, tabs[0].sum(), np.clip(p, 0, 1))
 
 
+def _closed_form_check(exact: dict[int, dict[str, np.ndarray]]) -> str:
+    """Where the library has Tango's score interval, how far the cells' intervals are from it (the closed path)."""
+    try:
+        from lengthlens.stats.paired import tango_interval
+    except ImportError:
+        return ""
+    gap = 0.0
+    for e in exact.values():
+        for (_, b, c, _), lo, hi in zip(e["tables"], e["lo"], e["hi"]):
+            t_lo, t_hi = tango_interval(int(b), int(c), int(e["tables"][0].sum()))
+            gap = max(gap, abs(100 * t_lo - lo), abs(100 * t_hi - hi))
+    return (f"The cells' intervals are `lengthlens.stats.paired.tango_interval`'s to {gap:.1g} points on every table."
+            if gap < 1e-6 else f"The cells' intervals differ from Tango's score interval by up to {gap:.2g} points.")
+
+
 # ------------------------------------------------------------------------------------------------
 # 3. The flag with several seeds, and 4. the family rule (simulation)
 # ------------------------------------------------------------------------------------------------
@@ -320,7 +335,7 @@ FAMILY_DROPS = (0.10, 0.20, 0.30)  # in every third arm of the 12- and 30-item d
 
 
 def family_task(args: tuple[int, bool, int]) -> list[tuple]:
-    """One report: per cell (n items, n graded, true change, in the family, p, Holm, BH)."""
+    """One report: per cell (n items, n graded, true change, in the family, the family can reject, p, Holm, BH)."""
     seed, with_drops, rep = args
     rng = np.random.default_rng([seed, 11, int(with_drops), rep])
     groups, truth_of = [], {}
@@ -334,15 +349,36 @@ def family_task(args: tuple[int, bool, int]) -> list[tuple]:
             groups.append((name, _runs(rng, n, 1, NO_BUDGET, tuple(arms), graded_items=graded)))
             truth_of |= {(name, a.method): (n, graded, a.change) for a in arms}
     table = analyse(records(groups, 1, NO_BUDGET), n_resamples=200)  # the tests do not resample
-    return [(*truth_of[(c.dataset, c.method)], c.accuracy_p_holm is not None,
+    can_reject = _family_can_reject(table)
+    return [(*truth_of[(c.dataset, c.method)], c.accuracy_p_holm is not None, can_reject,
              np.nan if c.accuracy_test is None else c.accuracy_test.pvalue,
              np.nan if c.accuracy_p_holm is None else c.accuracy_p_holm,
              np.nan if c.accuracy_q_bh is None else c.accuracy_q_bh) for c in table]
 
 
+def _family_can_reject(table) -> float:
+    """Whether the library says some cell of the family could reach significance (NaN where it does not say)."""
+    try:
+        from lengthlens.analyses.cells import accuracy_family
+    except ImportError:
+        return math.nan
+    return float(accuracy_family(table).can_reject)
+
+
 # ------------------------------------------------------------------------------------------------
 # Output
 # ------------------------------------------------------------------------------------------------
+
+def _median_mdd(mdd: np.ndarray, weights: np.ndarray) -> str:
+    """The weighted median of the cells' minimum detectable drops (∞: no drop is detectable at 80 %); — if none."""
+    known = ~np.isnan(mdd)
+    if not known.any():
+        return "—"
+    order = np.argsort(mdd[known])
+    w = np.cumsum(weights[known][order]) / weights[known].sum()
+    m = mdd[known][order][np.searchsorted(w, 0.5)]
+    return "∞" if np.isinf(m) else f"{m:.0f}"
+
 
 def pct(x: float, digits: int = 1) -> str:
     return "—" if x is None or not np.isfinite(x) else f"{100 * x:.{digits}f}"
@@ -430,6 +466,9 @@ def _report(args: argparse.Namespace) -> int:
     print(f"Every paired 2×2 table of n items ({counts}) "
           f"through `cells`; interval method: {', '.join(methods)}. Baseline accuracy {P_STAR}; "
           "a change larger than the discordance cannot happen (—).")
+    check = _closed_form_check(exact)
+    if check:
+        print(check)
     if "percentile" in methods or "bca" in methods:
         print("The interval is a bootstrap: each table's limits carry the noise of its own 10,000 resamples "
               "(exact over tables, Monte Carlo within each interval).")
@@ -452,8 +491,7 @@ def _report(args: argparse.Namespace) -> int:
                 frow.append(pct(float(w @ e["flag"])))
             p0 = table_probabilities(e["tables"], d, 0.0)
             frow.append(pct(float(p0 @ (e["p"] < 0.05))))
-            finite = np.isfinite(e["mdd"])
-            frow.append("—" if not finite.any() else f"{float(p0[finite] @ e['mdd'][finite] / p0[finite].sum()):.0f}")
+            frow.append(_median_mdd(e["mdd"], p0))
             rows.append(row)
             flag_rows.append(frow)
     print("Coverage % (in brackets: % of cells whose interval is [0, 0], and % whose interval lies wholly above the "
@@ -487,12 +525,12 @@ def _report(args: argparse.Namespace) -> int:
                 crow.append(pct(np.mean((a[:, 0] <= c + 1e-9) & (c - 1e-9 <= a[:, 1]))))
             z = seeded[n][f"d{int(d * 100)}c0"]
             frow.append(pct(np.mean(z[:, 3] < 0.05)))
-            frow.append("—" if np.isnan(z[:, 4]).all() else f"{np.nanmean(z[:, 4]):.0f}")
+            frow.append(_median_mdd(z[:, 4], np.ones(len(z)) / len(z)))
             flag_rows.append(frow)
             seed_cov.append(crow)
     print(f"% of cells flagged by `drop_2pp` (the boundary is Δ = −2 pp, where a one-sided 95 % rule fires in at most "
           "2.5 %); the paired accuracy test's rejections at p < 0.05 when nothing changed; the minimum detectable drop "
-          "(pp) where the cells report one (its mean over the tables at Δ = 0, or over the simulated cells).\n")
+          "(pp, 80 % power) where the cells report one: its median over the cells at Δ = 0 (∞: none is detectable).\n")
     print(md(["n", "discordance", "seeds", *[f"Δ = {c} pp" for c in CHANGES_PP], "test p < 0.05 at Δ = 0", "min. detectable drop"],
              flag_rows))
     print(f"\nCoverage % of the accuracy change's interval with 4 seeds per item ({flag_reps} simulated cells each).\n")
@@ -506,27 +544,30 @@ def _report(args: argparse.Namespace) -> int:
           f"one run per item, d = {ACC[0]} where nothing changes; with drops, every third arm of the fully graded 12- and "
           f"30-item datasets drops {', '.join(f'{100 * x:g}' for x in FAMILY_DROPS)} pp (d = drop + 0.10). "
           "A rejection: adjusted p < 0.05.\n")
-    rows = []
+    columns = []
     for drops in (False, True):
         reports = [np.array(fam[i], dtype=float) for i, t in enumerate(fam_tasks) if t[1] == drops]
         allr = np.concatenate(reports)
-        in_fam = allr[:, 3] == 1
-        null = allr[:, 2] == 0
-        fwer = np.mean([np.any((r[:, 2] == 0) & (r[:, 5] < 0.05)) for r in reports])
-        row = ["with drops" if drops else "no change", f"{np.mean([r[:, 3].sum() for r in reports]):.0f}",
-               pct(fwer), f"{np.nanmedian([np.nanmin(r[:, 5]) for r in reports]):.3f}"]
+        smallest = [np.nanmin(r[:, 6]) if np.isfinite(r[:, 6]).any() else np.nan for r in reports]
+        col = [f"{np.mean([r[:, 3].sum() for r in reports]):.0f}",
+               pct(np.mean([np.any((r[:, 2] == 0) & (r[:, 6] < 0.05)) for r in reports])),
+               pct(np.mean([np.any((r[:, 2] == 0) & (r[:, 7] < 0.05)) for r in reports])),
+               "—" if np.isnan(smallest).all() else f"{np.nanmedian(smallest):.3f}"]
         for drop in FAMILY_DROPS:
             for n in (12, 30):
                 sel = (allr[:, 2] == -drop) & (allr[:, 0] == n) & (allr[:, 1] == n)
-                row.append("—" if not sel.any() else f"{pct(np.mean(allr[sel, 4] < 0.05), 0)}/{pct(np.mean(allr[sel, 5] < 0.05), 0)}/"
-                           f"{pct(np.mean(allr[sel, 6] < 0.05), 0)}")
+                col.append("—" if not sel.any() else f"{pct(np.mean(allr[sel, 5] < 0.05), 0)} / {pct(np.mean(allr[sel, 6] < 0.05), 0)} / "
+                           f"{pct(np.mean(allr[sel, 7] < 0.05), 0)}")
         probes = (allr[:, 0] == 3) | (allr[:, 1] < allr[:, 0])
-        row.append(pct(np.mean(in_fam[probes])))
-        rows.append(row)
-        del null
-    print(md(["reports", "family size", "Holm: a no-change cell rejected (% of reports)", "median smallest Holm p",
-              *[f"{100 * d:g} pp, n = {n}: raw/Holm/BH %" for d in FAMILY_DROPS for n in (12, 30)],
-              "probes and partly graded cells in the family %"], rows))
+        col.append(pct(np.mean(allr[probes, 3] == 1)))
+        can = np.array([r[0, 4] for r in reports])
+        col.append("—" if np.isnan(can).all() else pct(np.mean(can == 1), 0))
+        columns.append(col)
+    labels_ = ["cells in the family (mean)", "a no-change cell rejected by Holm (% of reports)",
+               "a no-change cell rejected by BH (% of reports)", "smallest Holm p of a report (median)",
+               *[f"{100 * d:g}-pp drop, n = {n}: rejected raw / Holm / BH (% of cells)" for d in FAMILY_DROPS for n in (12, 30)],
+               "3-item probes and partly graded cells in the family (%)", "the library says the family can reject (% of reports)"]
+    print(md(["", "nothing changes", "with drops"], [[lab, *vals] for lab, *vals in zip(labels_, *columns)]))
     options = (" --quick" if args.quick else "") + (f" --reps {args.reps}" if args.reps else "") + (
         f" --seed {args.seed}" if args.seed != DEFAULT_SEED else "")
     secs = time.perf_counter() - t0
