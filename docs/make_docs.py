@@ -24,8 +24,9 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                         "(NaN where not identified)"),
     "table3.csv": ("rule, and `all`", "method, n_cells, gain/lambda/rounds_ratio/time_ratio/time_per_round_ratio "
                                      "_mean and _median, n_lambda_gt_1, n_lambda_lo_gt_1, n_rounds_ratio_gt_1, "
-                                     "n_time_ratio_gt_1, n_graded, n_graded_partial, n_drop_2pp (interval rule), "
-                                     "n_drop_2pp_point (point rule), n_drop_holm, n_drop_bh, accuracy_delta_pp_mean "
+                                     "n_time_ratio_gt_1, n_graded, n_graded_partial, n_drop_2pp (one-sided loss test), "
+                                     "n_drop_2pp_point (point rule), n_drop_holm, n_drop_bh, accuracy_mdd_pp_median, "
+                                     "accuracy_delta_pp_mean "
                                      "(+_lo/_hi), n_predicted_win_time_loses, n_measured_win_time_loses, n_small_excluded"),
     "alpha_selected.csv": ("(target, draft, dataset, rule)", "alpha_selected, params_selected, n_items, n_items_baseline, "
                                                             "complete, alphas_complete, alphas_incomplete"),
@@ -33,8 +34,9 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
     "censoring.csv": ("cell", "keys, n_items, n_runs(_star), budget(_star), budgets_differ, censored_frac(_star); "
                               "Kaplan–Meier `km_{q25,median,q75}[_star]` with `_lo`, `_hi`, `_reason`; restricted mean "
                               "`rmst(_star)` up to `rmst_tau`, `rmst_ratio` (+_lo/_hi); `lambda_plain` (the cell's λ), "
-                              "`lambda_uncensored_pairs` (+_lo/_hi, n_uncensored_pairs); `lambda_aft_lognormal` and "
-                              "`lambda_aft_weibull` (time ratios: ratios of geometric means) with `_lo`, `_hi`, `_sigma`, "
+                              "`lambda_uncensored_pairs` (+_lo/_hi, n_uncensored_pairs); `gm_ratio_aft_lognormal` (and "
+                              "`gm_ratio_aft_weibull` when asked for; geometric-mean time ratios, not λ; old names "
+                              "`lambda_aft_*` kept for one release) with `_lo`, `_hi`, `_sigma`, "
                               "`_converged`, `_boot_infinite`, `_boot_failed`, `_reason`; n_resamples, n_resamples_aft, aft_ci"),
     "attribution.csv": ("cell", "keys, n_items, n_runs, chars_mean(_star), extra_chars = Σ(chars − chars*), "
                                 "extra_chars_thinking, extra_chars_answer, extra_chars_mean (+_lo/_hi), thinking_share = "
@@ -46,7 +48,8 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                                 "n_share_point_ge_92"),
     "table4.csv": ("intervention arm, and `all`", "target, draft, dataset, method, params, threshold, fired, n_graded, "
                                                  "correct_before, correct_after, wrong_to_right, right_to_wrong, "
-                                                 "still_capped, accuracy_p, accuracy_test (mcnemar_p: its old name)"),
+                                                 "still_capped, accuracy_p (mid-p), accuracy_test, accuracy_p_exact "
+                                                 "(mcnemar_p: its old name)"),
     "extra_tokens.csv": ("cell (runs with proposals.jsonl)", "keys, n_runs, n_runs_with_proposals, n_rows, n_proposed, "
                                                              "n_accepted, n_strict_accepted, n_lossy_only, "
                                                              "n_strict_only_rejected, lossy_only_per_proposed, "
@@ -56,7 +59,7 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                                                               "(+_lo/_hi), accuracy_delta_pp, verdict (in words)"),
     "methods.csv": ("pair of speculative methods of one target and dataset", "target, dataset, x_/y_ method, params, "
                     "draft, n_items, n_runs, lambda, rounds_ratio, time_ratio, gain, accuracy_delta_pp (each +_lo/_hi; "
-                    "ratios are x over y), accuracy_p (mcnemar_p: its old name), unavailable"),
+                    "ratios are x over y), accuracy_p (mid-p; mcnemar_p: the exact p), unavailable"),
     "report.html, report.pdf": ("", "the report; `--latex` adds table3.tex, table4.tex, attribution.tex"),
 }
 

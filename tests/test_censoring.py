@@ -12,7 +12,7 @@ from scipy import stats
 from statsmodels.duration.survfunc import SurvfuncRight
 
 from lengthlens.analyses.censoring import censoring_cell
-from lengthlens.stats.aft import fit_aft
+from lengthlens.stats.aft import DISTS, fit_aft
 from lengthlens.stats.aft import fit_aft_bootstrap
 from lengthlens.stats.intervals import quantiles_with_inf
 from lengthlens.stats.survival import kaplan_meier
@@ -257,7 +257,8 @@ def test_censoring_cell_values_and_row():
     n, budget = 60, 1835
     L, c, Ls, cs = _cell_data(rng, n)
     counts = rng.multinomial(n, np.full(n, 1 / n), size=300)
-    cell = censoring_cell(L, c, budget, Ls, cs, budget, counts, n_resamples_aft=200, aft_ci="bootstrap", ci="percentile")
+    cell = censoring_cell(L, c, budget, Ls, cs, budget, counts, n_resamples_aft=200, aft_ci="bootstrap", ci="percentile",
+                          aft_dists=DISTS)
     assert cell.censored_frac == c.mean() and cell.censored_frac_star == cs.mean()
     assert cell.lambda_plain.point == pytest.approx(L.mean() / Ls.mean(), rel=1e-14)
     keep = ~c & ~cs
@@ -275,13 +276,14 @@ def test_censoring_cell_values_and_row():
     for dist in ("lognormal", "weibull"):
         fit = fit_aft(np.r_[L, Ls], np.r_[c, cs], np.r_[np.ones(n), np.zeros(n)], dist=dist)
         assert cell.aft[dist].lambda_aft == pytest.approx(fit.lambda_aft, rel=1e-12)
-        est = cell.lambda_aft[dist]
+        est = cell.gm_ratio_aft[dist]
         assert est.low < fit.lambda_aft < est.high and est.method == "percentile"
         assert len(cell.aft_boot[dist].beta) == 200
     row = cell.to_row()
     for col in (
-        "lambda_aft_lognormal", "lambda_aft_lognormal_lo", "lambda_aft_lognormal_hi",
-        "lambda_aft_weibull", "lambda_aft_weibull_lo", "lambda_aft_weibull_hi",
+        "gm_ratio_aft_lognormal", "gm_ratio_aft_lognormal_lo", "gm_ratio_aft_lognormal_hi",
+        "gm_ratio_aft_weibull", "gm_ratio_aft_weibull_lo", "gm_ratio_aft_weibull_hi",
+        "lambda_aft_lognormal", "lambda_aft_lognormal_lo", "lambda_aft_weibull_hi",  # old names, one release
         "lambda_plain", "lambda_uncensored_pairs", "n_uncensored_pairs", "censored_frac",
         "censored_frac_star", "km_median", "km_median_lo", "km_median_hi", "km_median_star",
         "km_q75_reason", "rmst_ratio",
@@ -298,17 +300,17 @@ def test_censoring_cell_duplicated_seeds_via_item_index():
     n = 20
     L, c, Ls, cs = _cell_data(rng, n)
     counts = rng.multinomial(n, np.full(n, 1 / n), size=100)
-    one = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=100, aft_ci="bootstrap")
+    one = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=100, aft_ci="bootstrap", aft_dists=DISTS)
     idx = np.repeat(np.arange(n), 2)
     two = censoring_cell(L[idx], c[idx], 1835, Ls[idx], cs[idx], 1835, counts, item_index=idx,
-                         n_resamples_aft=100, aft_ci="bootstrap")
-    one_s = censoring_cell(L, c, 1835, Ls, cs, 1835, counts)
-    two_s = censoring_cell(L[idx], c[idx], 1835, Ls[idx], cs[idx], 1835, counts, item_index=idx)
+                         n_resamples_aft=100, aft_ci="bootstrap", aft_dists=DISTS)
+    one_s = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, aft_dists=DISTS)
+    two_s = censoring_cell(L[idx], c[idx], 1835, Ls[idx], cs[idx], 1835, counts, item_index=idx, aft_dists=DISTS)
     for dist in ("lognormal", "weibull"):
         assert two.aft[dist].lambda_aft == pytest.approx(one.aft[dist].lambda_aft, rel=1e-9)
         np.testing.assert_allclose(two.aft_boot[dist].beta, one.aft_boot[dist].beta, rtol=1e-7, atol=1e-9)
         # Sandwich by item: a duplicated run doubles the information and the item's score alike.
-        a, b = two_s.lambda_aft[dist], one_s.lambda_aft[dist]
+        a, b = two_s.gm_ratio_aft[dist], one_s.gm_ratio_aft[dist]
         assert (a.low, a.high) == pytest.approx((b.low, b.high), rel=1e-6)
     assert (two.lambda_plain.low, two.lambda_plain.high) == pytest.approx((one.lambda_plain.low, one.lambda_plain.high),
                                                                           rel=1e-12)
@@ -323,7 +325,7 @@ def test_censoring_cell_with_everything_censored_on_relaxed_side():
     counts = rng.multinomial(n, np.full(n, 1 / n), size=50)
     cell = censoring_cell(L, np.ones(n, bool), 4096, Ls, np.zeros(n, bool), 4096, counts, n_resamples_aft=50)
     row = cell.to_row()
-    assert row["lambda_aft_lognormal"] == math.inf and "every relaxed run" in row["lambda_aft_lognormal_reason"]
+    assert row["gm_ratio_aft_lognormal"] == math.inf and "every relaxed run" in row["gm_ratio_aft_lognormal_reason"]
     assert math.isnan(row["km_median"]) and row["km_median_reason"]
     assert row["n_uncensored_pairs"] == 0 and math.isnan(row["lambda_uncensored_pairs"])
 
@@ -418,8 +420,8 @@ def test_censoring_cell_zero_length_run_skips_aft_with_reason():
     L, c, Ls, cs = _cell_data(rng, n)
     Ls[3], cs[3] = 0.0, False  # an empty completion: log-length undefined
     counts = rng.multinomial(n, np.full(n, 1 / n), size=30)
-    row = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=30).to_row()
-    assert math.isnan(row["lambda_aft_weibull"]) and "length 0" in row["lambda_aft_weibull_reason"]
+    row = censoring_cell(L, c, 1835, Ls, cs, 1835, counts, n_resamples_aft=30, aft_dists=DISTS).to_row()
+    assert math.isnan(row["gm_ratio_aft_weibull"]) and "length 0" in row["gm_ratio_aft_weibull_reason"]
     assert row["lambda_plain"] == pytest.approx(L.mean() / Ls.mean())
 
 
@@ -431,3 +433,15 @@ def test_inputs_are_validated():
         fit_aft([0.0, 1.0], [False, False], [1, 0])
     with pytest.raises(ValueError, match="0/1"):
         fit_aft([1.0, 2.0], [False, False], [2, 0])
+
+
+def test_weibull_aft_is_not_fitted_by_default_and_the_aft_ratio_is_named_a_geometric_mean_ratio():
+    rng = np.random.default_rng(5)
+    L, c, Ls, cs = _cell_data(rng, 20)
+    counts = rng.multinomial(20, np.full(20, 1 / 20), size=50)
+    cell = censoring_cell(L, c, 1835, Ls, cs, 1835, counts)
+    row = cell.to_row()
+    assert set(cell.aft) == {"lognormal"} and not any("weibull" in k for k in row)
+    assert row["gm_ratio_aft_lognormal"] == row["lambda_aft_lognormal"] == cell.aft["lognormal"].lambda_aft
+    assert cell.lambda_aft is cell.gm_ratio_aft
+    assert "geometric-mean" in cell.to_frame()["estimate"].iloc[-1]

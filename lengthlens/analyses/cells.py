@@ -7,7 +7,7 @@ runs are ok; the item is the resampling unit. :class:`CellsAnalysis` is the anal
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,8 +16,11 @@ import numpy as np
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
 from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
-from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp, drop_2pp_point
+from lengthlens.stats.influence import INFLUENTIAL_SHARE, RatioInfluence, ratio_influence
+from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
+from lengthlens.stats.paired import (ALPHA_ONE_SIDED, accuracy_change_interval, accuracy_loss_test, accuracy_mdd_pp,
+                                     smallest_attainable_p)
 from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
@@ -26,14 +29,21 @@ if TYPE_CHECKING:
 
     from lengthlens.data.runset import RunSet
 
-__all__ = ["Cell", "CellTable", "CellsAnalysis", "SMALL_N_ITEMS", "cells", "is_partly_graded"]
+__all__ = ["AccuracyFamily", "Cell", "CellTable", "CellsAnalysis", "SMALL_N_ITEMS", "accuracy_family", "cells",
+           "family_can_reject", "is_partly_graded"]
 
 #: Cells with fewer items than this are flagged ``small_n``: their intervals are unreliable (left out of
 #: Table 3, the headline and the figures' interval bars unless asked for).
 SMALL_N_ITEMS = 10
 
-#: Old names of cells.csv columns, written beside the new ones for one release.
-DEPRECATED_COLUMNS = {"mcnemar_p": "accuracy_p", "mcnemar_p_holm": "accuracy_p_holm", "mcnemar_q_bh": "accuracy_q_bh"}
+#: Old names of cells.csv columns, written beside the new ones for one release (mcnemar_p held the exact p).
+DEPRECATED_COLUMNS = {"mcnemar_p": "accuracy_p_exact", "mcnemar_p_holm": "accuracy_p_holm", "mcnemar_q_bh": "accuracy_q_bh"}
+
+#: The family-wise level the multiplicity columns are read at.
+SIGNIFICANCE = 0.05
+
+_LOSS = (f"loss of more than {ACCURACY_DROP_PP:g} points: one-sided test at {ALPHA_ONE_SIDED:.1%} of H0 "
+         f"change ≥ −{ACCURACY_DROP_PP:g} points")
 
 #: What each of cells.csv's columns beside the metrics holds (the metrics' own come from the registry).
 CELL_COLUMNS: dict[str, str] = {
@@ -42,31 +52,56 @@ CELL_COLUMNS: dict[str, str] = {
     "params": "its parameters as logged (e.g. alpha0.35)", "alpha": "the rule's alpha, parsed from params",
     "n_items": "items the cell covers (the resampling units)", "n_runs": "paired runs (item, seed, turn units)",
     "n_graded": "paired runs graded on both sides: the only ones accuracy uses",
-    "drop_2pp": f"interval rule: the upper limit of the accuracy change is at most −{ACCURACY_DROP_PP:g} points "
-                "(empty when ungraded or graded on fewer than half its items)",
-    "drop_2pp_point": f"the study's point rule: the accuracy change itself is at most −{ACCURACY_DROP_PP:g} points",
+    "drop_2pp": f"{_LOSS} (Tango's score statistic, exact unconditional p; with several seeds a t test over "
+                "items); empty when ungraded or graded on fewer than half its items",
+    "drop_2pp_p": "the p-value of that one-sided test (drop_2pp is drop_2pp_p < 0.025)",
+    "drop_2pp_point": f"the study's point rule: the accuracy change itself is at most −{ACCURACY_DROP_PP:g} points "
+                      "(fires on noise in about a third of unchanged 12–30-item cells)",
+    "accuracy_mdd_pp": "minimum detectable drop: the smallest true accuracy loss (points) drop_2pp detects with 80 % "
+                       "power at the cell's graded pairs and observed discordance (exact; inf: none it can)",
     "wrong_to_right": "graded pairs wrong on the baseline and right on the relaxed arm",
     "right_to_wrong": "graded pairs right on the baseline and wrong on the relaxed arm",
-    "accuracy_p": "the paired accuracy test's p-value (accuracy_test names the test)",
-    "accuracy_test": "mcnemar_exact (one graded pair per item), or sign_flip_exact / sign_flip_monte_carlo "
+    "accuracy_p": "the paired accuracy test's two-sided mid-p value (accuracy_test names the test)",
+    "accuracy_test": "mcnemar_midp (one graded pair per item), or sign_flip_midp_exact / sign_flip_midp_monte_carlo "
                      "(the item-level sign-flip test, with several seeds)",
+    "accuracy_p_exact": "the same test's exact p-value (exact McNemar or sign-flip; conservative at 12–30 items)",
+    "accuracy_p_smallest": "the smallest accuracy_p the cell's test could give at its size (every unit flipped one way)",
+    "in_accuracy_family": "counts in the family the multiplicity columns adjust over: graded, not partly graded, "
+                          f"at least {SMALL_N_ITEMS} items",
     "rounds_ratio_median_item": "median over items of the item's mean per-run R/R*",
     "time_ratio_median_item": "median over items of the item's mean per-run T/T*",
     "budget": "the relaxed runs' token budget (max_new_tokens)", "n_items_baseline": "items of the group's baseline",
     "unavailable": "metrics left empty and why (inputs not logged); empty when every metric is computed",
     "small_n": f"fewer than {SMALL_N_ITEMS} items: left out of Table 3, the headline and the figures' intervals",
     "undefined_resamples": "most resamples left out of any of the cell's intervals (an undefined value)",
-    "percentile_fallback": "metrics whose studentized interval was unbounded and got the percentile interval",
+    "interval_fallback": "metrics whose default interval was replaced, each with the reason (e.g. 'lambda: outside "
+                         "item-ratio range: percentile interval'; the bootstrap-t unbounded, or past the item ratios)",
+    "unbounded": "metrics whose interval is still unbounded or undefined at a defined estimate, each with the reason",
+    "percentile_fallback": "old form of interval_fallback: the metrics' names only (kept for one release)",
+    "influence_top_share": "the largest share one item has of the cell's output-token sum (relaxed or baseline)",
+    **{f"{m}_{part}": f"{words}: {what}" for m, words in (("lambda", "λ"), ("rounds_ratio", "R/R*"), ("time_ratio", "T/T*"))
+       for part, what in (("item_min", "smallest item ratio (an item's seeds added up)"),
+                          ("item_max", "largest item ratio; no resample, and no default interval, leaves this range"),
+                          ("loo_lo", "smallest value with one item left out"),
+                          ("loo_hi", "largest value with one item left out"))},
+    "rounds_ratio_top_share": "the largest share one item has of the cell's verifier-round sum (either arm)",
+    "time_ratio_top_share": "the largest share one item has of the cell's wall-time sum (either arm)",
+    "influential": f"one item carries more than {INFLUENTIAL_SHARE:.0%} of the output-token, round or wall-time sum "
+                   "of either arm, or λ, R/R* or T/T* has an interval excluding 1 while leaving one item out puts it "
+                   "on the other side of 1",
     "n_graded_items": "items with at least one pair graded on both sides",
     "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
-    "accuracy_p_holm": "accuracy_p adjusted by Holm over every graded cell of the report (family-wise)",
-    "accuracy_q_bh": "accuracy_p adjusted by Benjamini–Hochberg over every graded cell (false discovery rate)",
-    "mcnemar_p": "old name of accuracy_p (kept for one release)",
+    "accuracy_p_holm": "accuracy_p adjusted by Holm over the cells in_accuracy_family (family-wise); empty outside it",
+    "accuracy_q_bh": "accuracy_p adjusted by Benjamini–Hochberg over the cells in_accuracy_family (false discovery rate)",
+    "mcnemar_p": "old name of accuracy_p_exact (kept for one release)",
     "mcnemar_p_holm": "old name of accuracy_p_holm (kept for one release)",
     "mcnemar_q_bh": "old name of accuracy_q_bh (kept for one release)",
 }
 
 _NAN = float("nan")
+
+#: The ratios of sums whose items' influence each cell reports, with the sums they are made of.
+INFLUENCE_METRICS = {"lambda": ("L", "L_star"), "rounds_ratio": ("R", "R_star"), "time_ratio": ("T", "T_star")}
 
 
 def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
@@ -83,11 +118,14 @@ class Cell:
     """One relaxed arm paired with its strict baseline on the items where both runs are ok.
 
     ``estimates`` maps each registry metric to its :class:`~lengthlens.results.Estimate` (NaN where its
-    inputs are not logged: ``unavailable`` says why). ``accuracy_test`` is the paired accuracy test
-    (exact McNemar with one run per item, the item-level sign-flip test with several seeds), None
-    when nothing is graded; ``accuracy_p_holm``/``accuracy_q_bh`` adjust its p-value over the report's
-    graded cells. ``drop_2pp``: the interval rule (upper limit ≤ −2 points); ``drop_2pp_point``: the
-    study's point rule; both None when the cell is ungraded or graded on fewer than half its items.
+    inputs are not logged: ``unavailable`` says why); the accuracy change's default interval is Tango's
+    score interval (one graded pair per item) or a t interval over items (several seeds). ``accuracy_test``
+    is the paired accuracy test, mid-p (McNemar with one run per item, the item-level sign-flip test
+    with several seeds), ``accuracy_test_exact`` the same test's exact p; None when nothing is graded;
+    ``accuracy_p_holm``/``accuracy_q_bh`` adjust the mid-p over the cells ``in_accuracy_family``.
+    ``drop_2pp``: a loss of more than 2 points by the one-sided test at 2.5 % (``drop_2pp_test``);
+    ``drop_2pp_point``: the study's point rule; both None when the cell is ungraded or graded on fewer
+    than half its items. ``accuracy_mdd_pp``: the smallest true loss the test detects with 80 % power.
     """
 
     target: str
@@ -109,10 +147,18 @@ class Cell:
     right_to_wrong: int | None = None
     drop_2pp: bool | None = None
     drop_2pp_point: bool | None = None
+    drop_2pp_test: TestResult | None = None
+    accuracy_test_exact: TestResult | None = None
+    accuracy_mdd_pp: float = _NAN
     accuracy_p_holm: float | None = None
     accuracy_q_bh: float | None = None
     rounds_ratio_median_item: float = _NAN
     time_ratio_median_item: float = _NAN
+    #: λ, R/R* and T/T*: single items' weight in them (absent where the metric is unavailable).
+    influence: Mapping[str, RatioInfluence] = field(default_factory=dict)
+    #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
+    items: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -135,16 +181,77 @@ class Cell:
         return None if self.accuracy_test is None else self.accuracy_test.pvalue
 
     @property
+    def accuracy_p_exact(self) -> float | None:
+        return None if self.accuracy_test_exact is None else self.accuracy_test_exact.pvalue
+
+    @property
+    def drop_2pp_p(self) -> float | None:
+        return None if self.drop_2pp_test is None else self.drop_2pp_test.pvalue
+
+    @property
+    def in_accuracy_family(self) -> bool:
+        """In the family the headline's accuracy counts speak of: graded, not partly graded, not ``small_n``."""
+        return self.accuracy_test is not None and not self.graded_partial and not self.small_n
+
+    @property
+    def accuracy_p_smallest(self) -> float | None:
+        """The smallest p-value the cell's accuracy test could reach at its size (every unit changed one way)."""
+        if self.accuracy_test is None:
+            return None
+        units = self.n_graded if self.accuracy_test.method.startswith("mcnemar") else self.n_graded_items
+        return smallest_attainable_p(units, self.accuracy_test.method)
+
+    @property
     def undefined_resamples(self) -> int:
         """Most resamples left out of any interval whose point estimate exists (an ungraded cell's accuracy change,
         undefined in every resample, does not count)."""
         return max((e.undefined_resamples for e in self.estimates.values()
                     if e.confidence_interval is not None and np.isfinite(e.point)), default=0)
 
+    def _defined(self) -> Iterator[tuple[str, Estimate]]:
+        """The metrics with an interval and a defined estimate (an ungraded cell's accuracy change is not)."""
+        return ((n, e) for n, e in self.estimates.items()
+                if e.confidence_interval is not None and n not in self.unavailable and np.isfinite(e.point))
+
+    @property
+    def interval_fallback(self) -> tuple[str, ...]:
+        """``"metric: reason"`` for each metric whose default interval was replaced (its note says by what)."""
+        return tuple(f"{n}: {e.note}" for n, e in self._defined() if e.note and np.isfinite(e.low) and np.isfinite(e.high))
+
+    @property
+    def unbounded(self) -> tuple[str, ...]:
+        """``"metric: reason"`` for each metric whose interval has no finite limit (a ratio's no positive one) at a
+        defined estimate."""
+        reg = metrics.registry()
+        out = []
+        for n, e in self._defined():
+            ratio = n in reg.names and reg.metric(n).interval == "ratio"
+            if np.isfinite(e.low) and np.isfinite(e.high) and not (ratio and e.low <= 0):
+                continue
+            why = e.note or (f"{e.undefined_resamples} resamples undefined" if e.undefined_resamples else "no finite limit")
+            out.append(f"{n}: {why}")
+        return tuple(out)
+
     @property
     def percentile_fallback(self) -> tuple[str, ...]:
-        """Metrics whose studentized interval was unbounded and got the percentile interval instead."""
-        return tuple(n for n, e in self.estimates.items() if e.note and e.method == "percentile" and n not in self.unavailable)
+        """Old form of :attr:`interval_fallback`: the metrics' names only."""
+        return tuple(f.split(":", 1)[0] for f in self.interval_fallback)
+
+    @property
+    def influence_top_share(self) -> float:
+        """The largest share one item has of the cell's output-token sum, relaxed or baseline."""
+        inf = self.influence.get("lambda")
+        return _NAN if inf is None else inf.top_share
+
+    @property
+    def influential(self) -> bool:
+        """One item carries most of a sum of λ, R/R* or T/T*, or one of them has an interval excluding 1 that
+        leaving out a single item would put on the other side of 1 (the conclusion rests on that item)."""
+        def excludes_one(m: str) -> bool:
+            e = self.estimates.get(m)
+            return e is not None and bool(e.low > 1.0 or e.high < 1.0)
+
+        return any(inf.dominated or (inf.loo_crosses_one and excludes_one(m)) for m, inf in self.influence.items())
 
     def to_row(self) -> dict[str, Any]:
         """Flat columns as in cells.csv: metric, metric_lo, metric_hi (interval stems from the registry)."""
@@ -160,20 +267,51 @@ class Cell:
                 row[f"{m.stem}_lo"], row[f"{m.stem}_hi"] = est.low, est.high
         test = self.accuracy_test
         row.update({
-            "drop_2pp": self.drop_2pp, "drop_2pp_point": self.drop_2pp_point,
+            "drop_2pp": self.drop_2pp, "drop_2pp_p": self.drop_2pp_p, "drop_2pp_point": self.drop_2pp_point,
+            "accuracy_mdd_pp": self.accuracy_mdd_pp,
             "wrong_to_right": self.wrong_to_right, "right_to_wrong": self.right_to_wrong,
             "accuracy_p": self.accuracy_p, "accuracy_test": None if test is None else test.method,
+            "accuracy_p_exact": self.accuracy_p_exact, "accuracy_p_smallest": self.accuracy_p_smallest,
+            "in_accuracy_family": self.in_accuracy_family,
             "rounds_ratio_median_item": self.rounds_ratio_median_item, "time_ratio_median_item": self.time_ratio_median_item,
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
             "unavailable": _unavailable_note(self.unavailable) or None, "small_n": self.small_n,
             "undefined_resamples": self.undefined_resamples,
+            "interval_fallback": "; ".join(self.interval_fallback) or None,
+            "unbounded": "; ".join(self.unbounded) or None,
             "percentile_fallback": ",".join(self.percentile_fallback) or None,
+            "influence_top_share": self.influence_top_share,
             "n_graded_items": self.n_graded_items, "graded_partial": self.graded_partial,
             "accuracy_p_holm": self.accuracy_p_holm, "accuracy_q_bh": self.accuracy_q_bh,
         })
+        for m in INFLUENCE_METRICS:
+            inf = self.influence.get(m)
+            for part in ("item_min", "item_max", "loo_lo", "loo_hi"):
+                row[f"{m}_{part}"] = _NAN if inf is None else getattr(inf, part)
+            if m != "lambda":
+                row[f"{m}_top_share"] = _NAN if inf is None else inf.top_share
+        row["influential"] = self.influential
         for old, new in DEPRECATED_COLUMNS.items():
             row[old] = row[new]
         return row
+
+    def items_frame(self) -> pd.DataFrame:
+        """The per-item view: one row per item with its totals, and for λ, R/R* and T/T* its ratio, its share of
+        each sum and the cell's ratio without it (largest share first)."""
+        rows: dict[str, Any] = {"item_id": list(self.items)}
+        first = None
+        for m, (x, y) in INFLUENCE_METRICS.items():
+            if m not in self.influence or x not in self.item_totals:
+                continue
+            a, b = self.item_totals[x], self.item_totals[y]
+            with np.errstate(all="ignore"):
+                rows.update({x: a, y: b, f"{m}_item": a / b, f"{x}_share": a / a.sum(), f"{y}_share": b / b.sum(),
+                             f"{m}_without": (a.sum() - a) / (b.sum() - b)})
+            first = first or x
+        df = frame(rows)
+        if first is not None:
+            df = df.sort_values(f"{first}_share", ascending=False, kind="stable").reset_index(drop=True)
+        return df
 
     def to_frame(self) -> pd.DataFrame:
         """One row per metric: estimate, low, high, standard error, interval method."""
@@ -299,7 +437,7 @@ class CellsAnalysis:
         return Plan(cell, {q: item_sums[q] for q in resampled}, interval, data)
 
     def finish(self, results: list[CellResult], settings: Settings) -> list[tuple[Cell, dict[str, np.ndarray]]]:
-        return [(self._cell(r), {m: np.asarray(r.replicates[m]) for m in self.keep}) for r in results]
+        return [(self._cell(r, settings), {m: np.asarray(r.replicates[m]) for m in self.keep}) for r in results]
 
     def collect(self, rows: list[tuple[Cell, dict[str, np.ndarray]]], settings: Settings) -> CellTable:
         cells_ = _adjust_across_cells([c for c, _ in rows])
@@ -307,7 +445,7 @@ class CellsAnalysis:
                 for m in self.keep}
         return CellTable(cells=cells_, settings=settings, replicates=reps)
 
-    def _cell(self, r: CellResult) -> Cell:
+    def _cell(self, r: CellResult, settings: Settings) -> Cell:
         reg = metrics.registry()
         cell, data = r.cell, r.plan.data
         why = reg.unavailable(data.missing, cell.n_runs)
@@ -325,20 +463,28 @@ class CellsAnalysis:
         n_graded_items = int(np.sum(s["n_graded"] > 0))
         graded = bool(n_graded)
         partial = graded and is_partly_graded(n_graded_items, cell.n_items)
+        if graded and settings.ci == "studentized" and "accuracy_delta_pp" not in why:
+            ests["accuracy_delta_pp"] = _score_estimate(ests["accuracy_delta_pp"].point, s, settings.confidence_level)
         delta = ests["accuracy_delta_pp"]
         test = paired_accuracy_test(s["n_graded"], s["c"], s["c_star"]) if graded else None
+        exact = paired_accuracy_test(s["n_graded"], s["c"], s["c_star"], mid_p=False) if graded else None
+        flagged = graded and not partial
+        loss = accuracy_loss_test(s["n_graded"], s["c"], s["c_star"]) if flagged else None
         key = cell.key
         budget = None if not np.isfinite(data.budget) else int(data.budget)
         return Cell(
             target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"], params=key["params"],
             alpha=key["alpha"], n_items=cell.n_items, n_runs=cell.n_runs, n_graded=n_graded,
             n_graded_items=n_graded_items, n_items_baseline=cell.n_items_group, budget=budget, estimates=ests,
-            unavailable=why, accuracy_test=test,
+            unavailable=why, accuracy_test=test, accuracy_test_exact=exact, drop_2pp_test=loss,
+            accuracy_mdd_pp=accuracy_mdd_pp(s["n_graded"], s["c"], s["c_star"]) if graded else _NAN,
             wrong_to_right=int(s["w2r"].sum()) if graded else None, right_to_wrong=int(s["r2w"].sum()) if graded else None,
-            drop_2pp=drop_2pp(delta.high) if graded and not partial else None,
-            drop_2pp_point=drop_2pp_point(delta.point) if graded and not partial else None,
+            drop_2pp=bool(loss.pvalue < ALPHA_ONE_SIDED) if loss is not None else None,
+            drop_2pp_point=drop_2pp_point(delta.point) if flagged else None,
             rounds_ratio_median_item=_NAN if "rounds_ratio" in why else data.ratios["rounds_ratio"],
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
+            influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
+            items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
         )
 
 
@@ -360,12 +506,65 @@ def _item_means(cell: CellRuns, per_run: np.ndarray) -> float:
     return float(np.median(means)) if means.size else _NAN
 
 
+def _score_estimate(point: float, s: Mapping[str, np.ndarray], level: float) -> Estimate:
+    """The accuracy change's default estimate: Tango's score interval, or the t interval over items with seeds (points)."""
+    lo, hi, se, how = accuracy_change_interval(s["n_graded"], s["c"], s["c_star"], level)
+    return Estimate(point, ConfidenceInterval(100.0 * lo, 100.0 * hi), standard_error=100.0 * se, method=how,
+                    confidence_level=level)
+
+
 def _adjust_across_cells(cells_: list[Cell]) -> tuple[Cell, ...]:
-    """Holm (family-wise) and Benjamini–Hochberg (false discovery rate) adjusted accuracy-test p-values over every graded cell."""
-    p = np.array([_NAN if c.accuracy_p is None else c.accuracy_p for c in cells_], dtype=float)
+    """Holm (family-wise) and Benjamini–Hochberg (false discovery rate) adjusted mid-p values over the accuracy family."""
+    p = np.array([c.accuracy_p if c.in_accuracy_family and c.accuracy_p is not None else _NAN for c in cells_], dtype=float)
     p_holm, q_bh = holm(p), benjamini_hochberg(p)
     return tuple(replace(c, accuracy_p_holm=None if np.isnan(p_holm[i]) else float(p_holm[i]),
                          accuracy_q_bh=None if np.isnan(q_bh[i]) else float(q_bh[i])) for i, c in enumerate(cells_))
+
+
+@dataclass(frozen=True)
+class AccuracyFamily:
+    """The family the accuracy tests are adjusted over, and whether any of its cells could reach significance.
+
+    ``n_cells``: cells in the family (graded, not partly graded, ≥ 10 items). ``smallest_adjusted_p``: the
+    smallest Holm- (and Benjamini–Hochberg-) adjusted p any cell could get, m · min(smallest attainable p):
+    with few items per cell and many cells it can stay above ``SIGNIFICANCE``, and then "none significant"
+    says nothing about the rules. ``n_significant``: cells with Holm p < ``SIGNIFICANCE``.
+    """
+
+    n_cells: int
+    smallest_adjusted_p: float
+    n_significant: int
+
+    @property
+    def can_reject(self) -> bool:
+        return bool(self.n_cells) and self.smallest_adjusted_p < SIGNIFICANCE
+
+
+def accuracy_family(cells_: CellTable | Iterable[Cell] | pd.DataFrame) -> AccuracyFamily:
+    """The accuracy family of a cell table (or of cells.csv's frame): its size, the smallest adjusted p it allows.
+
+    Examples
+    --------
+    >>> accuracy_family([]).can_reject
+    False
+    """
+    if hasattr(cells_, "columns"):  # a DataFrame with cells.csv's columns
+        df = cells_
+        fam = df[df["in_accuracy_family"].fillna(False).astype(bool)] if len(df) else df
+        smallest = fam["accuracy_p_smallest"].astype(float).to_numpy() if len(fam) else np.empty(0)
+        holm_p = fam["accuracy_p_holm"].astype(float).to_numpy() if len(fam) else np.empty(0)
+    else:
+        fam_cells = [c for c in cells_ if c.in_accuracy_family]
+        smallest = np.array([c.accuracy_p_smallest for c in fam_cells], dtype=float)
+        holm_p = np.array([_NAN if c.accuracy_p_holm is None else c.accuracy_p_holm for c in fam_cells], dtype=float)
+    m = int(smallest.size)
+    return AccuracyFamily(m, float(min(1.0, m * smallest.min())) if m else _NAN,
+                          int(np.sum(holm_p < SIGNIFICANCE)))
+
+
+def family_can_reject(cells_: CellTable | Iterable[Cell] | pd.DataFrame) -> bool:
+    """Whether any cell of the accuracy family could reach Holm p < 0.05 at its size (see :class:`AccuracyFamily`)."""
+    return accuracy_family(cells_).can_reject
 
 
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,

@@ -5,7 +5,7 @@ plain ratio λ = mean(L) / mean(L*) (censored runs counted at the budget) *under
 inflation. Per cell (a relaxed arm paired with its baseline on the same items) this gives the
 censored share of both sides, Kaplan–Meier quantiles (:mod:`lengthlens.stats.survival`), the
 restricted mean up to a common horizon, λ on the pairs where neither side is censored, and the AFT
-time ratio (:mod:`lengthlens.stats.aft`: a ratio of geometric means, not of means). The ratios'
+geometric-mean (time) ratio (:mod:`lengthlens.stats.aft`: a ratio of geometric means, not λ, a ratio of means). The ratios'
 intervals come from the engine's draws and interval code, as the cell table's do;
 :class:`CensoringAnalysis` is the analysis, :func:`survival_curves` what the survival figure draws.
 """
@@ -24,15 +24,23 @@ from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, res
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES, DISTS, AFTBootstrap, AFTFit, aft_sandwich, fit_aft, fit_aft_bootstrap, fit_aft_many
 from lengthlens.stats.intervals import Ratio, quantiles_with_inf
-from lengthlens.stats.survival import KaplanMeier, kaplan_meier, restricted_means_many
+from lengthlens.stats.survival import KaplanMeier, cluster_quantile_intervals, kaplan_meier, restricted_means_many
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["AFT_CI_METHODS", "CensoringAnalysis", "CensoringCell", "SurvivalCurve", "censoring_cell", "survival_curves"]
+__all__ = ["AFT_CI_METHODS", "DEFAULT_AFT_DISTS", "KM_RESAMPLES", "CensoringAnalysis", "CensoringCell", "SurvivalCurve", "censoring_cell", "survival_curves"]
 
 AFT_CI_METHODS = ("sandwich", "bootstrap")
 _NAN = float("nan")
+
+#: The AFT laws fitted by default. The Weibull fit's sandwich interval under-covers (docs/concepts.md), so it is
+#: fitted only when asked for (``CensoringAnalysis(aft_dists=DISTS)``).
+DEFAULT_AFT_DISTS: tuple[str, ...] = ("lognormal",)
+
+#: Resamples (the first of the cell's draws) for the Kaplan–Meier quantiles' item-level intervals: each is a
+#: weighted KM curve over every run, so fewer than the ratios' sums get.
+KM_RESAMPLES = 2000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -63,8 +71,8 @@ class CensoringCell:
     bound on the truth; the cell table's λ); ``lambda_uncensored_pairs`` keeps only pairs where
     neither side is censored (biased too: it drops the longest relaxed completions; shown for
     contrast); ``rmst_ratio`` compares restricted means up to ``rmst_tau`` (equal to plain λ when both
-    arms share one budget); ``aft[dist]`` is the AFT fit and ``lambda_aft[dist]`` its time ratio, a
-    ratio of geometric means (see :mod:`lengthlens.stats.aft`), with a cluster-robust sandwich
+    arms share one budget); ``aft[dist]`` is the AFT fit and ``gm_ratio_aft[dist]`` its time ratio, a
+    ratio of geometric means (not λ; log-normal by default, Weibull when asked for) (see :mod:`lengthlens.stats.aft`), with a cluster-robust sandwich
     interval or bootstrap refits.
     """
 
@@ -87,12 +95,17 @@ class CensoringCell:
     lambda_uncensored_pairs: Estimate
     n_uncensored_pairs: int
     aft: Mapping[str, AFTFit]
-    lambda_aft: Mapping[str, Estimate]
+    gm_ratio_aft: Mapping[str, Estimate]
     aft_boot: Mapping[str, AFTBootstrap | None]
     n_resamples: int
     n_resamples_aft: int
     confidence_level: float
     aft_ci_method: str = "sandwich"
+
+    @property
+    def lambda_aft(self) -> Mapping[str, Estimate]:
+        """Old name of :attr:`gm_ratio_aft` (kept for one release): the AFT estimand is no λ."""
+        return self.gm_ratio_aft
 
     def to_row(self) -> dict[str, Any]:
         """Flat columns for OUT/censoring.csv (NaN where not identified)."""
@@ -113,9 +126,9 @@ class CensoringCell:
             row.update({name: est.point, f"{name}_lo": est.low, f"{name}_hi": est.high})
             if name == "lambda_uncensored_pairs":
                 row["n_uncensored_pairs"] = self.n_uncensored_pairs
-        for dist in DISTS:
-            fit, est, boot = self.aft[dist], self.lambda_aft[dist], self.aft_boot[dist]
-            p = f"lambda_aft_{dist}"
+        for dist in self.aft:
+            fit, est, boot = self.aft[dist], self.gm_ratio_aft[dist], self.aft_boot[dist]
+            p = f"gm_ratio_aft_{dist}"
             row[p] = fit.lambda_aft
             row[f"{p}_lo"], row[f"{p}_hi"] = est.low, est.high
             row[f"{p}_sigma"] = fit.sigma
@@ -123,6 +136,8 @@ class CensoringCell:
             row[f"{p}_boot_infinite"] = boot.n_infinite if boot is not None else None
             row[f"{p}_boot_failed"] = boot.n_failed if boot is not None else None
             row[f"{p}_reason"] = fit.reason
+        for new in [k for k in row if k.startswith("gm_ratio_aft_")]:  # the old names, for one release
+            row[deprecated_aft_column(new)] = row[new]
         row.update(n_resamples=self.n_resamples, n_resamples_aft=self.n_resamples_aft, aft_ci=self.aft_ci_method,
                    confidence_level=self.confidence_level)
         return row
@@ -132,7 +147,7 @@ class CensoringCell:
         rows = [("plain (censored at budget)", self.lambda_plain),
                 (f"uncensored pairs (n={self.n_uncensored_pairs})", self.lambda_uncensored_pairs),
                 (f"restricted mean ratio (tau={self.rmst_tau:g})", self.rmst_ratio)]
-        rows += [(f"AFT {d} time ratio (geometric means)", self.lambda_aft[d]) for d in DISTS]
+        rows += [(f"AFT {d} geometric-mean ratio (not λ)", self.gm_ratio_aft[d]) for d in self.aft]
         return frame([{"estimate": name, "lambda": e.point, "lo": e.low, "hi": e.high, "interval": e.method}
                       for name, e in rows])
 
@@ -231,8 +246,13 @@ def _not_fitted(dist: str, lengths: np.ndarray, cens: np.ndarray) -> AFTFit:
                   "AFT not fitted: a completion of length 0 (log-length undefined)")
 
 
+def deprecated_aft_column(name: str) -> str:
+    """The old censoring.csv name of an AFT column (``gm_ratio_aft_lognormal_lo`` was ``lambda_aft_lognormal_lo``)."""
+    return "lambda_aft_" + name.removeprefix("gm_ratio_aft_")
+
+
 def _aft_estimates(prepared: Sequence[_Prepared], counts: Sequence[np.ndarray], level: float, aft_ci: str,
-                   n_boot: int) -> list[tuple[dict, dict, dict]]:
+                   n_boot: int, dists: Sequence[str] = DEFAULT_AFT_DISTS) -> list[tuple[dict, dict, dict]]:
     """Per cell and law: the AFT fit, its time ratio with its interval, and the bootstrap refits (None with the sandwich).
 
     With the sandwich interval each law is fitted to all of a group's cells at once (one Newton over
@@ -240,7 +260,7 @@ def _aft_estimates(prepared: Sequence[_Prepared], counts: Sequence[np.ndarray], 
     """
     inputs = [_aft_inputs(p) for p in prepared]
     out: list[tuple[dict, dict, dict]] = [({}, {}, {}) for _ in prepared]
-    for dist in DISTS:
+    for dist in dists:
         fitted = [j for j, (lengths, *_) in enumerate(inputs) if bool(np.all(lengths > 0))]
         for j in sorted(set(range(len(inputs))) - set(fitted)):
             fits, ests, boots = out[j]
@@ -277,12 +297,15 @@ class CensoringAnalysis:
 
     aft_ci: Literal["sandwich", "bootstrap"] = "sandwich"
     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES
+    aft_dists: tuple[str, ...] = DEFAULT_AFT_DISTS
 
     fields = ("output_tokens", "output_tokens_star", "censored", "censored_star", "max_new_tokens", "max_new_tokens_star")
 
     def __post_init__(self) -> None:
         if self.aft_ci not in AFT_CI_METHODS:
             raise ValueError(f"aft_ci must be one of {AFT_CI_METHODS}, not {self.aft_ci!r}")
+        if not set(self.aft_dists) <= set(DISTS):
+            raise ValueError(f"aft_dists must be among {DISTS}, not {self.aft_dists!r}")
 
     def plan(self, cell: CellRuns, settings: Settings) -> Plan | None:
         f = cell.fields
@@ -300,15 +323,18 @@ class CensoringAnalysis:
         """The :class:`CensoringCell` of each result (one group's cells: the sandwich fits them at once)."""
         level = settings.confidence_level
         n_aft = min(self.n_resamples_aft, settings.n_resamples) if self.aft_ci == "bootstrap" else 0
-        aft = _aft_estimates([r.plan.data for r in results], [r.sums.counts for r in results], level, self.aft_ci, n_aft)
+        aft = _aft_estimates([r.plan.data for r in results], [r.sums.counts for r in results], level, self.aft_ci, n_aft,
+                             self.aft_dists)
         out = []
         for r, (fits, ests, boots) in zip(results, aft):
             p: _Prepared = r.plan.data
             ratios = _ratio_cell(p, r.estimates, r.sums.counts, level)
+            W = r.sums.counts[:KM_RESAMPLES][:, p.item]
+            km, km_s = (cluster_quantile_intervals(k, x, ~cut, W) for k, x, cut in ((p.km, p.L, p.c), (p.km_s, p.Ls, p.cs)))
             out.append(CensoringCell(
                 n_items=r.cell.n_items, n_runs=len(p.L), budget=p.budget, budget_star=p.budget_star,
                 budgets_differ=p.budgets_differ, censored_frac=float(p.c.mean()), censored_frac_star=float(p.cs.mean()),
-                km=p.km, km_star=p.km_s, rmst_tau=p.tau, **ratios, aft=fits, lambda_aft=ests, aft_boot=boots,
+                km=km, km_star=km_s, rmst_tau=p.tau, **ratios, aft=fits, gm_ratio_aft=ests, aft_boot=boots,
                 n_resamples=settings.n_resamples, n_resamples_aft=n_aft, confidence_level=level, aft_ci_method=self.aft_ci))
         return out
 
@@ -318,7 +344,8 @@ class CensoringAnalysis:
 
 def censoring_cell(L, censored, budget, L_star, censored_star, budget_star, counts, *, item_index=None,
                    n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = 0.95,
-                   ci: str = "studentized", aft_ci: Literal["sandwich", "bootstrap"] = "sandwich") -> CensoringCell:
+                   ci: str = "studentized", aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
+                   aft_dists: Sequence[str] = DEFAULT_AFT_DISTS) -> CensoringCell:
     """Every censoring-aware length summary of one cell from its runs as arrays and its draws, as the report computes it.
 
     Parameters
@@ -330,6 +357,7 @@ def censoring_cell(L, censored, budget, L_star, censored_star, budget_star, coun
     counts : the draws (B, n_items).
     item_index : each pair's item (a column of ``counts``); default: one pair per item, in order.
     n_resamples_aft, confidence_level, ci, aft_ci : as for :func:`lengthlens.censoring_table`.
+    aft_dists : the AFT laws to fit (default log-normal only; ``DISTS`` adds the Weibull fit).
 
     Returns
     -------
@@ -366,7 +394,7 @@ def censoring_cell(L, censored, budget, L_star, censored_star, budget_star, coun
     cell = CellRuns(key={}, group=(), n_items_group=n_items, items=tuple(map(str, range(n_items))), item=item, fields={})
     settings = Settings(n_resamples=counts.shape[0], ci=ci, confidence_level=confidence_level)
     result = resample_plan(Plan(cell, columns, STATISTICS, prepared), counts, settings)
-    return CensoringAnalysis(aft_ci, n_resamples_aft).cells([result], settings)[0]
+    return CensoringAnalysis(aft_ci, n_resamples_aft, tuple(aft_dists)).cells([result], settings)[0]
 
 
 # ------------------------------------------------------------------------------------------------

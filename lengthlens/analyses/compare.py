@@ -178,7 +178,7 @@ def method_pairs(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: 
     Only where each method has one draft (Spec-Bench's layout; rules run with several drafts, as in the
     study, are compared with their baseline in the cells). Columns: target, dataset, x_/y_ method,
     params and draft, n_items, n_runs, λ, R/R*, T/T*, gain and Δacc with ``_lo``/``_hi`` (ratios are x over
-    y), accuracy_p (and its old name mcnemar_p), unavailable.
+    y), accuracy_p (mid-p; mcnemar_p: the exact p, under its old name), unavailable.
 
     Parameters
     ----------
@@ -215,7 +215,8 @@ def method_pairs(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: 
                    "n_items": c.n_items, "n_runs": c.n_runs}
             for m in _METHOD_PAIR_METRICS:
                 row.update({m: c[m].point, f"{m}_lo": c[m].low, f"{m}_hi": c[m].high})
-            p = c.cell.accuracy_p if (c.wrong_to_right + c.right_to_wrong) else None
-            row.update(accuracy_p=p, mcnemar_p=p, unavailable=c.cell.to_row()["unavailable"])
+            discordant = bool(c.wrong_to_right + c.right_to_wrong)
+            row.update(accuracy_p=c.cell.accuracy_p if discordant else None,
+                       mcnemar_p=c.cell.accuracy_p_exact if discordant else None, unavailable=c.cell.to_row()["unavailable"])
             rows.append(row)
     return frame(rows)

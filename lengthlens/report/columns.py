@@ -25,7 +25,7 @@ LABELS: dict[str, str] = {
     "rounds_ratio_predicted": "λ/gain", "time_ratio": "T/T*", "accuracy": "acc", "accuracy_star": "acc*",
     "accuracy_delta_pp": "Δacc pp", "censored_frac": "cens", "censored_frac_star": "cens*",
     "km_median": "KM median", "km_median_star": "KM median*", "lambda_uncensored_pairs": "λ uncensored pairs",
-    "lambda_aft_lognormal": "λ AFT log-normal", "lambda_aft_weibull": "λ AFT Weibull",
+    "gm_ratio_aft_lognormal": "GM ratio AFT log-normal", "gm_ratio_aft_weibull": "GM ratio AFT Weibull",
     "extra_chars": "extra chars", "extra_chars_thinking": "extra chars thinking", "thinking_share": "thinking share",
     "fired": "fired", "correct_before": "correct before", "correct_after": "correct after",
     "wrong_to_right": "wrong→right", "right_to_wrong": "right→wrong", "still_capped": "still capped",
@@ -209,9 +209,11 @@ TABLE3_COLS = [
     Col("n_lambda_gt_1", "λ>1", "int"), Col("n_lambda_lo_gt_1", "λ_lo>1", "int", title="interval entirely above 1"),
     Col("n_rounds_ratio_gt_1", "R/R*>1", "int"), Col("n_time_ratio_gt_1", "T/T*>1", "int"),
     Col("n_graded", "graded", "int"),
-    Col("n_drop_2pp", "drop ≥2pp (interval)", "int", title="upper limit of Δacc ≤ −2 points"),
+    Col("n_drop_2pp", "drop >2pp (test)", "int", title="a loss of more than 2 points by the one-sided test at 2.5 % (drop_2pp)"),
     Col("n_drop_2pp_point", "drop ≥2pp (point)", "int", title="the study's rule: point estimate of Δacc ≤ −2 points"),
-    Col("n_drop_holm", "drop, Holm p<0.05", "int", title="lower accuracy, Holm-adjusted paired test p < 0.05 over every graded cell"),
+    Col("accuracy_mdd_pp_median", "detectable drop pp", "f0",
+        title="median over graded cells of the smallest true drop drop_2pp detects with 80 % power"),
+    Col("n_drop_holm", "drop, Holm p<0.05", "int", title="lower accuracy, Holm-adjusted mid-p < 0.05 over the accuracy family"),
     Col("accuracy_delta_pp_mean", "Δacc mean pp", "f1", ci="accuracy_delta_pp_mean"),
     Col("n_predicted_win_time_loses", "λ/gain<1, T/T*≥1", "int", title="predicted rounds win but time loses"),
     Col("n_measured_win_time_loses", "R/R*<1, T/T*≥1", "int", title="measured rounds win but time loses"),
@@ -262,9 +264,9 @@ def _acc_css(row: dict[str, Any]) -> str:
 KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
             Col("params", "params", "text", left=True)]
 
-#: Table 4's p-value column: exact McNemar, or the item-level sign-flip test with several seeds per item.
+#: Table 4's p-value column: mid-p McNemar, or the item-level sign-flip test's mid-p with several seeds per item.
 _PAIRED_P = Col("accuracy_p", "paired p", "p",
-                title="exact McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)")
+                title="mid-p McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)")
 
 #: Curated columns of the lead's per-cell tables (each shown when present; the CSVs keep every column).
 DESCRIBED: dict[str, list[Col]] = {
@@ -273,9 +275,11 @@ DESCRIBED: dict[str, list[Col]] = {
         Col("km_median", "KM median", "int", ci="km_median"), Col("km_median_star", "KM median*", "int", ci="km_median_star"),
         Col("lambda_plain", "λ plain", "f2", ci="lambda_plain"),
         Col("lambda_uncensored_pairs", "λ uncensored pairs", "f2", ci="lambda_uncensored_pairs"),
-        Col("lambda_aft_lognormal", "λ AFT log-normal", "f2", ci="lambda_aft_lognormal",
-            css=verdict_css("lambda_aft_lognormal", better="lower")),
-        Col("lambda_aft_weibull", "λ AFT Weibull", "f2", ci="lambda_aft_weibull", css=verdict_css("lambda_aft_weibull", better="lower")),
+        Col("gm_ratio_aft_lognormal", "GM ratio AFT log-normal", "f2", ci="gm_ratio_aft_lognormal",
+            css=verdict_css("gm_ratio_aft_lognormal", better="lower"),
+            title="geometric-mean (time) ratio of the log-normal AFT fit: a typical completion stretched by, not λ"),
+        Col("gm_ratio_aft_weibull", "GM ratio AFT Weibull", "f2", ci="gm_ratio_aft_weibull",
+            css=verdict_css("gm_ratio_aft_weibull", better="lower")),
     ],
     "attribution": KEY_COLS + [
         Col("n_items", "items", "int"), Col("chars_mean", "chars", "int"), Col("chars_mean_star", "chars*", "int"),

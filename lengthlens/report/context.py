@@ -14,6 +14,7 @@ import polars as pl
 
 from lengthlens._version import __version__
 from lengthlens.analyses.methods import LOSSLESS_METHODS
+from lengthlens.report import wording
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, registry
 
 _SKIP_NORMALIZE = [
@@ -151,16 +152,17 @@ def definitions() -> list[dict[str, str]]:
     """Every cell metric with its formula and meaning, in the registry's order, plus derived flags."""
     rows = [{"name": m.name, "formula": m.formula, "description": m.description,
              "interval": "yes" if m.interval else "no"} for m in registry().metrics]
-    rows.append({"name": "drop_2pp", "formula": f"upper interval limit of accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
-                 "description": f"the whole interval of the accuracy change lies at least {ACCURACY_DROP_PP:g} points down "
-                 "(graded cells only)",
+    rows.append({"name": "drop_2pp", "formula": f"one-sided test of H0 Δacc ≥ −{ACCURACY_DROP_PP:g} points, p < 2.5 % "
+                 "(Tango's score statistic, exact unconditional p; a t test over items with seeds)",
+                 "description": f"a loss of more than {ACCURACY_DROP_PP:g} points (graded cells only; drop_2pp_p its "
+                 "p-value, accuracy_mdd_pp the smallest drop it detects with 80 % power at the cell's size)",
                  "interval": "no"})
     rows.append({"name": "drop_2pp_point", "formula": f"accuracy_delta_pp ≤ −{ACCURACY_DROP_PP:g}",
                  "description": "the study's point rule (fires on noise in ~1/3 of unchanged 12–30-item cells)", "interval": "no"})
-    rows.append({"name": "accuracy_p", "formula": "exact McNemar on runs; sign-flip test on per-item mean differences "
-                 "when an item has several seeds (accuracy_test)",
-                 "description": "paired accuracy test; accuracy_p_holm / accuracy_q_bh adjust it over every graded cell "
-                 "(mcnemar_p, mcnemar_p_holm, mcnemar_q_bh: their old names, kept for one release)",
+    rows.append({"name": "accuracy_p", "formula": "mid-p McNemar on runs; mid-p sign-flip test on per-item mean "
+                 "differences when an item has several seeds (accuracy_test); accuracy_p_exact: the exact p",
+                 "description": "paired accuracy test; accuracy_p_holm / accuracy_q_bh adjust it over the accuracy family "
+                 "(graded, not partly graded, ≥ 10 items: in_accuracy_family); mcnemar_p is accuracy_p_exact's old name",
                  "interval": "no"})
     rows.append({"name": "n_graded", "formula": "Σᵢ 1[run i and its baseline run both graded]",
                  "description": "units graded on both sides: the only ones accuracy uses", "interval": "no"})
@@ -192,6 +194,7 @@ def limitations(analysis: Any) -> list[str]:
                        "run-to-run variation of one item (sampling temperature > 0 makes that variation real).")
         else:
             out.append(f"Items were run with up to {seeds} seeds; seeds of one item are resampled together (the item is the unit).")
+    out.extend(wording.time_caveats(cells))
     cf, cfs = cells["censored_frac"].mean(), cells["censored_frac_star"].mean()
     heavy = int((cells["censored_frac"] > 0.1).sum())
     # The study's rules are "relaxed"; lossless speculative methods (Spec-Bench) are not.

@@ -57,7 +57,7 @@ TABLE3_TEX = [
     ("time_ratio_mean", r"$T/T^*$", "f2"), ("time_ratio_median", r"$T/T^*$ med.", "f2"),
     ("n_lambda_lo_gt_1", r"$\lambda_{lo}>1$", "int"), ("n_rounds_ratio_gt_1", r"$R/R^*>1$", "int"),
     ("n_time_ratio_gt_1", r"$T/T^*>1$", "int"), ("n_graded", "graded", "int"),
-    ("n_drop_2pp", r"drop${\geq}2$pp (int.)", "int"), ("n_drop_2pp_point", r"drop${\geq}2$pp (pt.)", "int"),
+    ("n_drop_2pp", r"drop${>}2$pp (test)", "int"), ("n_drop_2pp_point", r"drop${\geq}2$pp (pt.)", "int"),
     ("accuracy_delta_pp_mean", r"$\Delta$acc", "f1"),
 ]
 

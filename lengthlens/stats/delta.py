@@ -66,22 +66,39 @@ def values_and_ses(fns: Mapping[str, Callable[[Sums], object]], sums: Mapping[st
     denominator, a log of a non-positive value) are NaN, with a NaN SE.
     """
     centred: dict[Pair, np.ndarray] = {}
+    scale: dict[Pair, np.ndarray] = {}
+
+    def key_of(a: str, b: str) -> Pair:
+        return (a, b) if (a, b) in strata[0].moments else (b, a)
 
     def centred_moment(a: str, b: str) -> np.ndarray:
-        key = (a, b) if (a, b) in strata[0].moments else (b, a)
+        key = key_of(a, b)
         if key not in centred:
             centred[key] = sum(s.moments[key] - s.sums[a] * s.sums[b] / s.n_items for s in strata)
         return centred[key]
 
+    def moment_scale(a: str, b: str) -> np.ndarray:
+        key = key_of(a, b)
+        if key not in scale:
+            scale[key] = sum(np.abs(s.moments[key]) + np.abs(s.sums[a] * s.sums[b]) / s.n_items for s in strata)
+        return scale[key]
+
     out = {}
     with np.errstate(all="ignore"):  # undefined values are NaN, and counted as such by the intervals
         for name, fn in fns.items():
-            out[name] = _value_and_se(fn, sums, centred_moment, bool(log.get(name, True)))
+            out[name] = _value_and_se(fn, sums, centred_moment, moment_scale, bool(log.get(name, True)))
     return out
 
 
+#: A variance at most this share of the magnitude of the terms it is the difference of is rounding, i.e. 0:
+#: M − S S′/n loses about n·eps of that magnitude in the sums (eps = 2.2e-16, n up to ~10⁵ items here),
+#: while a real spread of one part in 10⁴ between items leaves about 10⁻⁸ of it.
+ZERO_VARIANCE_SHARE = 1e-10
+
+
 def _value_and_se(fn: Callable[[Sums], object], sums: Mapping[str, np.ndarray],
-                  centred_moment: Callable[[str, str], np.ndarray], log: bool) -> tuple[np.ndarray, np.ndarray]:
+                  centred_moment: Callable[[str, str], np.ndarray], moment_scale: Callable[[str, str], np.ndarray],
+                  log: bool) -> tuple[np.ndarray, np.ndarray]:
     keys = tuple(sums)
     deps = dependencies(fn, keys)
     value = fn(Sums({**sums, **{k: Dual.variable(sums[k], k) for k in deps}}))
@@ -89,6 +106,9 @@ def _value_and_se(fn: Callable[[Sums], object], sums: Mapping[str, np.ndarray],
     metric = finite_or_nan(metric)
     g = [np.asarray(grad.get(k, 0.0)) for k in deps]
     var = _quadratic_form(g, deps, centred_moment, np.shape(metric))
+    # Relative, not absolute: the rounding left in a variance of totals in the thousands is far above any fixed 1e-12.
+    magnitude = _quadratic_form([np.abs(x) for x in g], deps, moment_scale, np.shape(metric))
+    var = np.where(var > ZERO_VARIANCE_SHARE * magnitude, var, 0.0)
     if log:  # d log f = df / f
         var = var / (metric * metric)
         metric = np.where(metric > 0, metric, np.nan)

@@ -10,6 +10,7 @@ before the count-matrix product. The interval functions below work column by col
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -18,10 +19,10 @@ import numpy as np
 
 from lengthlens.results import ConfidenceInterval, Estimate
 from lengthlens.stats.delta import Stratum, moment_pairs, values_and_ses
-from lengthlens.stats.metrics import Sums, finite_or_nan
+from lengthlens.stats.metrics import Sums, dependencies, finite_or_nan
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE
 
-__all__ = ["CI_METHODS", "Resampled", "Statistic", "bca_interval", "estimates", "moment_columns", "percentile_interval",
+__all__ = ["CI_METHODS", "OUTSIDE_RANGE", "Resampled", "Statistic", "bca_interval", "estimates", "moment_columns", "percentile_interval",
            "quantiles_with_inf", "studentized_interval"]
 
 #: The interval methods a user can ask for.
@@ -282,7 +283,8 @@ class Resampled:
 
 
 def estimates(statistics: Mapping[str, Statistic], r: Resampled, *, ci: str = "studentized",
-              confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+              confidence_level: float = DEFAULT_CONFIDENCE, outside_range: str = "clip"
+              ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
     """Each statistic's :class:`~lengthlens.results.Estimate`, and its replicates (B,), from one cell's resampled sums.
 
     Parameters
@@ -293,6 +295,11 @@ def estimates(statistics: Mapping[str, Statistic], r: Resampled, *, ci: str = "s
         falling back to the percentile interval where it is unbounded; differences: percentile),
         ``percentile`` or ``bca`` (bias-corrected and accelerated, jackknife over items).
     confidence_level : the intervals' level.
+    outside_range : where a studentized ratio interval reaches beyond the range of the item ratios (the
+        statistic of each item alone; no resample of a ratio of sums can leave it, and the bootstrap-t does
+        where one item dominates a sum): ``clip`` (default: cut to that range, which keeps the bootstrap-t's
+        coverage, while the percentile and BCa intervals cover less at 12 items; benchmarks/ratio_range.py),
+        ``percentile``, ``bca`` or ``keep``; the replacement is named in the estimate's note.
 
     Returns
     -------
@@ -317,26 +324,41 @@ def estimates(statistics: Mapping[str, Statistic], r: Resampled, *, ci: str = "s
     methods = {name: _method(st.interval, ci) for name, st in statistics.items() if st.interval is not None}
     stud = [n for n, m in methods.items() if m == "studentized"]
     if stud:
-        out.update(_studentized({n: statistics[n] for n in stud}, r, keys, point, reps, confidence_level))
+        if outside_range not in OUTSIDE_RANGE:
+            raise ValueError(f"outside_range must be one of {OUTSIDE_RANGE}, not {outside_range!r}")
+        out.update(_studentized({n: statistics[n] for n in stud}, r, keys, point, reps, confidence_level, outside_range))
     for name, method in methods.items():
         if method == "percentile":
             lo, hi, und = percentile_interval(reps[name][:, None], confidence_level)
             out[name] = _estimate(point[name], lo[0], hi[0], und[0], "percentile", confidence_level,
                                   _bootstrap_se(reps[name]))
         elif method == "bca":
-            jack_sums = Sums({k: point_sums[k] - v for k, v in r.items.items()})
-            with np.errstate(all="ignore"):
-                jack = finite_or_nan(statistics[name].of(jack_sums))
-            lo, hi, und = bca_interval(reps[name][:, None], np.asarray([point[name]]), jack[:, None], confidence_level)
+            lo, hi, und = _bca(statistics[name], r, point[name], reps[name], confidence_level)
             out[name] = _estimate(point[name], lo[0], hi[0], und[0], "bca", confidence_level, _bootstrap_se(reps[name]))
     for name in statistics:
         out.setdefault(name, Estimate(point[name]))
     return {n: out[n] for n in statistics}, reps
 
 
+#: What the studentized interval of a ratio gives way to where its limits leave the range of the resamples
+#: (see :func:`estimates`).
+OUTSIDE_RANGE = ("percentile", "bca", "clip", "keep")
+
+#: Why a default interval was replaced, as :attr:`Estimate.note` says it (cells.csv's interval_fallback).
+UNBOUNDED_NOTE = "the bootstrap-t was unbounded (resamples without spread): percentile interval"
+OUTSIDE_NOTE = {"percentile": "outside item-ratio range: percentile interval",
+                "bca": "outside item-ratio range: BCa interval",
+                "clip": "outside item-ratio range: cut to that range"}
+
+
 def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[str, ...], point: Mapping[str, float],
-                 reps: Mapping[str, np.ndarray], level: float) -> dict[str, Estimate]:
-    """Symmetric bootstrap-t on the log scale for the ratio statistics of one cell (their SEs share the moments)."""
+                 reps: Mapping[str, np.ndarray], level: float, outside_range: str = "clip") -> dict[str, Estimate]:
+    """Symmetric bootstrap-t on the log scale for the ratio statistics of one cell (their SEs share the moments).
+
+    Its limits are checked on the ratio's own scale: where one is 0 or infinite (or the log-scale interval
+    was), the percentile interval stands in; where one lies outside the range of the statistic of each item
+    alone (for a ratio of sums, the item ratios: no resample can leave it), ``outside_range`` says what stands in.
+    """
     fns = {n: st.of for n, st in statistics.items()}
     pairs = moment_pairs(fns.values(), keys)
     sums = tuple(dict.fromkeys(k for p in pairs for k in p))
@@ -351,15 +373,57 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
         se_b = np.broadcast_to(se_b, (r.n_resamples,))[:, None]
         lo, hi, und, fell_back = studentized_interval(np.asarray([est]), np.asarray([se]), est_b, se_b, level)
         with np.errstate(over="ignore"):  # built on the log scale
-            lo, hi = np.exp(lo), np.exp(hi)
+            lo, hi = float(np.exp(lo[0])), float(np.exp(hi[0]))
         # The SE of the statistic itself (delta method): d f = f d log f.
         se_point = float(point[name] * se) if np.isfinite(se) else np.nan
-        if fell_back[0]:
-            out[name] = _estimate(point[name], lo[0], hi[0], und[0], "percentile", level, se_point,
-                                  "the bootstrap-t was unbounded (resamples without spread): percentile interval")
-        else:
-            out[name] = _estimate(point[name], lo[0], hi[0], und[0], "studentized", level, se_point)
+        alone = _item_ratios(statistics[name].of, r)
+        method, note = "studentized", ""
+        if np.isfinite(point[name]) and not (fell_back[0] or (lo > 0 and np.isfinite(hi))):
+            lo, hi, _ = (float(x[0]) for x in percentile_interval(reps[name][:, None], level))
+            method, note = "percentile", UNBOUNDED_NOTE
+        elif fell_back[0]:
+            method, note = "percentile", UNBOUNDED_NOTE
+        elif outside_range != "keep" and alone.size and np.isfinite(lo) and (lo < alone.min() or hi > alone.max()):
+            note = OUTSIDE_NOTE[outside_range]
+            if outside_range == "clip":
+                lo, hi = max(lo, float(alone.min())), min(hi, float(alone.max()))
+            elif outside_range == "percentile":
+                method = "percentile"
+                lo, hi, _ = (float(x[0]) for x in percentile_interval(reps[name][:, None], level))
+            else:
+                method = "bca"
+                lo, hi, _ = (float(x[0]) for x in _bca(statistics[name], r, point[name], reps[name], level))
+        out[name] = _estimate(point[name], lo, hi, und[0], method, level, se_point, note)
     return out
+
+
+def _item_ratios(fn: Callable[[Sums], Any], r: Resampled) -> np.ndarray:
+    """The defined item ratios xᵢ / yᵢ of a ratio of two sums Σx / Σy (the statistic of each item alone), else empty.
+
+    A resample of a ratio of sums is a mean of its item ratios, weighted by yᵢ: it cannot leave their
+    range. Other statistics (a ratio of two such ratios) can, so they get no range.
+    """
+    keys = tuple(r.items)
+    deps = dependencies(fn, keys)
+    if len(deps) != 2:
+        return np.empty(0)
+    probe = Sums({k: np.float64(50.0 + 3.0 * i) for i, k in enumerate(keys)})
+    with np.errstate(all="ignore"):
+        value = float(finite_or_nan(fn(probe)))
+        a, b = (float(probe[k]) for k in deps)
+        if not (math.isclose(value, a / b, rel_tol=1e-12) or math.isclose(value, b / a, rel_tol=1e-12)):
+            return np.empty(0)
+        alone = np.broadcast_to(finite_or_nan(fn(Sums(r.items))), (r.n_items,))
+    return alone[np.isfinite(alone)]
+
+
+def _bca(statistic: Statistic, r: Resampled, point: float, replicates: np.ndarray, level: float):
+    """The BCa interval of one statistic of the cell's sums, its jackknife leaving out one item at a time."""
+    point_sums = r.point()
+    jack_sums = Sums({k: point_sums[k] - v for k, v in r.items.items()})
+    with np.errstate(all="ignore"):
+        jack = finite_or_nan(statistic.of(jack_sums))
+    return bca_interval(replicates[:, None], np.asarray([point]), np.broadcast_to(jack, (r.n_items,))[:, None], level)
 
 
 def _bootstrap_se(replicates: np.ndarray) -> float:

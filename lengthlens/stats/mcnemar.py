@@ -18,3 +18,23 @@ def mcnemar_exact(wrong_to_right: int, right_to_wrong: int) -> float:
     k = min(wrong_to_right, right_to_wrong)
     tail = sum(math.comb(n, i) for i in range(k + 1))
     return float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+
+
+def mcnemar_midp(wrong_to_right: int, right_to_wrong: int) -> float:
+    """Two-sided mid-p McNemar test: the exact p-value less the observed point probability, 2 [P(X ≤ k) − P(X = k)/2].
+
+    X ~ Bin(b + c, 1/2), k = min(b, c), at most 1 (1 when b = c); exact integer arithmetic as
+    :func:`mcnemar_exact`. Its level is near the nominal one at 12–30 items, where the exact test's is
+    far below it.
+
+    Examples
+    --------
+    >>> round(mcnemar_midp(6, 16), 6)   # Fagerland, Lydersen & Laake (2017), ch. 8 (Cavo et al. 2012): P = 0.034690
+    0.03469
+    """
+    n = wrong_to_right + right_to_wrong
+    if n == 0:
+        return 1.0
+    k = min(wrong_to_right, right_to_wrong)
+    tail = sum(math.comb(n, i) for i in range(k + 1))
+    return float(min(Fraction(1), Fraction(2 * tail - math.comb(n, k), 2**n)))

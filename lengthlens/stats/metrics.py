@@ -34,7 +34,7 @@ import numpy as np
 from lengthlens.stats.dual import Dual
 
 __all__ = ["ACCURACY_DROP_PP", "METRICS", "QUANTITIES", "Metric", "Quantity", "Registry", "REGISTRY", "Sums",
-           "dependencies", "drop_2pp", "drop_2pp_point", "extended", "finite_or_nan", "registry"]
+           "dependencies", "drop_2pp_point", "extended", "finite_or_nan", "registry"]
 
 
 class Sums(dict):
@@ -389,8 +389,3 @@ ACCURACY_DROP_PP = 2.0
 def drop_2pp_point(delta_pp: float) -> bool:
     """The study's rule: the point estimate of the accuracy change is at most −2 points (counts noise at n = 12-30)."""
     return bool(delta_pp <= -ACCURACY_DROP_PP)
-
-
-def drop_2pp(delta_hi_pp: float) -> bool:
-    """The interval rule: the whole interval of the accuracy change lies at or below −2 points (upper limit ≤ −2)."""
-    return bool(delta_hi_pp <= -ACCURACY_DROP_PP)

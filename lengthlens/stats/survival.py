@@ -11,21 +11,25 @@ below the budget *is* the empirical distribution and the restricted mean up to t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special
 
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
+from lengthlens.stats.intervals import quantiles_with_inf
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["KaplanMeier", "kaplan_meier", "restricted_means_many"]
+__all__ = ["KM_CLUSTER_CI", "KaplanMeier", "cluster_quantile_intervals", "kaplan_meier", "km_quantiles_many",
+           "restricted_means_many"]
 
 #: The interval method of Kaplan–Meier quantiles (Brookmeyer–Crowley, log-log), as statsmodels names it.
 KM_QUANTILE_CI = "brookmeyer_crowley"
+#: The default interval of the quantiles in a cell: percentile interval over item resamples (runs of an item together).
+KM_CLUSTER_CI = "item_percentile"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,3 +255,62 @@ def restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ta
     edges = np.diff(np.concatenate(([0.0], t, [tau])))
     s = np.concatenate((np.ones((B, 1)), surv[:, : len(t)]), axis=1)
     return s @ edges
+
+
+def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tuple[float, ...] = (0.25, 0.5, 0.75),
+                      block: int = 256) -> np.ndarray:
+    """Weighted-KM quantiles (:class:`KaplanMeier`'s rule) for every row of the weight matrix ``W`` (B, N): (B, len(ps)).
+
+    A row whose curve never falls below 1 - p has the p-quantile ``inf`` (beyond its last event time),
+    an all-zero row NaN. Rows are done ``block`` at a time, so memory stays at block x N.
+    """
+    time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
+    order = np.argsort(time, kind="stable")
+    ts = time[order]
+    starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
+    utime = ts[starts]
+    W = np.asarray(W)
+    out = np.empty((W.shape[0], len(ps)))
+    for b0 in range(0, W.shape[0], block):
+        Ws = W[b0:b0 + block][:, order].astype(float)
+        d = np.add.reduceat(Ws * event[order], starts, axis=1)
+        n = np.cumsum(np.add.reduceat(Ws, starts, axis=1)[:, ::-1], axis=1)[:, ::-1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            surv = np.cumprod(np.where(n > 0, 1.0 - d / n, 1.0), axis=1)
+        for j, p in enumerate(ps):
+            target = 1.0 - p
+            below = surv < target - 1e-12
+            at = (np.abs(surv - target) <= 1e-12) & (d > 0)
+            has_below, has_at = below.any(axis=1), at.any(axis=1)
+            k_below, k_at = below.argmax(axis=1), at.argmax(axis=1)
+            first = np.where(has_below, utime[k_below], np.inf)
+            # S sits at 1 - p on a step: the midpoint of that step (the next event time is where S falls below)
+            mid = np.where(has_below, (utime[k_at] + first) / 2, utime[k_at])
+            out[b0:b0 + len(Ws), j] = np.where(has_at & (~has_below | (k_at < k_below)), mid, first)
+        out[b0:b0 + len(Ws)][Ws.sum(axis=1) == 0] = np.nan
+    return out
+
+
+def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndarray, W: np.ndarray) -> KaplanMeier:
+    """``km`` with its quartiles' intervals from resampling items: percentile intervals of the weighted-KM quantiles.
+
+    ``W`` (B, N) weights each run by how often its item is drawn, so the seeds of one item move
+    together; the Brookmeyer–Crowley intervals treat every run as independent and under-cover when an
+    item has several seeds. A resample whose curve stays above 1 - p makes that limit unbounded
+    (reported as not identified, as the Brookmeyer–Crowley upper limit beyond the last event time).
+    """
+    q = km_quantiles_many(time, event, W)
+    a = (1 - km.confidence_level) / 2
+    lo, hi = quantiles_with_inf(q, (a, 1 - a))
+    nan = float("nan")
+    new = {}
+    for j, (name, est) in enumerate(zip(("q25", "median", "q75"), km.quantiles)):
+        reasons = [r for r in est.note.split("; ") if r.startswith("not identified")]
+        low, high = float(lo[j]), float(hi[j])
+        if not np.isfinite(high):
+            reasons.append("upper confidence limit not identified: resamples of the items put it beyond the last event time")
+        if not np.isfinite(low):
+            reasons.append("interval not identified: too many resamples put the quantile beyond the last event time")
+        new[name] = Estimate(est.point, ConfidenceInterval(low if np.isfinite(low) else nan, high if np.isfinite(high) else nan),
+                             method=KM_CLUSTER_CI, confidence_level=km.confidence_level, note="; ".join(reasons))
+    return replace(km, **new)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats
 from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
@@ -92,21 +93,29 @@ def test_point_estimates_equal_plain_loop(flat_runs):
         # Two seeds per item: medians over per-item means, the accuracy test on per-item mean differences.
         assert cell.rounds_ratio_median_item == pytest.approx(float(np.median([np.mean(v) for v in ratios.values()])))
         assert cell.drop_2pp_point == (100 * (c - cs) / n <= -2)
-        assert cell.drop_2pp == (cell["accuracy_delta_pp"].confidence_interval.high <= -2)
+        assert cell.drop_2pp == (cell.drop_2pp_p < 0.025)
         assert (cell.wrong_to_right, cell.right_to_wrong) == (w2r, r2w)
-        p, kind = sign_flip_test([np.mean(v) for v in diffs.values()])
-        assert cell.accuracy_test.method == f"sign_flip_{kind}"
+        d = [np.mean(v) for v in diffs.values()]
+        p, kind = sign_flip_test(d, mid_p=True)
+        assert cell.accuracy_test.method == f"sign_flip_midp_{kind}"
         assert cell.accuracy_p == pytest.approx(p, rel=1e-12)
+        assert cell.accuracy_p_exact == pytest.approx(sign_flip_test(d)[0], rel=1e-12)
 
 
-def test_single_seed_cells_use_exact_mcnemar(tmp_path):
+def test_single_seed_cells_use_mcnemar_mid_p_and_keep_the_exact_p(tmp_path):
     rng = np.random.default_rng(5)
     recs = _records(rng, 30, {"cactus": 1.2})
     runs = ll.load(_write_jsonl(tmp_path / "r.jsonl", recs))
     cell = ll.cells(runs, n_resamples=200).get(method="cactus")
     w2r, r2w = cell.wrong_to_right, cell.right_to_wrong
-    assert cell.accuracy_test.method == "mcnemar_exact"
-    assert cell.accuracy_p == pytest.approx(mcnemar(np.array([[0, w2r], [r2w, 0]]), exact=True).pvalue, rel=1e-12)
+    exact = mcnemar(np.array([[0, w2r], [r2w, 0]]), exact=True).pvalue
+    assert cell.accuracy_test.method == "mcnemar_midp"
+    assert cell.accuracy_p_exact == pytest.approx(exact, rel=1e-12)
+    # mid-p: the exact p less the observed point probability, P(X = min(b, c)) for X ~ Bin(b + c, 1/2)
+    k, m = min(w2r, r2w), w2r + r2w
+    assert cell.accuracy_p == pytest.approx(min(1.0, exact - scipy.stats.binom.pmf(k, m, 0.5)) if w2r != r2w else 1.0,
+                                            rel=1e-12)
+    assert cell.to_row()["mcnemar_p"] == cell.accuracy_p_exact
 
 
 def test_intervals_agree_with_scipy_bootstrap(tmp_path):

@@ -70,6 +70,8 @@ def test_table4_hand_computed(runs):
     assert (arm.fired, arm.correct_before, arm.correct_after) == (4, 1, 2)
     assert (arm.wrong_to_right, arm.right_to_wrong, arm.still_capped) == (2, 1, 1)
     assert arm.mcnemar_p == pytest.approx(1.0)  # 2 vs 1 discordant: 2 * P(Bin(3, .5) <= 1) = 1
+    # mid-p: 2 [P(X <= 1) - P(X = 1) / 2] = 2 (4/8 - 3/16) = 5/8
+    assert (arm.accuracy_test, arm.accuracy_p) == ("mcnemar_midp", pytest.approx(5 / 8))
     total = t4.iloc[-1]
     assert total.method == "all" and total.fired == 4
 
@@ -138,5 +140,7 @@ def test_table4_tests_items_not_runs_with_several_seeds(tmp_path):
     # per-item mean differences after - before: 2/3, 2/3, -1/3, 2/3; |sum| = 5/3. Of the 16 sign patterns only
     # all-equal signs of the three 2/3 with either sign of -1/3 reach |sum| >= 5/3: (+,+,+,-) 5/3 and (-,-,-,+) 5/3,
     # (+,+,+,+) 7/3 and (-,-,-,-) 7/3 -> p = 4/16.
-    assert (arm.accuracy_test, arm.mcnemar_p) == ("sign_flip_exact", pytest.approx(0.25))
+    assert (arm.accuracy_test, arm.mcnemar_p) == ("sign_flip_midp_exact", pytest.approx(0.25))
+    # mid-p: the patterns tying |sum| = 5/3 (2 of 16) count half: 4/16 - 1/16
+    assert arm.accuracy_p == pytest.approx(3 / 16)
     assert arm.mcnemar_p != pytest.approx(mcnemar_exact(int(arm.wrong_to_right), int(arm.right_to_wrong)))

@@ -53,14 +53,16 @@ def test_table3_reports_both_drop_rules_and_holm(graded):
     cells = ll.cells(graded, n_resamples=2000, seed=2)
     df = cells.to_frame()
     t3 = ll.table3(cells).set_index("method")
-    assert int(t3.loc["all", "n_drop_2pp"]) == int((df["accuracy_delta_hi"] <= -2).sum())
+    # drop_2pp is the one-sided loss test at 2.5 %
+    assert int(t3.loc["all", "n_drop_2pp"]) == int((df["drop_2pp_p"] < 0.025).sum())
     assert int(t3.loc["all", "n_drop_2pp_point"]) == int((df["accuracy_delta_pp"] <= -2).sum())
     assert t3.loc["all", "n_drop_2pp"] <= t3.loc["all", "n_drop_2pp_point"]
-    # Holm over the four graded cells of this report, by hand from the raw p-values.
-    p = np.sort(df["mcnemar_p"].to_numpy(float))
+    # Holm over the four cells of the accuracy family (graded, >= 10 items), by hand from the mid-p values.
+    assert df["in_accuracy_family"].all()
+    p = np.sort(df["accuracy_p"].to_numpy(float))
     holm_sorted = np.minimum(1, np.maximum.accumulate((4 - np.arange(4)) * p))
-    assert np.allclose(np.sort(df["mcnemar_p_holm"].to_numpy(float)), holm_sorted)
-    expect = int(((df["accuracy_delta_pp"] < 0) & (df["mcnemar_p_holm"] < 0.05)).sum())
+    assert np.allclose(np.sort(df["accuracy_p_holm"].to_numpy(float)), holm_sorted)
+    expect = int(((df["accuracy_delta_pp"] < 0) & (df["accuracy_p_holm"] < 0.05)).sum())
     assert int(t3.loc["all", "n_drop_holm"]) == expect
     # "predicted rounds win" follows the pooled identity lambda / gain_pooled
     predicted = df["lambda"] / df["gain_pooled"]

@@ -9,6 +9,7 @@ import polars as pl
 
 import lengthlens as ll
 from lengthlens.report import context as ctx
+from lengthlens.report import wording
 
 
 def _rec(target, dataset, method, item, text, **extra):
@@ -59,3 +60,11 @@ def test_print_has_no_click_hint_and_uses_ge(example_report):
                           check=True).stdout
     assert "click to open" not in text and ">=" not in text
     assert "≥ 2 accuracy points" in text
+
+
+def test_limitations_say_time_intervals_are_conditional_on_the_session(tmp_path):
+    recs = [_rec("T", "gsm8k", m, i, "The answer is 4.") for i in range(4) for m in ("strict", "cactus")]
+    f = tmp_path / "r.jsonl"
+    f.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    lines = ctx.limitations(ll.analyse(ll.load(f), n_resamples=50))
+    assert wording.TIME_CONDITIONAL in lines and wording.TIME_PER_ROUND_BIAS in lines

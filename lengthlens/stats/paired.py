@@ -1,0 +1,564 @@
+"""Paired accuracy statistics at 12–30 items: Tango's score interval, the loss test, its power, mid-p tests.
+
+A cell's graded pairs form a paired 2×2 table: ``b`` pairs wrong on the baseline and right on the
+relaxed arm, ``c`` right on the baseline and wrong on the relaxed arm, ``n`` graded pairs in all. The
+accuracy change is Δ = p10 − p01, estimated by (b − c)/n. Only (b, c) carry information about Δ: the
+concordant pairs enter through n alone.
+
+- :func:`tango_interval`: Tango's (1998) score interval for Δ (one graded pair per item).
+- :func:`item_interval`: a t interval on the per-item mean differences (several seeds per item).
+- :func:`noninferiority_test` / :func:`item_noninferiority_test`: the one-sided test of a loss of more
+  than the margin (H0: Δ ≥ −margin against H1: Δ < −margin), the accuracy-loss flag.
+- :func:`minimum_detectable_drop_pp`: the smallest true drop the flag detects with the given power.
+- :func:`mcnemar_midp` (from :mod:`lengthlens.stats.mcnemar`): the two-sided mid-p McNemar test;
+  :func:`smallest_attainable_p`: the smallest p a paired test can reach on n units.
+- :func:`accuracy_change_interval`, :func:`accuracy_loss_test`, :func:`accuracy_mdd_pp`: the above from a
+  cell's per-item sums, choosing the run-level or the item-level form.
+- :func:`table_probabilities`, :func:`exact_coverage`, :func:`exact_rejection_rate`: exact enumeration
+  over every paired 2×2 table of n pairs, for the validation of all of the above.
+
+The truth of a paired table is written (discordance ψ, drop D): pairs flip either way at the rate ψ/2
+without a net change, and a drop D adds D to the right→wrong flips, so p10 = ψ/2, p01 = ψ/2 + D.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import lru_cache
+
+import numpy as np
+from scipy import optimize, special
+
+from lengthlens.results import TestResult
+from lengthlens.stats.mcnemar import mcnemar_midp
+from lengthlens.stats.metrics import ACCURACY_DROP_PP
+
+__all__ = ["ALPHA_ONE_SIDED", "accuracy_change_interval", "bootstrap_percentile_interval", "accuracy_loss_test", "accuracy_mdd_pp", "ASSUMED_DISCORDANCE", "MARGIN", "exact_coverage", "flag_power",
+           "exact_rejection_rate", "item_interval", "item_noninferiority_test", "mcnemar_midp",
+           "minimum_detectable_drop_pp", "noninferiority_test", "score_statistic",
+           "smallest_attainable_p", "table_probabilities", "tables", "tango_interval", "truth"]
+
+#: The loss the flag tests for, as a proportion (the study's 2 points).
+MARGIN = ACCURACY_DROP_PP / 100.0
+#: The flag's one-sided level.
+ALPHA_ONE_SIDED = 0.025
+#: Discordance assumed for the minimum detectable drop of a cell without any discordant pair.
+ASSUMED_DISCORDANCE = 0.10
+
+
+# ------------------------------------------------------------------------------------------------
+# Tango's score statistic and interval
+# ------------------------------------------------------------------------------------------------
+
+def _restricted_p01(b, c, n, delta):
+    """The maximum-likelihood p01 under Δ = delta (Tango 1998, eq. 4): the root in [0, 1] of A p² + B p + C.
+
+    A = 2n, B = −b − c + (2n − b + c) δ, C = −c δ (1 − δ). C ≤ 0 on [−1, 1], so the root is real; for
+    B > 0 the form −2C / (B + √disc) avoids the cancellation of (−B + √disc) / 2A.
+    """
+    b, c, n, delta = (np.asarray(x, dtype=float) for x in (b, c, n, delta))
+    a_ = 2.0 * n
+    b_ = -b - c + (2.0 * n - b + c) * delta
+    c_ = -c * delta * (1.0 - delta)
+    root = np.sqrt(np.maximum(b_ * b_ - 4.0 * a_ * c_, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(b_ > 0, -2.0 * c_ / (b_ + root), (root - b_) / (2.0 * a_))
+    return np.where(np.isfinite(p), np.clip(p, 0.0, 1.0), 0.0)
+
+
+def _score_parts(b, c, n, delta):
+    """Numerator b − c − nδ and variance n (2 p̃01 + δ − δ²) of Tango's score statistic."""
+    b, c, n, delta = (np.asarray(x, dtype=float) for x in (b, c, n, delta))
+    p01 = _restricted_p01(b, c, n, delta)
+    return b - c - n * delta, np.maximum(n * (2.0 * p01 + delta - delta * delta), 0.0)
+
+
+def score_statistic(b, c, n, delta):
+    """Tango's score statistic for H0: Δ = delta: (b − c − nδ) / √(n (2 p̃01 + δ − δ²)), vectorized.
+
+    p̃01 is the restricted maximum-likelihood estimate of p01 under Δ = δ. Where the variance is 0
+    (no discordant pair at δ = 0, or δ = ±1) the statistic is 0 if the numerator is 0, else ±inf.
+
+    Examples
+    --------
+    >>> round(float(score_statistic(6, 16, 161, 0.0)), 4)   # = (6 − 16) / √22, McNemar's z
+    -2.132
+    """
+    num, var = _score_parts(b, c, n, delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = num / np.sqrt(var)
+    return np.where(var > 0, z, np.where(num == 0, 0.0, np.where(num > 0, np.inf, -np.inf)))
+
+
+def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tuple[float, float]:
+    """Tango's (1998) score interval for the paired difference of proportions p10 − p01.
+
+    The δ where |score_statistic(b, c, n, δ)| ≤ z, found by bracketing root finding on
+    (b − c − nδ) ∓ z √var(δ) (no division, so no 0/0 at the data's own δ); closed form for b = c = 0:
+    ±z² / (n + z²). The limits stay within [−1, 1]; a limit at ±1 when b or c is n.
+
+    Parameters
+    ----------
+    b : pairs wrong on the baseline and right on the relaxed arm (wrong→right).
+    c : pairs right on the baseline and wrong on the relaxed arm (right→wrong).
+    n : graded pairs (b + c ≤ n).
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    (low, high) as a difference of proportions (multiply by 100 for points); NaN for n = 0.
+
+    Examples
+    --------
+    >>> lo, hi = tango_interval(6, 16, 161)   # Fagerland, Lydersen & Laake (2017), ch. 8: −0.1240 to −0.0054
+    >>> round(lo, 4), round(hi, 4)
+    (-0.124, -0.0054)
+    """
+    b, c, n = int(b), int(c), int(n)
+    if n <= 0:
+        return math.nan, math.nan
+    if b < 0 or c < 0 or b + c > n:
+        raise ValueError(f"need 0 <= b, c and b + c <= n, not b={b}, c={c}, n={n}")
+    z = float(special.ndtri(0.5 + confidence_level / 2.0))
+    if b == c == 0:
+        h = z * z / (n + z * z)
+        return -h, h
+    point = (b - c) / n
+
+    def g(delta: float, sign: float) -> float:
+        num, var = _score_parts(b, c, n, delta)
+        return float(num + sign * z * math.sqrt(var))
+
+    # g(δ, ∓1) = (b − c − nδ) ∓ z √var(δ). At δ = ±1 the variance is 0, so g is the numerator there: > 0 at −1
+    # and < 0 at +1 unless the data sit at that end (then that limit is the end). At the point, g = ∓z √var,
+    # nonzero except when every pair flipped one way (var 0 at ±1): then the bracket starts just inside, where
+    # the variance term (of order √ε) outweighs the numerator (of order ε).
+    eps = 1e-9
+    lo = -1.0 if c == n else optimize.brentq(g, -1.0, point - (eps if b == n else 0.0), args=(-1.0,),
+                                             xtol=1e-14, rtol=1e-14)
+    hi = 1.0 if b == n else optimize.brentq(g, point + (eps if c == n else 0.0), 1.0, args=(1.0,),
+                                            xtol=1e-14, rtol=1e-14)
+    return float(lo), float(hi)
+
+
+# ------------------------------------------------------------------------------------------------
+# Several seeds per item: the item is the unit
+# ------------------------------------------------------------------------------------------------
+
+def _item_parts(n_graded, d_sum) -> tuple[float, float, int]:
+    """Point Σ D_i / Σ N_i, its linearized standard error over items, and the number of items (graded ones only)."""
+    n_graded, d_sum = np.asarray(n_graded, float), np.asarray(d_sum, float)
+    keep = n_graded > 0
+    n_graded, d_sum = n_graded[keep], d_sum[keep]
+    m = int(n_graded.size)
+    if m == 0:
+        return math.nan, math.nan, 0
+    point = float(d_sum.sum() / n_graded.sum())
+    if m < 2:
+        return point, math.nan, m
+    # A ratio of sums over items: the residuals of D_i − Δ N_i, scaled by the mean N (the delta method).
+    resid = (d_sum - point * n_graded) / n_graded.mean()
+    se = float(np.sqrt(np.sum(resid * resid) / (m * (m - 1))))
+    return point, se, m
+
+
+def _signs_table(n_graded, d_sum) -> tuple[int, int, int]:
+    """Items with a net gain, with a net loss, and all graded items: the item-level 2×2 table of the fallback."""
+    n_graded, d_sum = np.asarray(n_graded, float), np.asarray(d_sum, float)
+    keep = n_graded > 0
+    d = d_sum[keep]
+    return int(np.sum(d > 0)), int(np.sum(d < 0)), int(keep.sum())
+
+
+def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> tuple[float, float, str]:
+    """Interval for the accuracy change with several graded pairs per item: a t interval over items.
+
+    The point is Σᵢ Dᵢ / Σᵢ Nᵢ (Dᵢ: the item's correct minus correct*, Nᵢ its graded pairs), its
+    standard error the delta method's over items, and the multiplier Student's t with m − 1 degrees of
+    freedom (m graded items). Where the items show no spread (every item's mean difference the same, e.g.
+    no item changed), the t interval would be a point: then Tango's interval for the items as single
+    pairs (items with a net gain, with a net loss, m), the interval one run per item would give.
+
+    Returns
+    -------
+    (low, high, method): method ``item_t`` or ``tango_items`` (the fallback).
+
+    Examples
+    --------
+    >>> lo, hi, how = item_interval([4, 4, 4], [0, 0, 0])
+    >>> how, round(hi, 4)
+    ('tango_items', 0.5615)
+    """
+    point, se, m = _item_parts(n_graded, d_sum)
+    if m == 0:
+        return math.nan, math.nan, "item_t"
+    if not (se > 1e-12 * max(1.0, abs(point))):
+        gains, losses, items = _signs_table(n_graded, d_sum)
+        lo, hi = tango_interval(gains, losses, items, confidence_level)
+        return lo, hi, "tango_items"
+    q = float(special.stdtrit(m - 1, 0.5 + confidence_level / 2.0))
+    return max(-1.0, point - q * se), min(1.0, point + q * se), "item_t"
+
+
+# ------------------------------------------------------------------------------------------------
+# The accuracy-loss test (H0: Δ ≥ −margin, H1: Δ < −margin)
+# ------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    b = np.repeat(np.arange(n + 1), n + 1 - np.arange(n + 1))
+    c = np.concatenate([np.arange(n + 1 - k) for k in range(n + 1)])
+    b.setflags(write=False)
+    c.setflags(write=False)
+    return b, c
+
+
+def tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every paired 2×2 table of n pairs as its discordant counts (b, c), b + c ≤ n: (n + 1)(n + 2)/2 of them."""
+    return _tables(int(n))
+
+
+def truth(discordance: float, drop: float) -> tuple[float, float]:
+    """(p10, p01) of a paired table with background discordance ψ and a true drop D: (ψ/2, ψ/2 + D)."""
+    p10, p01 = discordance / 2.0, discordance / 2.0 + drop
+    if p10 < 0 or p01 < 0 or p10 + p01 > 1 + 1e-12:
+        raise ValueError(f"no paired table has discordance {discordance} and drop {drop}")
+    return p10, p01
+
+
+def table_probabilities(n: int, p10: float, p01: float) -> np.ndarray:
+    """Multinomial probability of each table of :func:`tables` (n), for cell probabilities p10, p01 and the rest."""
+    b, c = tables(n)
+    rest = n - b - c
+    log_p = (special.gammaln(n + 1) - special.gammaln(b + 1) - special.gammaln(c + 1) - special.gammaln(rest + 1)
+             + special.xlogy(b, p10) + special.xlogy(c, p01) + special.xlogy(rest, max(0.0, 1.0 - p10 - p01)))
+    return np.exp(log_p)
+
+
+def _z_loss(b, c, n, margin):
+    return score_statistic(b, c, n, -margin)
+
+
+def _nuisance_grid(margin: float) -> np.ndarray:
+    """Values of p10 at the boundary Δ = −margin (p01 = p10 + margin) over which the exact p-value takes its largest
+    tail: even over the range, and geometric towards 0, where large samples with few discordant pairs put it."""
+    top = (1.0 - margin) / 2.0
+    return np.unique(np.concatenate([[0.0], np.linspace(0.0, top, 161), np.geomspace(1e-6 * top, top, 160)]))
+
+
+@lru_cache(maxsize=256)
+def _z_by_discordant(n: int, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """Tango's statistic at Δ = −margin for every table, ordered by k = b + c then c; and each k's first position.
+
+    Within one k the statistic falls as c rises (more right→wrong flips, more evidence of a loss), so the
+    tables with Z ≤ z are, for each k, those with c ≥ c*(k): a test verifies it.
+    """
+    k = np.repeat(np.arange(n + 1), np.arange(n + 1) + 1)
+    starts = np.r_[0, np.cumsum(np.arange(n + 1) + 1)[:-1]]
+    c = np.arange(k.size) - starts[k]
+    z = _z_loss(k - c, c, n, margin)
+    z.setflags(write=False)
+    return z, starts
+
+
+def _tail(n: int, margin: float, z_obs: float, p10: np.ndarray, p01: np.ndarray) -> np.ndarray:
+    """P(Z ≤ z_obs) for each (p10, p01): Σ_k P(b + c = k) P(c ≥ c*(k) | k), the binomial factorization of the table."""
+    z, starts = _z_by_discordant(n, margin)
+    inside = z <= z_obs + 1e-9 * max(1.0, abs(z_obs)) if np.isfinite(z_obs) else z <= z_obs
+    count = np.add.reduceat(inside.astype(np.int64), starts)  # tables of each k in the tail
+    ks = np.arange(n + 1)
+    first = ks + 1 - count  # c*(k): the tail is c >= c*(k)
+    p10, p01 = np.asarray(p10, float)[:, None], np.asarray(p01, float)[:, None]
+    disc = p10 + p01
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(disc > 0, p01 / disc, 0.5)
+    pk = _binom_pmf(ks, n, np.clip(disc, 0.0, 1.0))
+    upper = np.where(count > 0, special.bdtrc(first - 1, ks, share), 0.0)
+    return np.minimum(np.sum(pk * upper, axis=1), 1.0)
+
+
+def _binom_pmf(k, n, p):
+    """Binomial probabilities P(X = k), X ~ Bin(n, p), on the log scale (xlogy: p = 0 or 1 without warnings)."""
+    k = np.asarray(k, float)
+    return np.exp(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+                  + special.xlogy(k, p) + special.xlog1py(n - k, -p))
+
+
+def _exact_p(n: int, margin: float, z_obs: float) -> float:
+    """Exact unconditional p-value: the largest P(Z ≤ z_obs) over the nuisance at the boundary Δ = −margin."""
+    grid = _nuisance_grid(margin)
+    return float(np.max(_tail(n, margin, z_obs, grid, grid + margin)))
+
+
+def noninferiority_test(b: int, c: int, n: int, margin: float = MARGIN) -> TestResult:
+    """One-sided test of an accuracy loss of more than ``margin``: H0 Δ ≥ −margin against H1 Δ < −margin.
+
+    Tango's score statistic at Δ = −margin orders the tables (small Z: evidence of a loss); the p-value
+    is exact unconditional, the largest P(Z ≤ z_obs) over the nuisance parameter at the boundary
+    (Suissa & Shuster 1985), so the level holds at 12 pairs as at 1,000, where the normal tail Φ(Z)
+    does not (it over-rejects with few discordant pairs). A small p says the drop exceeds the margin;
+    the flag is p < :data:`ALPHA_ONE_SIDED`.
+
+    Returns
+    -------
+    TestResult with statistic Z, the p-value and method ``tango_noninferiority_exact``.
+
+    Examples
+    --------
+    >>> noninferiority_test(0, 8, 12).pvalue < 0.025
+    True
+    >>> noninferiority_test(1, 2, 12).pvalue > 0.25
+    True
+    """
+    b, c, n = int(b), int(c), int(n)
+    if n <= 0:
+        return TestResult(math.nan, math.nan, "tango_noninferiority_exact")
+    z = float(_z_loss(b, c, n, margin))
+    return TestResult(z, _exact_p(n, float(margin), z), "tango_noninferiority_exact")
+
+
+def item_noninferiority_test(n_graded, d_sum, margin: float = MARGIN) -> TestResult:
+    """The loss test with several graded pairs per item: t = (Δ̂ + margin) / SE over items, lower tail of t(m − 1).
+
+    Where the items show no spread, the exact test on the items as single pairs (items with a net
+    gain, with a net loss, m), as :func:`item_interval` does.
+
+    Examples
+    --------
+    >>> item_noninferiority_test([4, 4, 4], [0, 0, 0]).method
+    'tango_noninferiority_items'
+    """
+    point, se, m = _item_parts(n_graded, d_sum)
+    if m == 0:
+        return TestResult(math.nan, math.nan, "item_t_noninferiority")
+    if not (se > 1e-12 * max(1.0, abs(point))):
+        gains, losses, items = _signs_table(n_graded, d_sum)
+        r = noninferiority_test(gains, losses, items, margin)
+        return TestResult(r.statistic, r.pvalue, "tango_noninferiority_items")
+    t = (point + margin) / se
+    return TestResult(float(t), float(special.stdtr(m - 1, t)), "item_t_noninferiority")
+
+
+# ------------------------------------------------------------------------------------------------
+# Power of the flag
+# ------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=256)
+def _critical_z(n: int, margin: float, alpha: float) -> float:
+    """The largest value of Tango's statistic at which the exact loss test rejects (p < alpha); −inf if none.
+
+    The exact p-value rises with Z, so the flag's rejection region is {Z ≤ z_crit}: bisection over the
+    sorted values of Z that tables of n pairs take.
+    """
+    z, _ = _z_by_discordant(n, margin)
+    values = np.unique(z)
+    lo, hi = -1, values.size  # values[lo] rejects (lo = -1: none known), values[hi] does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _exact_p(n, margin, float(values[mid])) < alpha:
+            lo = mid
+        else:
+            hi = mid
+    return float(values[lo]) if lo >= 0 else -math.inf
+
+
+def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, alpha: float = ALPHA_ONE_SIDED) -> float:
+    """Exact probability that the loss flag fires on n pairs with background discordance ψ and true drop D (proportions).
+
+    Examples
+    --------
+    >>> flag_power(30, 0.15, 0.02) <= 0.025   # at the margin itself: the level
+    True
+    """
+    p10, p01 = truth(discordance, drop)
+    z_crit = _critical_z(int(n), float(margin), float(alpha))
+    if not np.isfinite(z_crit):
+        return 0.0
+    return float(_tail(int(n), float(margin), z_crit, np.array([p10]), np.array([p01]))[0])
+
+
+def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, margin_pp: float = 2.0,
+                               alpha: float = ALPHA_ONE_SIDED) -> float:
+    """The smallest true drop (points) the loss flag detects with ``power`` at n pairs and this discordance.
+
+    Exact: the flag's rejection region over every table of n pairs, its probability under p10 = ψ/2,
+    p01 = ψ/2 + D, and bisection in D (the power rises with D). ``discordance`` is the background
+    flip rate ψ; for a cell, its observed (b + c)/n (which includes any real change, so the figure errs
+    large), or :data:`ASSUMED_DISCORDANCE` where no pair is discordant. inf where even the largest
+    drop the discordance allows (D = 1 − ψ) is detected less often than ``power``.
+
+    Examples
+    --------
+    >>> 20 < minimum_detectable_drop_pp(30, 0.15) < 40
+    True
+    """
+    n = int(n)
+    if n <= 0 or not np.isfinite(discordance):
+        return math.nan
+    psi = float(min(max(discordance, 0.0), 1.0))
+    margin = margin_pp / 100.0
+    top = 1.0 - psi
+    if top <= margin or flag_power(n, psi, top, margin, alpha) < power:
+        return math.inf
+    lo, hi = margin, top
+    if flag_power(n, psi, lo, margin, alpha) >= power:
+        return 100.0 * lo
+    for _ in range(40):  # to 1e-12 of a proportion
+        mid = 0.5 * (lo + hi)
+        if flag_power(n, psi, mid, margin, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return 100.0 * hi
+
+
+# ------------------------------------------------------------------------------------------------
+# The smallest p the two-sided paired tests can reach
+# ------------------------------------------------------------------------------------------------
+
+def smallest_attainable_p(n_units: int, test: str) -> float:
+    """The smallest p-value a paired test can give on ``n_units`` (graded pairs, or items with seeds).
+
+    Every unit changed the same way: the mid-p tests give 0.5^n, the exact ones 2 · 0.5^n; a Monte
+    Carlo sign-flip test cannot go below 1 / (1 + B).
+    """
+    n = int(n_units)
+    if n <= 0:
+        return 1.0
+    if "monte_carlo" in test:
+        return 0.5 / (1 + 20_000) if "midp" in test else 1.0 / (1 + 20_000)
+    return float(0.5**n if "midp" in test else min(1.0, 2.0 * 0.5**n))
+
+
+# ------------------------------------------------------------------------------------------------
+# Exact enumeration, for validation
+# ------------------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _limits(fn: Callable, n: int) -> tuple[np.ndarray, np.ndarray]:
+    b, c = tables(n)
+    lims = np.array([fn(int(x), int(y), n)[:2] for x, y in zip(b, c)], dtype=float).reshape(-1, 2)
+    return lims[:, 0], lims[:, 1]
+
+
+def exact_coverage(n: int, discordance: float, drop: float,
+                   interval: Callable[[int, int, int], tuple[float, float]] = tango_interval) -> float:
+    """Exact coverage of an interval for Δ = p10 − p01 on n pairs: Σ over every table of P(table) · [Δ in interval].
+
+    ``interval(b, c, n)`` returns (low, high) as proportions; the truth is p10 = ψ/2, p01 = ψ/2 + D
+    (Δ = −D). Each table's interval is computed once per n and interval function.
+
+    Examples
+    --------
+    >>> exact_coverage(12, 0.15, 0.05) > 0.93
+    True
+    """
+    p10, p01 = truth(discordance, drop)
+    lo, hi = _limits(interval, int(n))
+    delta = p10 - p01
+    tol = 1e-12
+    return float(np.sum(table_probabilities(n, p10, p01)[(lo <= delta + tol) & (delta - tol <= hi)]))
+
+
+def exact_rejection_rate(n: int, discordance: float, drop: float, pvalue: Callable[[int, int, int], float],
+                         alpha: float) -> float:
+    """Exact probability that ``pvalue(b, c, n) < alpha`` on n pairs with discordance ψ and drop D (proportions)."""
+    p10, p01 = truth(discordance, drop)
+    b, c = tables(n)
+    p = np.array([pvalue(int(x), int(y), int(n)) for x, y in zip(b, c)])
+    return float(np.sum(table_probabilities(n, p10, p01)[p < alpha]))
+
+
+# ------------------------------------------------------------------------------------------------
+# A cell's accuracy statistics from its per-item sums
+# ------------------------------------------------------------------------------------------------
+
+def _per_item(n_graded, c, c_star) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Graded pairs and correct − correct* per item, and whether every item has at most one graded pair."""
+    n_graded = np.asarray(n_graded, float)
+    d = np.asarray(c, float) - np.asarray(c_star, float)
+    return n_graded, d, bool(n_graded.size == 0 or n_graded.max() <= 1)
+
+
+def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95) -> tuple[float, float, float, str]:
+    """The default interval of a cell's accuracy change (proportions), from per-item sums of graded pairs.
+
+    One graded pair per item: :func:`tango_interval` on the discordant counts (method ``tango_score``);
+    several: :func:`item_interval` (``item_t``, or ``tango_items`` where the items show no spread).
+
+    Returns
+    -------
+    (low, high, standard_error, method); the standard error is the Wald one, √(((b + c)/n − Δ̂²)/n), for
+    ``tango_score``, the item-level one otherwise; NaN limits when nothing is graded.
+
+    Examples
+    --------
+    >>> lo, hi, se, how = accuracy_change_interval([1] * 12, [1] * 10 + [0, 0], [1] * 12)
+    >>> how, round(lo, 3), round(hi, 3)
+    ('tango_score', -0.448, 0.116)
+    """
+    n_graded, d, single = _per_item(n_graded, c, c_star)
+    n = int(n_graded.sum())
+    if n == 0:
+        return math.nan, math.nan, math.nan, "tango_score"
+    if single:
+        b, cc = int(np.sum(d > 0)), int(np.sum(d < 0))
+        lo, hi = tango_interval(b, cc, n, confidence_level)
+        point = (b - cc) / n
+        return lo, hi, math.sqrt(max((b + cc) / n - point * point, 0.0) / n), "tango_score"
+    lo, hi, how = item_interval(n_graded, d, confidence_level)
+    return lo, hi, _item_parts(n_graded, d)[1], how
+
+
+def accuracy_loss_test(n_graded, c, c_star, margin: float = MARGIN) -> TestResult:
+    """The accuracy-loss test of a cell from per-item sums: :func:`noninferiority_test` with one graded pair per
+    item, :func:`item_noninferiority_test` with several."""
+    n_graded, d, single = _per_item(n_graded, c, c_star)
+    if single:
+        return noninferiority_test(int(np.sum(d > 0)), int(np.sum(d < 0)), int(n_graded.sum()), margin)
+    return item_noninferiority_test(n_graded, d, margin)
+
+
+def accuracy_mdd_pp(n_graded, c, c_star, power: float = 0.8, margin_pp: float = 2.0,
+                    alpha: float = ALPHA_ONE_SIDED) -> float:
+    """A cell's minimum detectable drop (points) at ``power``: :func:`minimum_detectable_drop_pp` for its pairs and
+    observed discordance (:data:`ASSUMED_DISCORDANCE` where none is discordant).
+
+    With several graded pairs per item, for its graded items as single pairs and the share of items
+    whose mean changed: averaging over seeds lowers the noise, so the figure errs large.
+    """
+    n_graded, d, single = _per_item(n_graded, c, c_star)
+    keep = n_graded > 0
+    units = int(n_graded.sum()) if single else int(keep.sum())
+    if units == 0:
+        return math.nan
+    discordance = float(np.sum(d[keep] != 0)) / units
+    return minimum_detectable_drop_pp(units, discordance if discordance > 0 else ASSUMED_DISCORDANCE, power,
+                                      margin_pp, alpha)
+
+
+def bootstrap_percentile_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tuple[float, float]:
+    """The item bootstrap's percentile interval for (b − c)/n with infinitely many resamples, exactly.
+
+    A resample of n pairs from the table is multinomial (n; b/n, c/n, rest/n), so the bootstrap
+    distribution of (b* − c*)/n is enumerable: the limits are its (1 ∓ level)/2 quantiles (the smallest
+    value whose distribution function reaches them). For validation: what the percentile interval
+    converges to, without Monte Carlo error.
+
+    Examples
+    --------
+    >>> bootstrap_percentile_interval(0, 0, 12)   # no discordant pair: every resample is unchanged
+    (0.0, 0.0)
+    """
+    b, c, n = int(b), int(c), int(n)
+    bb, cc = tables(n)
+    prob = table_probabilities(n, b / n, c / n)
+    diff = bb - cc
+    values = np.arange(-n, n + 1)
+    dist = np.bincount(diff + n, weights=prob, minlength=2 * n + 1)
+    cdf = np.cumsum(dist)
+    a = (1.0 - confidence_level) / 2.0
+    lo = values[np.searchsorted(cdf, a - 1e-12)]
+    hi = values[np.searchsorted(cdf, 1.0 - a - 1e-12)]
+    return float(lo / n), float(hi / n)
