@@ -479,10 +479,11 @@ def _report(args: argparse.Namespace) -> int:
         print(f"**warning**: the Monte Carlo λ {truths[NO_BUDGET]['lambda']:.4f} is not the analytic {analytic:.4f}\n")
     grid = coverage_grid(args.seed, reps, sizes, args.workers)
     settings = sorted(grid, key=lambda k: (k[0] != NO_BUDGET, k[1], k[2]))
-    usual = {}  # the method each metric's interval has at the largest n: a cell with another one fell back
+    usual = {}  # the method each metric's interval has at the largest n, per seeds: a cell with another one fell back
     for name in names:
-        got, count = np.unique(grid[(NO_BUDGET, 1, sizes[-1])][name + ":method"], return_counts=True)
-        usual[name] = got[np.argmax(count)]
+        for n_seeds in SEEDS:
+            got, count = np.unique(grid[(NO_BUDGET, n_seeds, sizes[-1])][name + ":method"], return_counts=True)
+            usual[name, n_seeds] = got[np.argmax(count)]
     rows, misses = [], []
     for key in settings:
         budget, n_seeds, n = key
@@ -490,7 +491,7 @@ def _report(args: argparse.Namespace) -> int:
         row, miss = [str(n), str(n_seeds), cens], [str(n), str(n_seeds), cens]
         for name in names:
             s = summarise(grid[key][name], truths[budget][name])
-            fallback = (grid[key][name + ":method"] != usual[name]).mean()
+            fallback = (grid[key][name + ":method"] != usual[name, n_seeds]).mean()
             row.append(pct(s["coverage"]))
             miss.append("/".join(pct(x, 0) for x in (s["below"], s["above"], s["undefined"], s["unbounded"], fallback)))
         rows.append(row)
@@ -499,7 +500,7 @@ def _report(args: argparse.Namespace) -> int:
           f"{100 * math.sqrt(LEVEL * (1 - LEVEL) / reps):.1f} points at 95 %); accuracy: d = {ACC[0]:.2f}, Δ = {100 * ACC[1]:g} pp.\n")
     print(md(["n", "seeds", "censoring", *[labels[n] for n in names]], rows))
     print("\nHow the others failed, % of cells: upper limit below the truth / lower limit above it / undefined "
-          "(NaN) / unbounded (±∞) / another interval method than at the largest n (a fallback).\n")
+          "(NaN) / unbounded (±∞) / another interval method than at the largest n with as many seeds (a fallback).\n")
     print(md(["n", "seeds", "censoring", *[labels[n] for n in names]], misses))
 
     print("\nIntervals past the range of the cell's item ratios, % of cells (a ratio of two sums is a weighted mean of "
