@@ -18,10 +18,24 @@ sys.path.insert(0, str(DOCS.parent))
 
 #: The columns of the outputs other than cells.csv, one line each (cells.csv's come from the registry and cells.py).
 OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
-    "arms.csv": ("arm", "target, draft, dataset, method, params, alpha, n_runs, n_ok, n_items, mean_l_bar, "
+    "arms.csv": ("arm whose runs enter a cell", "target, draft, dataset, method, params, alpha, n_runs (loaded), n_ok "
+                        "(ok runs the cells use: the means are over these), n_items, mean_l_bar, "
                         "mean_completion_length, mean_draft_rounds, mean_wall_time_s, accuracy, n_graded, censored_frac, "
                         "budget; Kaplan–Meier `km_q25`, `km_median`, `km_q75` of completion length with `_lo`/`_hi` "
-                        "(NaN where not identified)"),
+                        "(NaN where not identified); where lengthlens' graders judged runs, `accuracy_<other policy>` "
+                        "(the same runs graded under the other policy) and n_policy_disagree"),
+    "arms_excluded.csv": ("(arm, reason) with ok runs that enter no cell", "target, draft, dataset, method, params, reason, "
+                          "n_runs, n_items, budget, mean_completion_length, accuracy"),
+    "verdicts.csv": ("scope (table3, all) × pair (or `all`) × rule", "scope, target, draft, method, n_cells, "
+                     "n_rounds_/n_time_ faster, slower, cant_tell (from the intervals of R/R* and T/T*), n_graded, "
+                     "n_accuracy_worse (loss flag), n_accuracy_no_change, accuracy_mdd_pp_median, n_small_excluded"),
+    "table3_pairs.csv": ("(target–draft pair) × rule, and `all`", "target, draft, then table3.csv's columns on the "
+                         "pair's cells alone (written with several pairs)"),
+    "drilldown.csv": ("(cell, item) among the items driving it", "keys, item_id, n_runs, L, L_star, lambda_item, "
+                      "lambda_without (the cell's λ without the item), lambda_shift, correct_change, driver"),
+    "time_model.csv": ("cell", "keys, n_runs, seconds_per_round, seconds_fixed (least-squares T = a + b·R over the relaxed "
+                       "runs), the same _star for the baseline runs, rounds_ratio, time_ratio, time_ratio_predicted "
+                       "(the arm's rounds at the baseline's fitted cost)"),
     "table3.csv": ("rule, and `all`", "method, n_cells, gain/lambda/rounds_ratio/time_ratio/time_per_round_ratio "
                                      "_mean and _median, n_lambda_gt_1, n_lambda_lo_gt_1, n_rounds_ratio_gt_1, "
                                      "n_time_ratio_gt_1, n_graded, n_graded_partial, n_drop_2pp (one-sided loss test), "
@@ -42,14 +56,15 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                                 "extra_chars_thinking, extra_chars_answer, extra_chars_mean (+_lo/_hi), thinking_share = "
                                 "Σ(think − think*)/Σ(chars − chars*) (+_lo/_hi; NaN with thinking_share_reason when "
                                 "undefined), item_share_median/_q25/_q75, n_runs_share_defined"),
-    "attribution_summary.csv": ("scope (all, table3) × rule, and `all`",
-                                "n_cells, n_cells_longer, n_share_defined, n_share_undefined, thinking_share_median, "
+    "attribution_summary.csv": ("scope (all, table3) × pair (`all`: pooled; per pair with several) × rule, and `all`",
+                                "scope, target, draft, n_cells, n_cells_longer, n_share_defined, n_share_undefined, thinking_share_median, "
                                 "thinking_share_pooled, n_share_lo_ge_90, n_share_lo_ge_92, n_share_point_ge_90, "
                                 "n_share_point_ge_92"),
     "table4.csv": ("intervention arm, and `all`", "target, draft, dataset, method, params, threshold, fired, n_graded, "
                                                  "correct_before, correct_after, wrong_to_right, right_to_wrong, "
                                                  "still_capped, accuracy_p (mid-p), accuracy_test, accuracy_p_exact "
-                                                 "(mcnemar_p: its old name)"),
+                                                 "(mcnemar_p: its old name), "
+                                                 "length_ratio, rounds_ratio, time_ratio (Σ forced / Σ base, fired pairs)"),
     "extra_tokens.csv": ("cell (runs with proposals.jsonl)", "keys, n_runs, n_runs_with_proposals, n_rows, n_proposed, "
                                                              "n_accepted, n_strict_accepted, n_lossy_only, "
                                                              "n_strict_only_rejected, lossy_only_per_proposed, "
@@ -60,6 +75,10 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
     "methods.csv": ("pair of speculative methods of one target and dataset", "target, dataset, x_/y_ method, params, "
                     "draft, n_items, n_runs, lambda, rounds_ratio, time_ratio, gain, accuracy_delta_pp (each +_lo/_hi; "
                     "ratios are x over y), accuracy_p (mid-p; mcnemar_p: the exact p), unavailable"),
+    "serving.csv": ("arm × serving condition (only with several conditions)",
+                    "target, draft, dataset, method, params, series (the condition without its load part), serving, "
+                    "load_axis, load, n_items, small_n, rounds_ratio, time_ratio, throughput_ratio (each +_lo/_hi), "
+                    "advantage_lost_at"),
     "report.html, report.pdf": ("", "the report; `--latex` adds table3.tex, table4.tex, attribution.tex"),
 }
 

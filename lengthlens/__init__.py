@@ -20,10 +20,12 @@ _LAZY = {
     "cells": "lengthlens.analyses.cells", "Cell": "lengthlens.analyses.cells", "CellTable": "lengthlens.analyses.cells",
     "ConfidenceInterval": "lengthlens.results", "Estimate": "lengthlens.results", "TestResult": "lengthlens.results",
     "arms": "lengthlens.analyses.tables", "table3": "lengthlens.analyses.tables", "alpha_selected": "lengthlens.analyses.tables",
-    "table4": "lengthlens.analyses.intervention", "compare": "lengthlens.analyses.compare",
+    "table3_by_pair": "lengthlens.analyses.tables", "verdicts": "lengthlens.analyses.verdicts",
+    "Verdicts": "lengthlens.analyses.verdicts", "table4": "lengthlens.analyses.intervention", "compare": "lengthlens.analyses.compare",
     "Comparison": "lengthlens.analyses.compare", "method_pairs": "lengthlens.analyses.compare",
     "attribution": "lengthlens.analyses.analyse", "censoring_table": "lengthlens.analyses.analyse",
     "analyse": "lengthlens.analyses.analyse", "Analysis": "lengthlens.analyses.analyse",
+    "serving_table": "lengthlens.analyses.serving",
 }
 
 if TYPE_CHECKING:  # what the names are, for type checkers and readers
@@ -31,7 +33,9 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers
     from lengthlens.analyses.cells import Cell, CellTable, cells
     from lengthlens.analyses.compare import Comparison, compare, method_pairs
     from lengthlens.analyses.intervention import table4
-    from lengthlens.analyses.tables import alpha_selected, arms, table3
+    from lengthlens.analyses.serving import serving_table
+    from lengthlens.analyses.tables import alpha_selected, arms, table3, table3_by_pair
+    from lengthlens.analyses.verdicts import Verdicts, verdicts
     from lengthlens.data.loading import LoadError, RunSet, load
     from lengthlens.data.record import record
     from lengthlens.results import ConfidenceInterval, Estimate, TestResult
@@ -52,6 +56,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["load", "record", "cells", "arms", "table3", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
-           "censoring_table", "analyse", "Analysis", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
+__all__ = ["load", "record", "cells", "arms", "table3", "table3_by_pair", "verdicts", "Verdicts", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
+           "censoring_table", "serving_table", "analyse", "Analysis", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
            "ConfidenceInterval", "Estimate", "TestResult", "__version__"]

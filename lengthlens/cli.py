@@ -229,6 +229,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if not t3.empty:
             cols = ["method", "n_cells", "gain_mean", "lambda_mean", "rounds_ratio_mean", "rounds_ratio_median",
                     "time_ratio_mean", "n_lambda_lo_gt_1", "n_graded", "n_drop_2pp", "n_drop_2pp_point"]
+            cols = ["serving", *cols] if "serving" in t3 else cols  # one row per serving condition and rule
             print()
             print(printable(t3[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}")))
         for line in wording.summary_lines(analysis):

@@ -24,6 +24,9 @@ from lengthlens.analyses.extra_tokens import (
 )
 from lengthlens.data.schema import ARM_KEY, parse_alpha
 
+#: The arm as this fixture names it (it logs no serving condition).
+_ARM = [k for k in ARM_KEY if k != "serving"]
+
 K = 6  # draft length of the study (and of the fake traces)
 
 
@@ -88,7 +91,7 @@ def _oracle(runs: pl.DataFrame, traces: dict, keep=None, within_output=False) ->
     for run in runs.iter_rows(named=True):
         if run["status"] != "ok" or (keep is not None and not keep(run)):
             continue
-        arm = tuple(run[k] for k in ARM_KEY)
+        arm = tuple(run[k] for k in _ARM)
         counts[arm]["n_runs"] += 1
         rows = traces.get(run["source"])
         if rows is None:
@@ -129,7 +132,8 @@ def _oracle(runs: pl.DataFrame, traces: dict, keep=None, within_output=False) ->
 
 
 def _assert_equal(stats: pl.DataFrame, expected: dict) -> None:
-    got = {tuple(r[k] for k in ARM_KEY): r for r in stats.iter_rows(named=True)}
+    got = {tuple(r[k] for k in _ARM): r for r in stats.iter_rows(named=True)}
+    assert {r["serving"] for r in stats.iter_rows(named=True)} <= {""}  # no serving condition is logged
     assert set(got) == set(expected)
     for arm, exp in expected.items():
         for col in STAT_COLUMNS:

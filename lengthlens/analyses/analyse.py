@@ -8,7 +8,7 @@ It computes; it writes no sentence (the report's wording is :mod:`lengthlens.rep
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -16,8 +16,10 @@ import polars as pl
 
 from lengthlens.analyses.attribution import Attribution, AttributionAnalysis, attribution_result
 from lengthlens.analyses.cells import CellsAnalysis, CellTable
-from lengthlens.analyses.censoring import CensoringAnalysis, DatasetSurvival, survival_curves
+from lengthlens.analyses.censoring import DEFAULT_AFT_DISTS, CensoringAnalysis, DatasetSurvival, survival_curves
 from lengthlens.analyses.engine import Settings, run_on
+from lengthlens.analyses.grading_policies import PolicyComparison, policy_comparison
+from lengthlens.analyses.verdicts import Verdicts, verdicts
 from lengthlens.data.channel_counts import run_channels_audited
 from lengthlens.data.pairing import cell_units, with_derived
 from lengthlens.data.runset import RunSet
@@ -38,7 +40,9 @@ class Analysis:
 
     ``survival`` holds, per dataset, the Kaplan–Meier curves the survival figure draws; ``notes`` what the
     analyses noticed (metrics not computed, logged channel counts that disagree with the texts);
-    ``timings`` the seconds of each stage.
+    ``timings`` the seconds of each stage. ``verdicts`` is the decision view (each cell's and rule's
+    verdicts); ``grading`` the accuracy of the runs the cells use under the other grading policy
+    (None when lengthlens' graders judged none of them).
     """
 
     runs: RunSet
@@ -48,6 +52,8 @@ class Analysis:
     notes: tuple[str, ...] = ()
     survival: dict[str, DatasetSurvival] = field(default_factory=dict, repr=False)
     timings: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
+    verdicts: Verdicts | None = field(default=None, repr=False)
+    grading: PolicyComparison | None = field(default=None, repr=False, compare=False)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.tables[name]
@@ -92,7 +98,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     from lengthlens.analyses.intervention import table4
     from lengthlens.analyses.methods import lossless_check
     from lengthlens.analyses.compare import method_pairs
-    from lengthlens.analyses.tables import alpha_selected, arms, table3, table3_cells
+    from lengthlens.analyses.serving import serving_table
+    from lengthlens.analyses.tables import alpha_selected, arms, arms_excluded, table3, table3_by_pair, table3_cells
 
     stage = _Stages(progress)
     stage("cells, censoring, attribution")
@@ -101,16 +108,25 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     analyses = [CellsAnalysis(), CensoringAnalysis(aft_ci, n_resamples_aft), AttributionAnalysis()]
     # Every analysis below uses these pairs: the columns the engine's analyses read, and the texts and
     # sources the lossless check and the extra-token table read.
-    needed = [f.removesuffix("_star") for a in analyses for f in a.fields] + ["text", "source"]
+    needed = [f.removesuffix("_star") for a in analyses for f in a.fields] + ["text", "source", "correct"]
     units = cell_units(paired, needed)
     cell_table, censoring, attribution_cells = run_on(runs, analyses, settings, workers=workers, units=units)
     stage("arms and Table 3")
     cells_df = cell_table.to_frame()
+    graded_both = policy_comparison(runs)
     tables: dict[str, pd.DataFrame] = {
-        "cells": cells_df, "arms": arms(runs),
+        "cells": cells_df, "arms": _with_policy(arms(runs), graded_both),
         "table3": table3(cell_table, alphas=alphas, include_small=include_small) if len(cell_table) else frame([]),
         "alpha_selected": alpha_selected(cells_df), "skipped": runs.skipped.to_pandas(),
     }
+    excluded = arms_excluded(runs)
+    if not excluded.empty:
+        tables["arms_excluded"] = excluded
+    decision = verdicts(cells_df, table3_cells(cells_df, alphas, include_small=True)) if not cells_df.empty else None
+    if decision is not None:
+        tables["verdicts"] = decision.to_frame()
+        if cells_df[["target", "draft"]].drop_duplicates().shape[0] > 1:
+            tables["table3_pairs"] = table3_by_pair(cell_table, alphas=alphas, include_small=include_small)
     notes = unavailable_notes(cells_df)
     survival: dict[str, DatasetSurvival] = {}
     if not cells_df.empty:
@@ -120,13 +136,27 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
                                   table3_cells(cells_df, alphas, include_small=include_small))
         tables["attribution"], tables["attribution_summary"] = attr.cells, attr.summary
         notes.extend(attr.disagreement_notes)
-        survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[list(ARM_KEY)]))
+        survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[[*ARM_KEY, "complete"]]))
+        by_load = serving_table(cells_df)
+        if not by_load.empty:  # only where the cells come under several serving conditions
+            tables["serving"] = by_load
     stage("lossless check, method pairs")
     for name, df in (("lossless", lossless_check(units, cells_df)),
                      ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, ci=ci,
                                               confidence_level=confidence_level))):
         if not df.empty:
             tables[name] = df
+    from lengthlens.analyses.drilldown import item_drivers
+
+    drivers = item_drivers(units.filter(pl.col("method").is_in(list(cells_df["method"].unique()))) if not cells_df.empty
+                           else units.head(0))
+    if not drivers.empty:
+        tables["drilldown"] = drivers
+    from lengthlens.analyses.time_model import time_model
+
+    tm = time_model(units.filter(~pl.col("method").str.ends_with("_force_commit")))
+    if not tm.empty:
+        tables["time_model"] = tm
     stage("Table 4")
     t4 = table4(runs)
     if not t4.empty:
@@ -142,7 +172,15 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
                     "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
                     "include_small": include_small}
     return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings_out, notes=tuple(notes),
-                    survival=survival, timings=stage.times)
+                    survival=survival, timings=stage.times, verdicts=decision, grading=graded_both)
+
+
+def _with_policy(arms_df: pd.DataFrame, comparison: PolicyComparison | None) -> pd.DataFrame:
+    """arms.csv with each arm's accuracy under the other grading policy and the runs whose verdict it changes."""
+    if comparison is None or arms_df.empty:
+        return arms_df
+    extra = comparison.arms.drop("n_regraded").to_pandas()
+    return arms_df.merge(extra, on=list(ARM_KEY), how="left")
 
 
 def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -176,7 +214,8 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
 def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
                     ci: Literal["studentized", "percentile", "bca"] = "studentized",
                     n_resamples_aft: int = DEFAULT_AFT_RESAMPLES, confidence_level: float = DEFAULT_CONFIDENCE,
-                    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", workers: int = 1) -> pd.DataFrame:
+                    aft_ci: Literal["sandwich", "bootstrap"] = "sandwich", workers: int = 1,
+                    aft_dists: Sequence[str] = DEFAULT_AFT_DISTS) -> pd.DataFrame:
     """censoring.csv: per cell, censored shares, Kaplan–Meier quantiles, and censoring-aware length ratios.
 
     Parameters
@@ -185,6 +224,8 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     n_resamples, seed, ci, confidence_level : the bootstrap (the cell table's draws and interval code).
     n_resamples_aft, aft_ci : the AFT intervals: cluster-robust sandwich from one fit (default), or bootstrap refits.
     workers : worker processes for large inputs.
+    aft_dists : the AFT laws fitted: log-normal (default); ``("lognormal", "weibull")`` adds the Weibull fit, whose
+        sandwich interval under-covers.
 
     Returns
     -------
@@ -197,7 +238,7 @@ def censoring_table(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, see
     >>> ll.censoring_table(ll.load("runs/"))                    # doctest: +SKIP
     """
     settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
-    (table,) = run_on(runs, [CensoringAnalysis(aft_ci, n_resamples_aft)], settings, workers=workers)
+    (table,) = run_on(runs, [CensoringAnalysis(aft_ci, n_resamples_aft, tuple(aft_dists))], settings, workers=workers)
     return table
 
 

@@ -138,7 +138,8 @@ def attribution_result(cells_df: pd.DataFrame, disagreements: Sequence[str], cau
 
 
 def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per method and overall, on all cells (``scope`` all) and on Table 3's cells (``scope`` table3, when given).
+    """Per method and overall, on all cells (``scope`` all) and on Table 3's cells (``scope`` table3, when given),
+    pooled over target–draft pairs (``target`` and ``draft`` ``all``) and per pair.
 
     Counts among cells with longer outputs (extra_chars > 0): how many have a defined share (the
     interval of the extra length excludes 0), and how many put >= 90 % / >= 92 % of it into thinking
@@ -152,8 +153,14 @@ def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) 
         scopes.append(("table3", cells_df.merge(keys, on=list(ARM_KEY), how="inner")))
     rows = []
     for scope, df in scopes:
-        rows += [{"scope": scope, **_summary_row(d, str(m))} for m, d in df.groupby("method", sort=True)]
-        rows.append({"scope": scope, **_summary_row(df, "all")})
+        pooled = {"scope": scope, "target": "all", "draft": "all"}
+        rows += [{**pooled, **_summary_row(d, str(m))} for m, d in df.groupby("method", sort=True)]
+        rows.append({**pooled, **_summary_row(df, "all")})
+        if df[["target", "draft"]].drop_duplicates().shape[0] > 1 if len(df) else False:
+            for (tg, dr), p in df.groupby(["target", "draft"], sort=True):
+                pair = {"scope": scope, "target": str(tg), "draft": str(dr)}
+                rows += [{**pair, **_summary_row(d, str(m))} for m, d in p.groupby("method", sort=True)]
+                rows.append({**pair, **_summary_row(p, "all")})
     return pd.DataFrame(rows)
 
 

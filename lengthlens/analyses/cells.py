@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
 from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
@@ -49,7 +50,10 @@ _LOSS = (f"loss of more than {ACCURACY_DROP_PP:g} points: one-sided test at {ALP
 CELL_COLUMNS: dict[str, str] = {
     "target": "the target model", "draft": "the draft model (empty for plain autoregressive decoding)",
     "dataset": "the dataset (benchmark folder)", "method": "the relaxed rule or speculative method",
-    "params": "its parameters as logged (e.g. alpha0.35)", "alpha": "the rule's alpha, parsed from params",
+    "params": "its parameters as logged (e.g. alpha0.35)",
+    "serving": "the serving condition the arm and its baseline ran under (c=8: concurrency, rate=4/s, bs=16: batch "
+               "size, gpu=…), empty when none is logged",
+    "alpha": "the rule's alpha, parsed from params",
     "n_items": "items the cell covers (the resampling units)", "n_runs": "paired runs (item, seed, turn units)",
     "n_graded": "paired runs graded on both sides: the only ones accuracy uses",
     "drop_2pp": f"{_LOSS} (Tango's score statistic, exact unconditional p; with several seeds a t test over "
@@ -71,6 +75,9 @@ CELL_COLUMNS: dict[str, str] = {
     "rounds_ratio_median_item": "median over items of the item's mean per-run R/R*",
     "time_ratio_median_item": "median over items of the item's mean per-run T/T*",
     "budget": "the relaxed runs' token budget (max_new_tokens)", "n_items_baseline": "items of the group's baseline",
+    "coverage": "n_items / n_items_baseline: the share of its baseline's items the cell covers",
+    "complete": f"coverage of at least {COMPLETE_SHARE:.0%}; an incomplete arm (say an answer file cut short) is marked "
+                "in Table 3, the figures and the report's warnings",
     "unavailable": "metrics left empty and why (inputs not logged); empty when every metric is computed",
     "small_n": f"fewer than {SMALL_N_ITEMS} items: left out of Table 3, the headline and the figures' intervals",
     "undefined_resamples": "most resamples left out of any of the cell's intervals (an undefined value)",
@@ -93,6 +100,11 @@ CELL_COLUMNS: dict[str, str] = {
     "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
     "accuracy_p_holm": "accuracy_p adjusted by Holm over the cells in_accuracy_family (family-wise); empty outside it",
     "accuracy_q_bh": "accuracy_p adjusted by Benjamini–Hochberg over the cells in_accuracy_family (false discovery rate)",
+    "verdict_rounds": "faster / slower / can't tell: R/R*'s interval wholly below 1, wholly above 1, or holding 1 "
+                      "(not computed: no interval)",
+    "verdict_time": "the same verdict from T/T*'s interval",
+    "verdict_accuracy": "worse (the loss flag drop_2pp fires) / no detectable change (see accuracy_mdd_pp) / ungraded / "
+                        "partly graded",
     "mcnemar_p": "old name of accuracy_p_exact (kept for one release)",
     "mcnemar_p_holm": "old name of accuracy_p_holm (kept for one release)",
     "mcnemar_q_bh": "old name of accuracy_q_bh (kept for one release)",
@@ -159,6 +171,8 @@ class Cell:
     #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
     items: tuple[str, ...] = field(default=(), repr=False, compare=False)
     item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    #: The serving condition (:mod:`lengthlens.data.serving`), "" when none is logged.
+    serving: str = ""
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
@@ -166,11 +180,21 @@ class Cell:
     @property
     def key(self) -> dict[str, Any]:
         return {"target": self.target, "draft": self.draft, "dataset": self.dataset, "method": self.method,
-                "params": self.params}
+                "params": self.params, "serving": self.serving}
 
     @property
     def small_n(self) -> bool:
         return self.n_items < SMALL_N_ITEMS
+
+    @property
+    def coverage(self) -> float:
+        """The share of its baseline's items the cell covers (NaN without a baseline count)."""
+        return self.n_items / self.n_items_baseline if self.n_items_baseline else _NAN
+
+    @property
+    def complete(self) -> bool:
+        """Whether the arm covers at least COMPLETE_SHARE of its baseline's items (an incomplete arm is flagged everywhere)."""
+        return not self.coverage < COMPLETE_SHARE
 
     @property
     def graded_partial(self) -> bool:
@@ -275,6 +299,7 @@ class Cell:
             "in_accuracy_family": self.in_accuracy_family,
             "rounds_ratio_median_item": self.rounds_ratio_median_item, "time_ratio_median_item": self.time_ratio_median_item,
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
+            "coverage": self.coverage, "complete": self.complete,
             "unavailable": _unavailable_note(self.unavailable) or None, "small_n": self.small_n,
             "undefined_resamples": self.undefined_resamples,
             "interval_fallback": "; ".join(self.interval_fallback) or None,
@@ -314,14 +339,15 @@ class Cell:
         return df
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per metric: estimate, low, high, standard error, interval method."""
-        return frame([{"metric": k, "estimate": e.point, "low": e.low, "high": e.high, "standard_error": e.standard_error,
-                       "method": e.method} for k, e in self.estimates.items()])
+        """One row per metric: the cell's key (target and draft first), estimate, low, high, standard error, interval method."""
+        key = self.key
+        return frame([{**key, "metric": k, "estimate": e.point, "low": e.low, "high": e.high,
+                       "standard_error": e.standard_error, "interval_method": e.method} for k, e in self.estimates.items()])
 
     def _repr_html_(self) -> str:
-        title = (f"{self.target} ← {self.draft} / {self.dataset}: {self.method} {self.params} "
+        title = (f"target {self.target} ← draft {self.draft or '(none)'} / {self.dataset}: {self.method} {self.params} "
                  f"(n = {self.n_items} items, {self.n_runs} runs)")
-        return frame_html(self.to_frame(), title)
+        return frame_html(self.to_frame().drop(columns=list(self.key)), title)
 
 
 def _unavailable_note(reasons: Mapping[str, str]) -> str:
@@ -375,15 +401,17 @@ class CellTable:
         return hits[0]
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per cell, the columns of cells.csv."""
-        if not self.cells:
-            return frame([], columns=list(_empty_cell().to_row()))
-        return frame([c.to_row() for c in self.cells])
+        """One row per cell, the columns of cells.csv (with the verdicts of :mod:`lengthlens.analyses.verdicts`)."""
+        from lengthlens.analyses.verdicts import with_verdicts
+
+        rows = [c.to_row() for c in self.cells] if self.cells else []
+        return with_verdicts(frame(rows, columns=None if rows else list(_empty_cell().to_row())))
 
     def _repr_html_(self) -> str:
         df = self.to_frame()
         cols = [c for c in ("target", "draft", "dataset", "method", "params", "n_items", "gain", "lambda", "lambda_lo",
-                            "lambda_hi", "rounds_ratio", "time_ratio", "accuracy_delta_pp") if c in df.columns]
+                            "lambda_hi", "rounds_ratio", "time_ratio", "accuracy_delta_pp", "verdict_rounds", "verdict_time",
+                            "verdict_accuracy") if c in df.columns]
         title = (f"{len(self)} cells; {self.ci_method} {self.confidence_level:.0%} intervals from "
                  f"{self.n_resamples} paired item resamples (seed {self.seed})")
         return frame_html(df[cols], title)
@@ -485,6 +513,7 @@ class CellsAnalysis:
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
             influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
             items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
+            serving=key.get("serving") or "",
         )
 
 

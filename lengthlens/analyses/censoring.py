@@ -23,7 +23,7 @@ import polars as pl
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, resample_plan
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES, DISTS, AFTBootstrap, AFTFit, aft_sandwich, fit_aft, fit_aft_bootstrap, fit_aft_many
-from lengthlens.stats.intervals import Ratio, quantiles_with_inf
+from lengthlens.stats.intervals import Ratio, expanded_percentile_levels, quantiles_with_inf
 from lengthlens.stats.survival import KaplanMeier, cluster_quantile_intervals, kaplan_meier, restricted_means_many
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ DEFAULT_AFT_DISTS: tuple[str, ...] = ("lognormal",)
 
 #: Resamples (the first of the cell's draws) for the Kaplan–Meier quantiles' item-level intervals: each is a
 #: weighted KM curve over every run, so fewer than the ratios' sums get.
-KM_RESAMPLES = 2000
+KM_RESAMPLES = 1000
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,13 +223,14 @@ def _ratio_cell(p: _Prepared, est: Mapping[str, Estimate], counts: np.ndarray, l
     if not (np.any(p.c & (p.L < p.tau)) or np.any(p.cs & (p.Ls < p.tau))):
         # Censoring only at or beyond tau: KM up to tau is the empirical law, and the restricted mean a mean of min(L, tau).
         out["rmst_ratio"] = est["rmst_ratio"]
-    else:  # a restricted mean of a weighted KM per resample: not a function of sums, so its percentile interval
+    else:  # a restricted mean of a weighted KM per resample: not a function of sums, so no bootstrap-t; the plain
+        # percentile interval is too narrow at a dozen items, the expanded one widens it as a t interval would
         with np.errstate(divide="ignore", invalid="ignore"):
             W = counts[:, p.item].astype(float)
             ratio = (restricted_means_many(p.L, (~p.c).astype(float), W, p.tau)
                      / restricted_means_many(p.Ls, (~p.cs).astype(float), W, p.tau))
-        lo, hi = quantiles_with_inf(ratio, ((1 - level) / 2, 1 - (1 - level) / 2))
-        out["rmst_ratio"] = Estimate(rmst / rmst_s, ConfidenceInterval(float(lo), float(hi)), method="percentile",
+        lo, hi = quantiles_with_inf(ratio, expanded_percentile_levels(int(np.unique(p.item).size), level))
+        out["rmst_ratio"] = Estimate(rmst / rmst_s, ConfidenceInterval(float(lo), float(hi)), method="expanded_percentile",
                                      confidence_level=level, note="restricted means of weighted Kaplan–Meier curves")
     out.update(rmst=rmst, rmst_star=rmst_s)
     return out
@@ -330,7 +331,8 @@ class CensoringAnalysis:
             p: _Prepared = r.plan.data
             ratios = _ratio_cell(p, r.estimates, r.sums.counts, level)
             W = r.sums.counts[:KM_RESAMPLES][:, p.item]
-            km, km_s = (cluster_quantile_intervals(k, x, ~cut, W) for k, x, cut in ((p.km, p.L, p.c), (p.km_s, p.Ls, p.cs)))
+            km, km_s = (cluster_quantile_intervals(k, x, ~cut, W, r.cell.n_items)
+                        for k, x, cut in ((p.km, p.L, p.c), (p.km_s, p.Ls, p.cs)))
             out.append(CensoringCell(
                 n_items=r.cell.n_items, n_runs=len(p.L), budget=p.budget, budget_star=p.budget_star,
                 budgets_differ=p.budgets_differ, censored_frac=float(p.c.mean()), censored_frac_star=float(p.cs.mean()),
@@ -421,6 +423,8 @@ class DatasetSurvival:
     budgets: tuple[int, ...]
     n_runs: int
     n_censored: int
+    #: Rules whose curve includes an arm covering fewer than 95 % of its baseline's items.
+    incomplete: tuple[str, ...] = ()
 
 
 def survival_curve(lengths: np.ndarray, censored: np.ndarray) -> SurvivalCurve:
@@ -440,7 +444,8 @@ def survival_curves(paired: pl.DataFrame, arms: pl.DataFrame) -> dict[str, Datas
     """Per dataset, the survival curves of the strict baseline and of each rule's arms in ``arms`` (pairs pooled).
 
     ``paired``: the paired runs (one row per run, with ``censored``); ``arms``: the (target, draft,
-    dataset, method, params) the figure shows (Table 3's choice). The strict curve pools every strict
+    dataset, method, params) the figure shows (Table 3's choice), with ``complete`` where known (an incomplete
+    arm's rule is listed in ``incomplete`` and labelled in the figure). The strict curve pools every strict
     run of the dataset, each rule's curve its chosen arms' runs.
     """
     keys = ["target", "draft", "dataset", "method", "params"]
@@ -460,5 +465,7 @@ def survival_curves(paired: pl.DataFrame, arms: pl.DataFrame) -> dict[str, Datas
             if g.height:
                 curves[m] = survival_curve(g.get_column("output_tokens").to_numpy(), g.get_column("censored").to_numpy())
         budgets = tuple(sorted(int(b) for b in d.get_column("max_new_tokens").drop_nulls().unique().to_list()))
-        out[ds] = DatasetSurvival(curves, budgets, d.height, int(d.get_column("censored").sum()))
+        short = (arms.filter((pl.col("dataset") == ds) & ~pl.col("complete")).get_column("method").unique().sort().to_list()
+                 if "complete" in arms.columns else [])
+        out[ds] = DatasetSurvival(curves, budgets, d.height, int(d.get_column("censored").sum()), tuple(short))
     return out

@@ -150,7 +150,7 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
         raise ValueError(f"no ok runs match {'x' if xs.height == 0 else 'y'} = {dict(x if xs.height == 0 else y)}")
     if within_draft is None:
         within_draft = bool(set(xs.get_column("draft")) & set(ys.get_column("draft")))
-    group_key = GROUP_KEY if within_draft else ("target", "dataset")
+    group_key = GROUP_KEY if within_draft else ("target", "dataset", "serving")
     units = pair(xs, ys, on=(*group_key, *UNIT_KEY))
     if units.height == 0:
         raise ValueError(f"the two arms share no ({', '.join(group_key)}, item, seed, turn)")
@@ -160,8 +160,10 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
         return values[0] if len(values) == 1 else ", ".join(sorted(map(str, values)))
 
     analysis = CellsAnalysis()
-    key = {k: label(k) for k in ("target", "draft", "dataset", "method", "params")} | {"alpha": None}
-    group = comparison_group(units, tuple(group_key), analysis.fields, key)
+    key = {k: label(k) for k in ("target", "draft", "dataset", "method", "params", "serving")} | {"alpha": None}
+    # Strata are the groups; without a logged serving condition they are what they were before it existed.
+    strata_key = tuple(k for k in group_key if k != "serving" or key["serving"] != "")
+    group = comparison_group(units, strata_key, analysis.fields, key)
     settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
     (table,) = run([group], [analysis], settings)
     return Comparison(x=dict(x), y=dict(y), cell=table.cells[0])
@@ -198,7 +200,7 @@ def method_pairs(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: 
     t = runs.table.filter((pl.col("status") == "ok") & (pl.col("method") != STRICT))
     arms = t.select(*ARM_KEY).unique().sort(ARM_KEY)
     rows = []
-    for g in arms.partition_by(["target", "dataset"], maintain_order=True):
+    for g in arms.partition_by(["target", "dataset", "serving"], maintain_order=True):
         per_method = g.group_by("method").agg(pl.col("draft").n_unique().alias("k"))
         if g.get_column("draft").n_unique() < 2 or per_method.get_column("k").max() > 1:
             continue

@@ -118,10 +118,10 @@ class CellRuns:
 
 @dataclass(frozen=True, eq=False)
 class Group:
-    """The paired runs of one (target, draft, dataset), or of one comparison's strata, as numpy arrays.
+    """The paired runs of one (target, draft, dataset, serving condition), or of one comparison's strata, as numpy arrays.
 
     ``items`` are the group's resampling units (its baseline's items, sorted); ``cells`` its cells
-    (one per relaxed arm) in order. With ``strata`` (item -> stratum) items are resampled within
+    (one per relaxed arm) in order; ``draw_names`` seed its draws (default ``names``). With ``strata`` (item -> stratum) items are resampled within
     each stratum, each with the draws of the stratum's own names (``stratum_names``).
     """
 
@@ -129,6 +129,9 @@ class Group:
     items: tuple[str, ...]
     cells: tuple[CellRuns, ...]
     stratum_names: tuple[tuple[str, ...], ...] = ()
+    #: The names the draws are seeded by, when they differ from ``names`` (an empty serving condition is left
+    #: out, so that runs logging none get the draws they had before serving conditions existed).
+    draw_names: tuple[str, ...] | None = None
 
     @property
     def n_runs(self) -> int:
@@ -177,8 +180,15 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
             cells.append(CellRuns(key=dict(zip(CELL_KEY, (dict(zip([*gkey, *ckey], keys.row(c0)))[k] for k in CELL_KEY))),
                                   group=names, n_items_group=len(group_items), items=tuple(group_items[i] for i in own),
                                   item=remap[positions], fields=Sums({f: v[c0:c1] for f, v in arrays.items()})))
-        out.append(Group(names=names, items=group_items, cells=tuple(cells)))
+        out.append(Group(names=names, items=group_items, cells=tuple(cells), draw_names=_draw_names(gkey, names)))
     return out
+
+
+def _draw_names(gkey: Sequence[str], names: tuple) -> tuple | None:
+    """The names a group's draws are seeded by: its names without an empty serving condition (None: all of them)."""
+    if "serving" in gkey and not names[list(gkey).index("serving")]:
+        return tuple(v for k, v in zip(gkey, names) if k != "serving")
+    return None
 
 
 def _segments(ids: np.ndarray) -> list[tuple[int, int]]:
@@ -322,7 +332,8 @@ def _product(products: dict, group: Group, cell: CellRuns, settings: Settings) -
 def _counts(group: Group, cell: CellRuns, settings: Settings) -> np.ndarray:
     """(B, n_items) draws over a cell's items (compact integers); with strata, each stratum's items drawn on their own."""
     if not group.stratum_names:
-        return draw_counts(settings.seed, group.names, cell.items, cell.complete, settings.n_resamples)
+        names = group.names if group.draw_names is None else group.draw_names
+        return draw_counts(settings.seed, names, cell.items, cell.complete, settings.n_resamples)
     parts = np.empty((settings.n_resamples, cell.n_items), dtype=np.int64)
     for s, names in enumerate(group.stratum_names):
         inside = np.flatnonzero(cell.strata == s)

@@ -39,6 +39,7 @@ import polars as pl
 
 from lengthlens.data.raw import unreadable_traces
 from lengthlens.data.schema import ARM_KEY
+from lengthlens.data.serving import with_serving
 
 if TYPE_CHECKING:
     from lengthlens.data.runset import RunSet
@@ -78,9 +79,11 @@ STAT_COLUMNS = (
 
 def _ok_runs(runs: pl.DataFrame, units: pl.DataFrame | None) -> pl.DataFrame:
     """Finished runs, restricted to the given (arm, item_id, seed) units when there are any."""
+    runs = with_serving(runs)  # a table built by hand has no serving condition: ""
     if "status" in runs.columns:
         runs = runs.filter(pl.col("status") == "ok")
     if units is not None:
+        units = with_serving(units)
         keys = [*ARM_KEY, *UNIT_KEY]
         missing = [k for k in keys if k not in units.columns]
         if missing:
@@ -95,6 +98,7 @@ def proposal_files(runs: pl.DataFrame) -> pl.DataFrame:
     """The runs with a `has_proposals` flag and the trace path (`<source>/proposals.jsonl`), checked on disk."""
     if "source" not in runs.columns:
         raise ValueError("runs needs a `source` column (the run folder) to find proposals.jsonl")
+    runs = with_serving(runs)
     paths = [None if s is None else str(Path(s) / PROPOSALS_FILE) for s in runs["source"].to_list()]
     has = [p is not None and Path(p).is_file() for p in paths]
     # A trace that cannot be read is left out with a warning naming it, not an abort of the whole report.

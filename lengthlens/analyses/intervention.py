@@ -64,6 +64,23 @@ def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
     )
 
 
+#: Table 4's costs over fired pairs: forced runs against their base runs, ratios of sums.
+COST_COLUMNS = ("length_ratio", "rounds_ratio", "time_ratio")
+
+
+def _costs(d: pl.DataFrame) -> dict[str, float]:
+    """Σ forced / Σ base of output tokens, verifier rounds and wall time over the fired pairs (NaN where not logged)."""
+    out = {}
+    for name, col in zip(COST_COLUMNS, ("output_tokens", "draft_rounds", "wall_time_s")):
+        if col not in d.columns or f"{col}_base" not in d.columns or not d.height:
+            out[name] = float("nan")
+            continue
+        both = d.filter(pl.col(col).is_not_null() & pl.col(f"{col}_base").is_not_null())
+        den = float(both[f"{col}_base"].cast(pl.Float64).sum()) if both.height else 0.0
+        out[name] = float(both[col].cast(pl.Float64).sum()) / den if den > 0 else float("nan")
+    return out
+
+
 def table4(runs: RunSet) -> pd.DataFrame:
     """The study's Table 4: over fired runs, correct before -> after, flips, still capped, the paired accuracy test.
 
@@ -71,7 +88,8 @@ def table4(runs: RunSet) -> pd.DataFrame:
     fired pairs (``n_graded``); ``still_capped`` counts fired runs that hit the budget even so;
     ``accuracy_p`` is the mid-p McNemar test, or the item-level sign-flip test's mid-p with several seeds
     (``accuracy_test`` names it); ``accuracy_p_exact`` the same test's exact p (``mcnemar_p`` is its old
-    name, kept for one release).
+    name, kept for one release); ``length_ratio``, ``rounds_ratio``, ``time_ratio``:
+    what forcing cost, Σ forced / Σ base over the fired pairs.
 
     Parameters
     ----------
@@ -89,7 +107,7 @@ def table4(runs: RunSet) -> pd.DataFrame:
     """
     pairs = force_commit_pairs(runs)
     cols = [*ARM_KEY, "threshold", "fired", "n_graded", "correct_before", "correct_after", "wrong_to_right",
-            "right_to_wrong", "still_capped", "accuracy_p", "accuracy_test", "accuracy_p_exact", "mcnemar_p"]
+            "right_to_wrong", "still_capped", "accuracy_p", "accuracy_test", "accuracy_p_exact", "mcnemar_p", *COST_COLUMNS]
     if pairs.is_empty():
         return pd.DataFrame(columns=cols)
     fired = pairs.filter(pl.col("fired"))
@@ -103,7 +121,7 @@ def table4(runs: RunSet) -> pd.DataFrame:
                                                           pl.col("correct_base").cast(pl.Int64).sum().alias("c_base"))
         sums = (per_item["n"].to_numpy(), per_item["c"].to_numpy(), per_item["c_base"].to_numpy())
         test, exact = paired_accuracy_test(*sums), paired_accuracy_test(*sums, mid_p=False)
-        return {**key, "fired": d.height, "n_graded": g.height,
+        return {**key, **_costs(d), "fired": d.height, "n_graded": g.height,
                 "correct_before": int(g["correct_base"].sum()), "correct_after": int(g["correct"].sum()),
                 "wrong_to_right": w2r, "right_to_wrong": r2w, "still_capped": int(d["censored"].sum()),
                 "accuracy_p": test.pvalue, "accuracy_test": test.method, "accuracy_p_exact": exact.pvalue,

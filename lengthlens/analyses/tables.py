@@ -9,15 +9,21 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.cells import CellTable
+from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.data.pairing import with_derived
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
+from lengthlens.data.serving import serving_conditions
 from lengthlens.stats.intervals import percentile_interval
 from lengthlens.stats.survival import kaplan_meier
 
 
 def arms(runs: RunSet) -> pd.DataFrame:
-    """arms.csv: one row per arm, means over its ok runs (the study's per-arm aggregates, no pairing).
+    """arms.csv: one row per arm, means over the runs its cells use (the study's per-arm aggregates, no pairing).
+
+    Only the ok runs that enter cells count (``paired``): runs left out of every cell, e.g. for a token
+    budget that differs from the baseline's, are listed apart by :func:`arms_excluded`, so that the
+    appendix describes the runs behind the cells' numbers.
 
     Parameters
     ----------
@@ -26,8 +32,9 @@ def arms(runs: RunSet) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        Per arm: runs found and ok, items, mean ℓ̄, length, rounds and wall time, accuracy, censored share,
-        budget, and Kaplan–Meier quartiles of completion length with their intervals (NaN where not identified).
+        Per arm: runs loaded (``n_runs``), ok and used by cells (``n_ok``), items, mean ℓ̄, length, rounds and
+        wall time, accuracy, censored share, budget, and Kaplan–Meier quartiles of completion length with
+        their intervals (NaN where not identified). Arms none of whose runs enter a cell are left out.
 
     Examples
     --------
@@ -37,7 +44,9 @@ def arms(runs: RunSet) -> pd.DataFrame:
     t = with_derived(runs.table)
     if "shared_baseline" in t.columns:  # an autoregressive baseline shared by several drafts is one arm
         t = t.filter(~pl.col("shared_baseline"))
-    ok = pl.col("status") == "ok"
+    ok = (pl.col("status") == "ok") & pl.col("paired")
+    used_arms = t.filter(ok).select(ARM_KEY).unique()
+    t = t.join(used_arms, on=list(ARM_KEY), how="semi", nulls_equal=True)
     df = (
         t.group_by(ARM_KEY, maintain_order=True)
         .agg(
@@ -73,11 +82,47 @@ def arms(runs: RunSet) -> pd.DataFrame:
     return out
 
 
-#: An arm is complete when its cell covers at least this share of the baseline's items (one failed run does not
-#: demote an arm; the study's 3-of-12 calibration probes stay incomplete).
-COMPLETE_SHARE = 0.95
+def arms_excluded(runs: RunSet) -> pd.DataFrame:
+    """arms_excluded.csv: ok runs that enter no cell, per arm and reason (e.g. a token budget unlike the baseline's).
+
+    Parameters
+    ----------
+    runs : loaded runs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ARM_KEY, ``reason``, ``n_runs``, ``n_items``, ``budget``, ``mean_completion_length`` and ``accuracy`` of those runs.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                     # doctest: +SKIP
+    >>> ll.arms_excluded(ll.load("runs/"))          # doctest: +SKIP
+    """
+    cols = [*ARM_KEY, "reason", "n_runs", "n_items", "budget", "mean_completion_length", "accuracy"]
+    t = runs.table
+    if "shared_baseline" in t.columns:
+        t = t.filter(~pl.col("shared_baseline"))
+    out = t.filter((pl.col("status") == "ok") & ~pl.col("paired"))
+    if not out.height:
+        return pd.DataFrame(columns=cols)
+    sk = runs.skipped.filter(pl.col("stage") == "pairing").select(pl.col("path").alias("source"), "reason").unique("source")
+    out = out.join(sk, on="source", how="left").with_columns(pl.col("reason").fill_null("not paired with a baseline run"))
+    df = (out.group_by([*ARM_KEY, "reason"]).agg(pl.len().alias("n_runs"), pl.col("item_id").n_unique().alias("n_items"),
+                                                  pl.col("max_new_tokens").max().alias("budget"),
+                                                  pl.col("output_tokens").cast(pl.Float64).mean().alias("mean_completion_length"),
+                                                  pl.col("correct").cast(pl.Float64).mean().alias("accuracy"))
+          .sort([*ARM_KEY, "reason"]))
+    return df.to_pandas()[cols]
+
+
 #: Adjusted p-values below this count a cell as a significant accuracy drop in Table 3.
 SIGNIFICANCE = 0.05
+
+
+def _with_serving(df: pd.DataFrame) -> pd.DataFrame:
+    """A cells frame with its ``serving`` column (a frame from before serving conditions has none: "")."""
+    return df if "serving" in df.columns else df.assign(serving="")
 
 
 def _complete(df: pd.DataFrame) -> pd.Series:
@@ -90,7 +135,7 @@ def _complete(df: pd.DataFrame) -> pd.Series:
 
 def _ranked(cells_df: pd.DataFrame) -> pd.DataFrame:
     """Cells sorted per (group, rule) complete first, then by alpha, largest first: the head of each is the pick."""
-    df = cells_df.copy()
+    df = _with_serving(cells_df).copy()
     keys = [*GROUP_KEY, "method"]
     df["_complete"] = _complete(df)
     df["_alpha"] = df["alpha"].astype(float).fillna(-np.inf)
@@ -105,6 +150,7 @@ def select_alphas(cells_df: pd.DataFrame, alphas: Literal["loosest", "all"] = "l
     the baseline's items; incomplete arms (e.g. the study's 3-item calibration probes) are passed
     over when a complete arm exists. :func:`alpha_selected` lists the choice per rule and dataset.
     """
+    cells_df = _with_serving(cells_df)
     if alphas == "all" or cells_df.empty:
         return cells_df.copy()
     if alphas != "loosest":
@@ -134,7 +180,7 @@ def alpha_selected(cells_df: pd.DataFrame) -> pd.DataFrame:
     """
     cols = [*GROUP_KEY, "method", "alpha_selected", "params_selected", "n_items", "n_items_baseline", "complete",
             "alphas_complete", "alphas_incomplete"]
-    df = _relaxed_rules(cells_df)
+    df = _relaxed_rules(_with_serving(cells_df))
     if df.empty:
         return pd.DataFrame(columns=cols)
     ranked = _ranked(df)
@@ -215,7 +261,8 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
            include_small: bool = False) -> pd.DataFrame:
     """The study's Table 3: per method and over all cells, central values and how many cells lose.
 
-    Columns: n_cells; mean/median of gain, lambda, rounds_ratio (R/R*, the primary cost measure),
+    Columns: n_cells (with ``serving`` first where more than one serving condition is logged: one row per
+    condition and rule, each condition's rules summarised within it); mean/median of gain, lambda, rounds_ratio (R/R*, the primary cost measure),
     time_ratio (T/T*) and time_per_round_ratio; counts of cells with lambda > 1, lambda_lo > 1
     (inflation beyond the interval), rounds_ratio > 1, time_ratio > 1; accuracy over graded cells:
     n_drop_2pp (a loss of more than 2 points by the one-sided test at 2.5 %, drop_2pp), n_drop_2pp_point
@@ -247,6 +294,41 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
     replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
     # After the choice of alpha: the small cells that would have entered.
     df, n_small = _drop_small(table3_cells(cells, alphas, include_small=True), include_small)
+    return _table3_rows(df, n_small, replicates)
+
+
+def table3_by_pair(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest", *,
+                   include_small: bool = False) -> pd.DataFrame:
+    """Table 3 per target–draft pair: :func:`table3`'s rows for each pair's cells, with ``target`` and ``draft`` first.
+
+    Parameters
+    ----------
+    cells, alphas, include_small : as for :func:`table3`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per pair, one row per rule and an ``all`` row (table3_pairs.csv).
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                # doctest: +SKIP
+    >>> ll.table3_by_pair(ll.cells(ll.load("runs/")))          # doctest: +SKIP
+    """
+    replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
+    chosen = table3_cells(cells, alphas, include_small=True)
+    parts = []
+    for (tg, dr), d in chosen.groupby(["target", "draft"], sort=True):
+        kept, n_small = _drop_small(d, include_small)
+        t = _table3_rows(kept, n_small, replicates)
+        t.insert(0, "draft", dr)
+        t.insert(0, "target", tg)
+        parts.append(t)
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["target", "draft", "method"])
+
+
+def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarray | None) -> pd.DataFrame:
+    """Table 3's rows (one per rule and ``all``) from the chosen cells and the count of small cells left out per rule."""
 
     def summarize(d: pd.DataFrame, label: str) -> dict:
         graded = d["drop_2pp"].notna()
@@ -262,6 +344,8 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
             "n_lambda_lo_gt_1": int((d["lambda_lo"] > 1).sum()),
             "n_rounds_ratio_gt_1": int((d["rounds_ratio"] > 1).sum()),
             "n_time_ratio_gt_1": int((d["time_ratio"] > 1).sum()),
+            # Arms covering fewer than 95 % of their baseline's items that entered (no complete alpha of the rule).
+            "n_incomplete": int((~_complete(d)).sum()) if len(d) else 0,
             **_accuracy_counts(d, graded),
             "n_graded_partial": int(partial.sum()),
             **_mean_delta(d, graded, replicates),
@@ -270,18 +354,29 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
         })
         return row
 
-    methods = sorted(set(df["method"].astype(str)) | set(n_small)) if not df.empty or n_small else []
-    rows = [summarize(df[df["method"].astype(str) == m], m) for m in methods]  # a rule whose cells were all small keeps its row
-    rows.append(summarize(df, "all"))
+    methods = sorted(set(df["method"].astype(str)) | {m for _, m in n_small}) if not df.empty or n_small else []
+    conditions = serving_conditions(df["serving"]) if "serving" in df and not df.empty else [""]
+    by_condition = len(conditions) > 1
+    rows, small = [], []
+    for s in conditions:
+        d = df[df["serving"] == s] if by_condition else df
+        for m in methods:
+            if by_condition and not ((d["method"].astype(str) == m).any() or (s, m) in n_small):
+                continue
+            # A rule whose cells were all small keeps its row.
+            rows.append(({"serving": s} if by_condition else {}) | summarize(d[d["method"].astype(str) == m], m))
+            small.append(sum(v for (sv, mv), v in n_small.items() if mv == m and (sv == s or not by_condition)))
+    rows.append(({"serving": "all"} if by_condition else {}) | summarize(df, "all"))
+    small.append(int(sum(n_small.values())))
     out = pd.DataFrame(rows)
-    out["n_small_excluded"] = [int(n_small.get(r, 0)) for r in out["method"]]
-    out.loc[out["method"] == "all", "n_small_excluded"] = int(sum(n_small.values()))
+    out["n_small_excluded"] = small
     return out
 
 
-def _drop_small(df: pd.DataFrame, include_small: bool) -> tuple[pd.DataFrame, dict[str, int]]:
-    """Cells with fewer than 10 items (``small_n``) out, unless asked; how many per method were left out."""
+def _drop_small(df: pd.DataFrame, include_small: bool) -> tuple[pd.DataFrame, dict[tuple[str, str], int]]:
+    """Cells with fewer than 10 items (``small_n``) out, unless asked; how many per (serving, method) were left out."""
     if include_small or df.empty or "small_n" not in df:
         return df, {}
     small = df["small_n"].astype(bool)
-    return df[~small], {str(k): int(v) for k, v in df.loc[small, "method"].value_counts().items()}
+    counts = df.loc[small].groupby([df.loc[small, "serving"].astype(str), df.loc[small, "method"].astype(str)]).size()
+    return df[~small], {(str(s), str(m)): int(v) for (s, m), v in counts.items()}

@@ -5,8 +5,10 @@ from __future__ import annotations
 import polars as pl
 
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, STRICT
+from lengthlens.data.serving import with_serving
 
-#: An arm covering fewer than this share of its baseline's items is flagged incomplete.
+#: An arm covering fewer than this share of its baseline's items is flagged incomplete (one failed run does not
+#: demote an arm; the study's 3-of-12 calibration probes stay incomplete).
 COMPLETE_SHARE = 0.95
 
 
@@ -36,7 +38,7 @@ def arm_coverage(runs, *, threshold: float = COMPLETE_SHARE) -> pl.DataFrame:
     >>> arm_coverage(t).filter(pl.col("method") == "eagle")["coverage"].to_list()
     [0.25]
     """
-    t = runs.table if hasattr(runs, "table") else runs
+    t = with_serving(runs.table if hasattr(runs, "table") else runs)
     ok = t.filter(pl.col("status") == "ok")
     items = ok.group_by(ARM_KEY).agg(pl.col("item_id").n_unique().alias("n_items"))
     base = (ok.filter(pl.col("method") == STRICT).group_by(GROUP_KEY)
@@ -55,6 +57,7 @@ def arm_coverage(runs, *, threshold: float = COMPLETE_SHARE) -> pl.DataFrame:
 def incomplete_lines(runs, *, threshold: float = COMPLETE_SHARE) -> list[str]:
     """One line per arm covering fewer than ``threshold`` of its baseline's items (for summaries)."""
     cov = arm_coverage(runs, threshold=threshold).filter(~pl.col("complete").fill_null(True))
-    return [f"incomplete arm {r['target']} / {r['draft']} / {r['dataset']} / {r['method']} / {r['params']}: "
+    return [f"incomplete arm {r['target']} / {r['draft']} / {r['dataset']} / {r['method']} / {r['params']}"
+            f"{' / ' + r['serving'] if r['serving'] else ''}: "
             f"{r['n_items']} of the baseline's {r['n_items_baseline']} items ({100 * r['coverage']:.0f}%)"
             for r in cov.iter_rows(named=True)]

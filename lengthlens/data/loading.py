@@ -21,6 +21,7 @@ from lengthlens.data import safeio
 from lengthlens.data.safeio import display_path, os_reason
 from lengthlens.data.schema import POLARS_SCHEMA, RunRecord, validate_record
 from lengthlens.data.screen import screen_frame
+from lengthlens.data.serving import with_serving
 from lengthlens.data.validate import (
     drop_duplicates,
     drop_mixed_alphas,
@@ -223,6 +224,7 @@ def _checked_table(frames: list[pl.DataFrame], failures: list[dict[str, str]], w
     ``warnings`` is extended in place with what the checks found.
     """
     table = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+    table = with_serving(table)  # the serving condition is part of every arm's key from here on
     # The texts are most of the table's bytes: the joins and sorts below run on the rest, and the
     # texts are gathered back by row id at the end.
     table = table.with_row_index("_rid")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 
 from lengthlens.data.schema import ARM_KEY, UNIT_KEY
+from lengthlens.data.serving import with_serving
 
 
 def reasoning_split(runs) -> pl.DataFrame:
@@ -33,7 +34,7 @@ def reasoning_split(runs) -> pl.DataFrame:
     >>> reasoning_split(t)["answer_tokens"].to_list()
     [15]
     """
-    t = runs.table if hasattr(runs, "table") else runs
+    t = with_serving(runs.table if hasattr(runs, "table") else runs)
     if "shared_baseline" in t.columns:  # a shared baseline's copies are the same runs
         t = t.filter(~pl.col("shared_baseline"))
     t = t.filter((pl.col("status") == "ok") & pl.col("reasoning_tokens").is_not_null() & pl.col("output_tokens").is_not_null())

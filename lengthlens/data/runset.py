@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -33,6 +34,12 @@ class RunSet:
     #: The grading policy of the graders that read the texts (``default`` or ``study``).
     grading: str = "default"
 
+    def __post_init__(self) -> None:
+        from lengthlens.data.serving import with_serving
+
+        # A table built by hand (tests, notebooks) gets its serving condition like a loaded one.
+        object.__setattr__(self, "table", with_serving(self.table))
+
     @cached_property
     def paired(self) -> pl.DataFrame:
         """Ok runs that enter cells (computed once: at scale it is most of the table)."""
@@ -52,7 +59,7 @@ class RunSet:
             f"{self.n_found} runs found in {len(self.sources)} source(s); {t.height} loaded "
             f"({t.filter(pl.col('paired')).height} paired into cells), {self.skipped.height} listed as skipped or unpaired",
             f"{arms} arms, {t.select('target', 'draft').unique().height} target-draft pair(s), "
-            f"{t['dataset'].n_unique()} dataset(s)",
+            f"{_datasets_line(t)}",
         ]
         if self.skipped.height:
             reasons = (
@@ -84,3 +91,30 @@ class RunSet:
 
     def __repr__(self) -> str:
         return f"RunSet({self.summary().splitlines()[0]})"
+
+
+def benchmark_of(dataset: str, targets: list[str]) -> str:
+    """The benchmark a dataset folder holds: ``aime24_qwen3`` run on target ``Qwen3-8B`` is ``aime24`` (the suffix
+    names the target, which is a column of its own)."""
+    head, sep, tail = str(dataset).rpartition("_")
+    key = re.sub(r"[^a-z0-9]", "", tail.lower())
+    if sep and head and key and any(key in re.sub(r"[^a-z0-9]", "", str(t).lower()) for t in targets):
+        return head
+    return str(dataset)
+
+
+def benchmarks_of(t: pl.DataFrame) -> dict[str, list[str]]:
+    """Distinct benchmarks of a run table with the dataset folders that hold them (one benchmark on two targets counts once)."""
+    if not t.height:
+        return {}
+    groups: dict[str, list[str]] = {}
+    for ds, tg in t.group_by("dataset").agg(pl.col("target").unique()).sort("dataset").iter_rows():
+        groups.setdefault(benchmark_of(ds, tg), []).append(ds)
+    return {b: sorted(f) for b, f in sorted(groups.items())}
+
+
+def _datasets_line(t: pl.DataFrame) -> str:
+    """The datasets as the report counts them: benchmarks, with the folders when a benchmark has several."""
+    b = benchmarks_of(t)
+    n_folders = sum(len(f) for f in b.values())
+    return f"{len(b)} dataset(s)" + (f" in {n_folders} dataset folders" if n_folders != len(b) else "")

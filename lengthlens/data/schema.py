@@ -258,8 +258,13 @@ assert list(_PL_TYPES) == list(RunRecord.model_fields), "polars schema out of sy
 POLARS_SCHEMA = pl.Schema(_PL_TYPES)
 
 REQUIRED_FIELDS = tuple(n for n, f in RunRecord.model_fields.items() if f.is_required())
-ARM_KEY = ("target", "draft", "dataset", "method", "params")
-GROUP_KEY = ("target", "draft", "dataset")
+#: The logged fields that make a serving condition (the load a run was served under).
+SERVING_FIELDS = ("concurrency", "request_rate", "batch_size", "gpu")
+#: ``serving`` is derived from SERVING_FIELDS (:func:`lengthlens.data.serving.with_serving`): "c=8, gpu=H100", or
+#: "" when none is logged. It is part of every arm and group, so that cells are formed, and relaxed arms
+#: paired with their baseline, within one serving condition.
+ARM_KEY = ("target", "draft", "dataset", "method", "params", "serving")
+GROUP_KEY = ("target", "draft", "dataset", "serving")
 #: A run's place within its arm. ``turn`` is null for single-turn items (joins treat nulls as equal).
 UNIT_KEY = ("item_id", "seed", "turn")
 

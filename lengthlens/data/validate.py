@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from lengthlens.data.serving import serving_conditions, with_serving
 from lengthlens.data.schema import (
     ARM_KEY,
     GROUP_KEY,
@@ -25,7 +26,11 @@ def _skips(df: pl.DataFrame, reason: pl.Expr, stage: str) -> pl.DataFrame:
 
 
 def drop_duplicates(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Keep the first run of each (arm, item, seed) in input order; later copies are skipped, naming the kept one."""
+    """Keep the first run of each (arm, item, seed) in input order; later copies are skipped, naming the kept one.
+
+    The arm includes its serving condition: the same item served at two concurrencies is two runs.
+    """
+    table = with_serving(table)
     key = [*ARM_KEY, *UNIT_KEY]
     first = table.select(pl.struct(key).is_first_distinct().alias("_first")).to_series()
     if first.all():  # the usual case: a mask, no copy of the table
@@ -66,28 +71,44 @@ def l_bar_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
     return out
 
 
+def _baseline_conditions(base: pl.DataFrame) -> pl.DataFrame:
+    """Per (target, draft, dataset), the serving conditions its baseline ran under, lightest load first."""
+    schema = {"target": pl.String, "draft": pl.String, "dataset": pl.String, "_base_serving": pl.String}
+    logged = base.filter(pl.col("serving") != "").select("target", "draft", "dataset", "serving").unique()
+    if logged.height == 0:
+        return pl.DataFrame(schema=schema)
+    rows = [(*key, "; ".join(serving_conditions(part.get_column("serving"))))
+            for key, part in logged.partition_by(["target", "draft", "dataset"], as_dict=True).items()]
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
 def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Mark which ok runs can be paired with their baseline; return (table with `paired`, skipped, warnings).
 
-    A relaxed run is paired when its (target, draft, dataset) has a strict baseline, its settings
+    A relaxed run is paired when its (target, draft, dataset, serving condition) has a strict baseline, its settings
     (budget, temperature, top_p) equal the baseline's, and the baseline has an ok run of the same
     (item, seed). Baseline runs are paired when they are ok and share the group's settings.
     """
+    table = with_serving(table)
     ok = pl.col("status") == "ok"
     is_base = pl.col("method") == STRICT
     warnings: list[str] = []
     base = table.filter(ok & is_base)
+    # Where the group has a baseline, but under other serving conditions only: say which it has.
+    elsewhere = _baseline_conditions(base)
 
     # The baseline's settings per group: the most common combination (a baseline that mixes
     # settings is itself reported, run by run).
     settings = (
         base.group_by([*GROUP_KEY, *PAIRING_SETTINGS]).len()
-        .sort([*GROUP_KEY, "len", *PAIRING_SETTINGS], descending=[False, False, False, True, False, False, False], nulls_last=True)
+        .sort([*GROUP_KEY, "len", *PAIRING_SETTINGS], descending=[*(False for _ in GROUP_KEY), True, *(False for _ in PAIRING_SETTINGS)],
+              nulls_last=True)
         .group_by(GROUP_KEY, maintain_order=True).first().drop("len")
         .rename({s: f"_base_{s}" for s in PAIRING_SETTINGS})
     )
     settings = settings.with_columns(pl.lit(True).alias("_has_base"))
-    t = table.with_row_index("_row").join(settings, on=list(GROUP_KEY), how="left", nulls_equal=True)
+    t = (table.with_row_index("_row").join(settings, on=list(GROUP_KEY), how="left", nulls_equal=True)
+         .join(elsewhere, on=["target", "draft", "dataset"], how="left", nulls_equal=True))
     has_base = pl.col("_has_base").fill_null(False)
     mismatch_parts = [
         pl.when(~pl.col(s).eq_missing(pl.col(f"_base_{s}"))).then(pl.format(f"{s} {{}} != baseline {{}}", pl.col(s), pl.col(f"_base_{s}"))).otherwise(None)
@@ -104,6 +125,9 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
 
     reason = (
         pl.when(~ok).then(pl.format("status is '{}', not 'ok'", pl.col("status").fill_null("null")))
+        .when(~has_base & pl.col("_base_serving").is_not_null())
+        .then(pl.format("no ok strict baseline at serving condition '{}' for this target, draft and dataset "
+                        "(its baseline was served at: {})", pl.col("serving"), pl.col("_base_serving")))
         .when(~has_base).then(pl.lit("no ok strict baseline for this target, draft and dataset"))
         .when(pl.col("_mismatch").is_not_null()).then(pl.format("setting differs from the baseline: {}", pl.col("_mismatch")))
         .when(~is_base & ~pl.col("_unit_in_base")).then(pl.lit("item/seed missing (or not ok) in the baseline"))
@@ -121,9 +145,13 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
             f"{r['_mismatch']}"
         )
     out = t.with_columns(pl.col("_reason").is_null().alias("paired")).drop(
-        "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", *[f"_base_{s}" for s in PAIRING_SETTINGS]
+        "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", "_base_serving", *[f"_base_{s}" for s in PAIRING_SETTINGS]
     )
     return out, skipped, warnings
+
+
+#: A draftless baseline serves the drafts of its target and dataset under its own serving condition.
+_SHARED = ("target", "dataset", "serving")
 
 
 def share_draftless_baselines(table: pl.DataFrame) -> tuple[pl.DataFrame, list[str]]:
@@ -134,26 +162,27 @@ def share_draftless_baselines(table: pl.DataFrame) -> tuple[pl.DataFrame, list[s
     logged (draft empty) stay, with False, so counts of runs and arms and method-against-method
     comparisons leave the copies out. Added column: ``shared_baseline``.
     """
-    t = table.with_columns(pl.lit(False).alias("shared_baseline"))
+    t = with_serving(table).with_columns(pl.lit(False).alias("shared_baseline"))
     free = (pl.col("method") == STRICT) & (pl.col("draft") == "") & (pl.col("status") == "ok")
     if not t.select(free.any()).item():
         return t, []
     # Drafts with a baseline of their own keep it (pairing needs one baseline run per unit).
-    own = t.filter((pl.col("method") == STRICT) & (pl.col("draft") != "")).select("target", "dataset", "draft").unique()
-    drafts = (t.filter(pl.col("method") != STRICT).select("target", "dataset", "draft").unique()
-              .join(own, on=["target", "dataset", "draft"], how="anti").sort("target", "dataset", "draft"))
+    own = t.filter((pl.col("method") == STRICT) & (pl.col("draft") != "")).select(*_SHARED, "draft").unique()
+    drafts = (t.filter(pl.col("method") != STRICT).select(*_SHARED, "draft").unique()
+              .join(own, on=[*_SHARED, "draft"], how="anti").sort(*_SHARED, "draft"))
     base = t.filter(free).with_row_index("_brow")
-    served = base.join(drafts.rename({"draft": "_to"}), on=["target", "dataset"], how="inner")
+    served = base.join(drafts.rename({"draft": "_to"}), on=list(_SHARED), how="inner")
     if served.height == 0:
         return t, []
     served = (served.with_columns(pl.lit(True).alias("shared_baseline"), pl.col("_to").alias("draft"))
               .sort("_brow", "draft").drop("_brow", "_to"))
     out = pl.concat([t, served], how="vertical_relaxed")
     notes = [
-        f"autoregressive baseline of {r['target']} / {r['dataset']} serves {r['n']} draft(s): {', '.join(r['d'])}"
-        for r in drafts.group_by("target", "dataset", maintain_order=True)
+        f"autoregressive baseline of {r['target']} / {r['dataset']}{f' ({s})' if (s := r['serving']) else ''} serves "
+        f"{r['n']} draft(s): {', '.join(r['d'])}"
+        for r in drafts.group_by(*_SHARED, maintain_order=True)
         .agg(pl.col("draft").alias("d"), pl.len().alias("n"))
-        .join(base.select("target", "dataset").unique(), on=["target", "dataset"]).iter_rows(named=True)
+        .join(base.select(*_SHARED).unique(), on=list(_SHARED), nulls_equal=True).iter_rows(named=True)
     ]
     return out, notes
 

@@ -53,6 +53,11 @@ OPTIONAL_SECTIONS: dict[str, tuple[str, str]] = {
                   ("Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
                   "λ on the pairs where neither run is censored and accelerated-failure-time (AFT) length ratios that "
                   "treat censored runs as censored; Kaplan–Meier medians per side.")),
+    "serving": ("Serving conditions",
+                ("Each cell is a rule against its baseline under one serving condition (concurrency c, request rate, "
+                 "batch size bs, GPU, as logged): the same rule's cells at each load, lightest first, with R/R*, T/T* and "
+                 "output tokens per second (relaxed over strict) and their intervals; 'advantage lost at' is the lightest "
+                 "load, past one where the T/T* interval lies below 1, where it no longer does.")),
     "extra_tokens": ("Tokens accepted only because of the relaxation",
                      ("From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
                      "rejected, with the target's probability and rank of those tokens against strict-accepted ones. Ranks are "
@@ -93,7 +98,8 @@ def write_csvs(analysis: Analysis, out: Path) -> list[Path]:
 #: Cell columns a figure plots; a figure none of whose cells has them all (e.g. gain from logs without
 #: draft counters) is left out rather than drawn empty.
 _FIGURE_NEEDS = {"gain_vs_lambda": ("gain", "lambda"), "lambda_forest": ("lambda",),
-                 "rounds_vs_time": ("rounds_ratio", "time_ratio"), "accuracy_vs_gain": ("gain", "accuracy_delta_pp")}
+                 "rounds_vs_time": ("rounds_ratio", "time_ratio"), "accuracy_vs_gain": ("gain", "accuracy_delta_pp"),
+                 "tradeoff": ("rounds_ratio", "time_ratio", "accuracy_delta_pp"), "alpha_sweep": ("lambda", "alpha")}
 
 
 def _plottable(cells: pd.DataFrame, columns: tuple[str, ...]) -> bool:
@@ -123,7 +129,13 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any]]]:
     for key, (fn, _caption) in F.FIGURES.items():
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
-        if key == "accuracy_vs_gain" and (cells.empty or not (cells["n_graded"] > 0).any()):
+        if key == "serving" and analysis.tables.get("serving") is None:
+            continue
+        if key in ("accuracy_vs_gain", "tradeoff") and (cells.empty or not (cells["n_graded"] > 0).any()):
+            continue
+        if key == "time_model" and "time_model" not in analysis.tables:
+            continue
+        if key == "table4_costs" and ("table4" not in analysis.tables or not (analysis.tables["table4"]["fired"] > 0).any()):
             continue
         if key == "lambda_forest" and not cells.empty:
             for ds in sorted(cells["dataset"].unique()):
@@ -150,6 +162,8 @@ def _figure_order(keys: list[str], sections: set[str]) -> list[str]:
         first.append("attribution")
     if "censoring" in sections:
         first.append("survival")
+    if "serving" in sections:
+        first.append("serving")
     head = [k for k in first if k in keys]
     return head + [k for k in keys if k not in head]
 
@@ -158,14 +172,21 @@ def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict
     from lengthlens.report import context as ctx
     from lengthlens.report import plots as F
 
-    svgs = figure_svgs(analysis)
+    from lengthlens.report.plot_style import caption_notes, to_svg
+
+    svgs, notes = {}, {}
+    for key, make in _figure_jobs(analysis):
+        fig = make()
+        notes[key] = caption_notes(fig)
+        svgs[key] = to_svg(fig)
     blocks = {}
     for i, key in enumerate(_figure_order(list(svgs), sections), start=1):
         base, _, ds = key.partition(":")
-        caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "")
+        caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in notes[key])
         blocks[key] = {"svg": Markup(svgs[key]), "caption": caption, "id": f"fig-{ctx.slug(key)}",
                        "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
-                       or (base == "survival" and "censoring" in sections), "wide": base == "survival"}
+                       or (base == "survival" and "censoring" in sections) or (base == "serving" and "serving" in sections),
+                       "wide": base in ("survival", "serving", "tradeoff", "alpha_sweep")}
     return blocks
 
 
@@ -213,43 +234,87 @@ def render_html(analysis: Analysis, *, with_figures: bool = True, generated: str
     if timings is not None:
         timings["figures"] = time.perf_counter() - t0
     say("report.html")
-    sections = [("provenance", "Provenance"), ("table3", "Table 3: acceptance length against what happened")]
+    sections = [("provenance", "Provenance")]
+    decision = wording.verdict_sentences(analysis)
+    if decision:
+        sections.append(("decision", "Faster, and as accurate? The verdicts"))
+    sections.append(("table3", "Table 3: acceptance length against what happened"))
     if "gain_vs_lambda" in figs:
         sections.append(("illusion", "The length illusion at a glance"))
     sections.append(("cells", "Cells"))
     sections += [(n, OPTIONAL_SECTIONS[n][0]) for n in OPTIONAL_SECTIONS if n in optional]
     if figs:
         sections.append(("figures", "More figures"))
-    sections += [("methods", "Methods"), ("limitations", "Limitations"), ("arms", "Appendix: arms")]
+    if "drilldown" in analysis.tables:
+        sections.append(("drilldown", "Per-item drill-down"))
+    sections += [("methodology", "Methods"), ("limitations", "Limitations"), ("arms", "Appendix: arms")]
     arms = analysis.tables.get("arms", pd.DataFrame())
+    t3p = analysis.tables.get("table3_pairs")
+    verdicts_df = analysis.tables.get("verdicts")
+    excluded = analysis.tables.get("arms_excluded")
     html = _env().get_template("report.html.j2").render(
         a=analysis, headline=wording.headline(analysis), numbers=ctx.headline_numbers(analysis),
         prov=ctx.provenance(analysis, generated), settings=analysis.settings,
         table3=table_html(t3, _table3_cols(t3), bold=lambda r: r.get("method") == "all", css="t3") if not t3.empty else None,
-        cells_html=grouped_html(cells, cell_columns(), css="cells"), cells_note=ctx.group_note(cells),
+        cells_html=grouped_html(_with_verdict_text(cells), _serving_first(cell_columns(), cells, after="params"), css="cells"),
+        cells_note=ctx.group_note(cells),
         optional=optional, optional_sections=OPTIONAL_SECTIONS, figs=figs, sections=sections,
         definitions=ctx.definitions(), limitations=ctx.limitations(analysis),
         arms_html=table_html(arms, _arm_cols(arms)) if not arms.empty else None, n_arms=len(arms),
+        excluded_html=table_html(excluded, _excluded_cols(excluded)) if excluded is not None and not excluded.empty else None,
+        n_excluded=0 if excluded is None else int(excluded["n_runs"].sum()),
+        table3_pairs=grouped_html(t3p, _table3_cols(t3p), sub=None, css="t3", open_first=False) if t3p is not None else None,
+        decision=decision, decision_html=_decision_table(verdicts_df), grading_name=wording.grading_name(analysis),
+        grading_warning=wording.grading_warning(analysis),
+        incomplete_warning=wording.incomplete_warning(analysis), policy=analysis.grading,
+        drilldown=_drilldown_blocks(analysis),
         attribution_summary=_attribution_summaries(analysis), thinking_sentence=ctx.thinking_sentence(analysis),
+        serving_sentence=wording.serving_sentence(analysis),
     )
     if timings is not None:
         timings["html"] = time.perf_counter() - t0
     return html
 
 
+def _serving_first(cols: list, df: pd.DataFrame, *, after: str | None = None) -> list:
+    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several."""
+    from lengthlens.data.serving import serving_conditions
+    from lengthlens.report.columns import Col
+
+    if "serving" not in df or df.empty or len(serving_conditions(df["serving"])) < 2:
+        return cols
+    at = next((k + 1 for k, c in enumerate(cols) if c.name == after), 0)
+    return [*cols[:at], Col("serving", "serving", "text", left=True), *cols[at:]]
+
+
+def _with_verdict_text(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cell table with its accuracy verdict in words, the minimum detectable drop beside "no detectable change"."""
+    from lengthlens.report.wording import accuracy_verdict_text
+
+    if cells.empty or "verdict_accuracy" not in cells.columns:
+        return cells
+    mdd = cells["accuracy_mdd_pp"] if "accuracy_mdd_pp" in cells.columns else [None] * len(cells)
+    return cells.assign(verdict_accuracy_text=[accuracy_verdict_text(v, m) for v, m in zip(cells["verdict_accuracy"], mdd)])
+
+
 def _table3_cols(t3: pd.DataFrame) -> list:
-    """Table 3's columns, with the count of partly graded cells beside 'graded' when there are any."""
+    """Table 3's columns (the serving condition first where it has several), the count of partly graded cells
+    beside 'graded' when there are any."""
     from lengthlens.report.columns import TABLE3_COLS, Col
 
     if "n_graded_partial" not in t3 or not (t3["n_graded_partial"] > 0).any():
-        return TABLE3_COLS
+        return _serving_first(TABLE3_COLS, t3)
     i = next(k for k, c in enumerate(TABLE3_COLS) if c.name == "n_graded") + 1
     extra = Col("n_graded_partial", "partly graded", "int", title="graded on fewer than half their items; left out of the counts")
-    return [*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]]
+    return _serving_first([*TABLE3_COLS[:i], extra, *TABLE3_COLS[i:]], t3)
 
 
 def _attribution_summaries(analysis: Analysis) -> Markup | None:
-    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells."""
+    """The attribution counts on Table 3's cells (what the paper's "25 of 30" counts) beside those on all cells,
+    pooled over target–draft pairs and then per pair, each pair with what its model's thinking part is."""
+    import html as _html
+
+    from lengthlens.report import context as ctx
     from lengthlens.report.columns import described_columns, table_html
 
     summ = analysis.tables.get("attribution_summary")
@@ -257,25 +322,100 @@ def _attribution_summaries(analysis: Analysis) -> Markup | None:
         return None
     if "scope" not in summ.columns:
         summ = summ.assign(scope="all")
+    if "target" not in summ.columns:
+        summ = summ.assign(target="all", draft="all")
+    names = ctx.thinking_names(analysis)
     parts = []
     for scope, title in (("table3", "On Table 3's cells"), ("all", "On all cells")):
         d = summ[summ["scope"] == scope].drop(columns="scope")
         if d.empty:
             continue
-        n = int(d.loc[d["method"] == "all", "n_cells"].iloc[0]) if (d["method"] == "all").any() else len(d)
-        parts.append(f"<h3>{title} ({n})</h3>" + str(table_html(d, described_columns("attribution_summary", d),
-                                                                  bold=lambda r: r.get("method") == "all")))
+        for (tg, dr), g in d.groupby(["target", "draft"], sort=False):
+            g = g.drop(columns=["target", "draft"])
+            n = int(g.loc[g["method"] == "all", "n_cells"].iloc[0]) if (g["method"] == "all").any() else len(g)
+            if tg == "all":
+                head = f"<h3>{title} ({n}{', every target–draft pair pooled' if d['target'].nunique() > 1 else ''})</h3>"
+            else:
+                think = names.get(str(tg))
+                head = (f"<h4>{_html.escape(str(tg))} ← {_html.escape(str(dr))} ({n} cells; thinking: "
+                        f"{_html.escape(think or 'as split from the texts')})</h4>")
+            parts.append(head + str(table_html(g, described_columns("attribution_summary", g),
+                                               bold=lambda r: r.get("method") == "all")))
     return Markup("".join(parts))
 
 
 def _arm_cols(arms: pd.DataFrame):
     from lengthlens.report.columns import Col
+    other = [c for c in arms.columns if c.startswith("accuracy_") and c.removeprefix("accuracy_") in ("default", "study")]
     spec = [Col("target", left=True, kind="text"), Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
-            Col("params", left=True, kind="text"), Col("n_runs", "runs", "int"), Col("n_ok", "ok", "int"),
+            Col("params", left=True, kind="text"), Col("n_runs", "runs", "int"), Col("n_ok", "used", "int",
+                                                                                   title="ok runs the cells use"),
             Col("mean_l_bar", "mean ℓ̄", "f2"), Col("mean_completion_length", "mean length", "f1"),
             Col("mean_draft_rounds", "mean rounds", "f1"), Col("mean_wall_time_s", "mean time s", "f2"),
-            Col("accuracy", "accuracy", "f2"), Col("censored_frac", "censored", "f2")]
+            Col("accuracy", "accuracy", "f3"),
+            *[Col(c, f"accuracy, {c.removeprefix('accuracy_')} policy", "f3",
+                  title="the same runs with lengthlens' graders under the other grading policy") for c in other],
+            Col("n_policy_disagree", "verdicts the policy changes", "int",
+                css=lambda r: "loss" if (r.get("n_policy_disagree") or 0) > 0 else ""),
+            Col("censored_frac", "censored", "f2")]
     return [c for c in spec if c.name in arms.columns]
+
+
+def _excluded_cols(df: pd.DataFrame):
+    from lengthlens.report.columns import Col
+    spec = [Col("target", left=True, kind="text"), Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
+            Col("params", left=True, kind="text"), Col("reason", "why left out", "text", left=True), Col("n_runs", "runs", "int"),
+            Col("n_items", "items", "int"), Col("budget", "budget", "int"), Col("mean_completion_length", "mean length", "f1"),
+            Col("accuracy", "accuracy", "f3")]
+    return [c for c in spec if c.name in df.columns]
+
+
+def _decision_table(v: pd.DataFrame | None) -> Markup | None:
+    """The rules' verdicts on Table 3's cells (pooled over pairs, then per pair when there are several)."""
+    from lengthlens.report.columns import VERDICT_TABLE_COLS, Col, table_html
+
+    if v is None or v.empty:
+        return None
+    d = v[v["scope"] == "table3"]
+    several = d.loc[d["target"] != "all", ["target", "draft"]].drop_duplicates().shape[0] > 1
+    d = d if several else d[d["target"] == "all"]
+    cols = ([Col("target", "target", "text", left=True), Col("draft", "draft", "text", left=True)] if several else []) + VERDICT_TABLE_COLS
+    return table_html(d, cols, css="t3", bold=lambda r: r.get("target") == "all" and several)
+
+
+def _drilldown_blocks(analysis: Analysis) -> Markup | None:
+    """One collapsible block per cell: the items that move its λ most and those whose accuracy changed."""
+    import html as _html
+
+    from lengthlens.report.columns import Col, fmt, table_html
+
+    d = analysis.tables.get("drilldown")
+    if d is None or d.empty:
+        return None
+    cols = [Col("item_id", "item", "text", left=True), Col("n_runs", "runs", "int"), Col("L", "L", "int"),
+            Col("L_star", "L*", "int"), Col("lambda_item", "item λ", "f2"),
+            Col("lambda_without", "λ without it", "f3", title="the cell's λ with this item left out"),
+            Col("lambda_shift", "λ − λ without", "f3"), Col("correct_change", "Δ correct", "int",
+                                                              css=lambda r: "loss" if (r.get("correct_change") or 0) < 0 else ""),
+            Col("driver", "why listed", "text", left=True)]
+    # A cell's key holds its serving condition where one is logged (then the same rule has a cell per condition).
+    arm = [k for k in ("target", "draft", "dataset", "method", "params", "serving") if k in d and k in analysis.tables["cells"]]
+    cells = analysis.tables["cells"].set_index(arm)
+    blocks = []
+    for key, g in d.groupby(arm, sort=True):
+        c = cells.loc[key] if key in cells.index else None
+        lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {fmt(c['accuracy_delta_pp'], 'f1')} pp"
+        extra = ""
+        if c is not None and "influence_top_share" in cells.columns:
+            extra = f" · largest item share {fmt(c['influence_top_share'], 'pct')}"
+            if "lambda_loo_lo" in cells.columns:
+                extra += f" · λ without one item {fmt(c['lambda_loo_lo'], 'f2')}–{fmt(c['lambda_loo_hi'], 'f2')}"
+            if c.get("influential") in (True, 1):
+                extra += " · influential"
+        label = f"{key[0]} ← {key[1]} / {key[2]} / {key[3]} {key[4]}{' / ' + key[5] if key[5:6] and key[5] else ''}{lam}{extra}"
+        blocks.append(f'<details class="group"><summary>{_html.escape(label)}</summary>'
+                      f'{table_html(g, cols)}</details>')
+    return Markup("".join(blocks))
 
 
 def render_pdf(html: str, path: Path, *, max_rows: int | None = None) -> Path:

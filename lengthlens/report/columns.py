@@ -51,7 +51,9 @@ def fmt(v: Any, kind: str = "auto") -> str:
     if kind == "int":
         return f"{round(v):,}"
     if kind.startswith("f") and kind[1:].isdigit():
-        return f"{v:.{int(kind[1:])}f}"
+        # An extreme limit (a ratio's interval when a resample's denominator is near 0) in 3 significant
+        # digits: 300 printed digits would push the table's later columns out of view.
+        return f"{v:.3g}" if abs(v) >= 1e5 else f"{v:.{int(kind[1:])}f}"
     if kind == "rank":  # a rank (or a median of ranks): an integer, or a half between two
         return f"{int(v):,}" if float(v).is_integer() else f"{v:.1f}"
     if kind == "pct":
@@ -108,20 +110,6 @@ class Col:
 
 def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
-
-
-def _gt(col: str, thr: float = 1.0, bad: str = "loss", good: str = "") -> Callable[[dict[str, Any]], str]:
-    def f(row: dict[str, Any]) -> str:
-        v = row.get(col)
-        if _nan(v):
-            return ""
-        return bad if v > thr else good
-    return f
-
-
-def loss_if_gt1(col: str) -> Callable[[dict[str, Any]], str]:
-    """CSS class for a ratio where above 1 is worse than strict."""
-    return _gt(col, 1.0, "loss", "win")
 
 
 def auto_columns(df: pd.DataFrame, *, first: Sequence[str] = (), skip: Iterable[str] = ()) -> list[Col]:
@@ -189,8 +177,10 @@ def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] 
                 rows.append("<tr>" + "".join(c.cell(r) for c in shown) + "</tr>")
         opened = " open" if (open_first and i == 0) else ""
         cls = f' class="{css}"' if css else ""
+        # Each table scrolls on its own: a wide one does not push the page or its block's summary out of view.
         blocks.append(f'<details class="group"{opened}><summary>{html.escape(label)} <span class=muted>({len(g)} rows)</span>'
-                      f'</summary><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></details>')
+                      f'</summary><div class="scroll"><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+                      f'</tbody></table></div></details>')
     return Markup("".join(blocks))
 
 
@@ -201,10 +191,10 @@ TABLE3_COLS = [
     Col("n_cells", "cells", "int"),
     Col("gain_mean", "gain mean", "f3"), Col("gain_median", "gain median", "f3"),
     Col("lambda_mean", "λ mean", "f3"), Col("lambda_median", "λ median", "f3"),
-    Col("rounds_ratio_mean", "R/R* mean", "f3", css=loss_if_gt1("rounds_ratio_mean")),
-    Col("rounds_ratio_median", "R/R* median", "f3", css=loss_if_gt1("rounds_ratio_median")),
-    Col("time_ratio_mean", "T/T* mean", "f3", css=loss_if_gt1("time_ratio_mean")),
-    Col("time_ratio_median", "T/T* median", "f3", css=loss_if_gt1("time_ratio_median")),
+    Col("rounds_ratio_mean", "R/R* mean", "f3"),
+    Col("rounds_ratio_median", "R/R* median", "f3"),
+    Col("time_ratio_mean", "T/T* mean", "f3"),
+    Col("time_ratio_median", "T/T* median", "f3"),
     Col("time_per_round_ratio_median", "time/round median", "f3", title="(T/T*)/(R/R*): wall time per verifier round"),
     Col("n_lambda_gt_1", "λ>1", "int"), Col("n_lambda_lo_gt_1", "λ_lo>1", "int", title="interval entirely above 1"),
     Col("n_rounds_ratio_gt_1", "R/R*>1", "int"), Col("n_time_ratio_gt_1", "T/T*>1", "int"),
@@ -241,7 +231,7 @@ def cell_columns() -> list[Col]:
     from lengthlens.stats.metrics import registry
 
     cols = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
-            Col("params", "params", "text", left=True), Col("n_items", "items", "int")]
+            Col("params", "params", "text", left=True), Col("n_items", "items", "int"), *VERDICT_COLS]
     for m in registry().metrics:
         if not m.table:
             continue
@@ -255,10 +245,48 @@ def cell_columns() -> list[Col]:
 
 
 def _acc_css(row: dict[str, Any]) -> str:
-    """Accuracy change: grey italic when the cell is graded on fewer than half its items, else the verdict colour."""
+    """Accuracy change: grey italic when the cell is graded on fewer than half its items; red when its loss flag
+    fires (the accuracy verdict "worse"), green when its whole interval lies above 0."""
     if row.get("graded_partial"):
         return "partial"
-    return verdict_css("accuracy_delta_pp", "accuracy_delta_lo", "accuracy_delta_hi", "higher", 0.0)(row)
+    if row.get("drop_2pp") is True or row.get("drop_2pp") == 1:
+        return "loss"
+    return "win" if verdict_css("accuracy_delta_pp", "accuracy_delta_lo", "accuracy_delta_hi", "higher", 0.0)(row) == "win" else ""
+
+
+def _verdict_class(col: str) -> Callable[[dict[str, Any]], str]:
+    """The verdict's colour: slower or worse in red, faster in green, nothing for can't tell or no detectable change."""
+    def css(row: dict[str, Any]) -> str:
+        return {"faster": "win", "slower": "loss", "worse": "loss"}.get(str(row.get(col)), "")
+    return css
+
+
+#: The cell table's verdict columns (lengthlens.analyses.verdicts), coloured by the verdict itself.
+VERDICT_COLS = [
+    Col("verdict_rounds", "rounds", "text", css=_verdict_class("verdict_rounds"),
+        title="faster / slower / can't tell: R/R*'s interval below 1, above 1, or holding 1"),
+    Col("verdict_time", "time", "text", css=_verdict_class("verdict_time"), title="the same from T/T*'s interval"),
+    Col("verdict_accuracy_text", "accuracy", "text", left=True, css=_verdict_class("verdict_accuracy"),
+        title="worse: the one-sided loss test fires; else no detectable change, with the smallest drop the test "
+              "detects with 80 % power (accuracy_mdd_pp)"),
+]
+
+#: The decision table: a rule's verdicts counted over its cells.
+VERDICT_TABLE_COLS = [
+    Col("method", "rule", "text", left=True), Col("n_cells", "cells", "int"),
+    Col("n_rounds_faster", "R/R* faster", "int", css=lambda r: "win" if r.get("n_rounds_faster") else ""),
+    Col("n_rounds_slower", "R/R* slower", "int", css=lambda r: "loss" if r.get("n_rounds_slower") else ""),
+    Col("n_rounds_cant_tell", "R/R* can't tell", "int"),
+    Col("n_time_faster", "T/T* faster", "int", css=lambda r: "win" if r.get("n_time_faster") else ""),
+    Col("n_time_slower", "T/T* slower", "int", css=lambda r: "loss" if r.get("n_time_slower") else ""),
+    Col("n_time_cant_tell", "T/T* can't tell", "int"),
+    Col("n_graded", "graded", "int"),
+    Col("n_accuracy_worse", "accuracy worse", "int", css=lambda r: "loss" if r.get("n_accuracy_worse") else ""),
+    Col("n_accuracy_no_change", "no detectable change", "int"),
+    Col("accuracy_mdd_pp_median", "min. detectable drop pp (median)", "f1",
+        title="median over the cells with no detectable change of the smallest drop they would have detected"),
+    Col("n_small_excluded", "small cells left out", "int"),
+]
 
 
 KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),

@@ -14,6 +14,7 @@ import polars as pl
 
 from lengthlens._version import __version__
 from lengthlens.analyses.methods import LOSSLESS_METHODS
+from lengthlens.data.runset import benchmark_of, benchmarks_of  # noqa: F401 (benchmark_of: public here too)
 from lengthlens.report import wording
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, registry
 
@@ -92,24 +93,9 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
     }
 
 
-def benchmark_of(dataset: str, targets: list[str]) -> str:
-    """The benchmark a dataset folder holds: ``aime24_qwen3`` run on target ``Qwen3-8B`` is ``aime24`` (the suffix
-    names the target, which is a column of its own)."""
-    head, sep, tail = str(dataset).rpartition("_")
-    key = re.sub(r"[^a-z0-9]", "", tail.lower())
-    if sep and head and key and any(key in re.sub(r"[^a-z0-9]", "", str(t).lower()) for t in targets):
-        return head
-    return str(dataset)
-
-
 def benchmarks(t: pl.DataFrame) -> list[dict[str, Any]]:
     """Distinct benchmarks with the dataset folders that hold them (one benchmark on two targets counts once)."""
-    if not t.height:
-        return []
-    groups: dict[str, list[str]] = {}
-    for ds, tg in t.group_by("dataset").agg(pl.col("target").unique()).sort("dataset").iter_rows():
-        groups.setdefault(benchmark_of(ds, tg), []).append(ds)
-    return [{"name": b, "folders": sorted(f)} for b, f in sorted(groups.items())]
+    return [{"name": b, "folders": f} for b, f in benchmarks_of(t).items()]
 
 
 #: How each grading policy reads a completion, for the provenance line.

@@ -108,11 +108,14 @@ def write_latex(analysis: Any, out: Path) -> list[Path]:
     t3 = analysis.tables.get("table3")
     if t3 is not None and not t3.empty:
         cols = [c for c in TABLE3_TEX if c[0] in t3.columns]
+        by_serving = "serving" in t3.columns  # one block of rules per serving condition; its `all` row is "all" too
+        cols = [("serving", "Serving", "text"), *cols] if by_serving else cols
         p = out / "table3.tex"
         p.write_text(booktabs(t3, cols, caption="Per-round gain against measured cost per rule: means over cells (the "
                               f"{analysis.settings.get('alphas', 'loosest')} $\\alpha$ per rule and dataset), medians, and "
                               "how many cells lose. drop${\\geq}2$pp (int.): upper interval limit of the accuracy change $\\leq -2$ points; "
-                              "(pt.): the study's point rule.", label="tab:length-illusion", total_row="all"), encoding="utf-8")
+                              "(pt.): the study's point rule.", label="tab:length-illusion", total_row="all",
+                              group="serving" if by_serving else None), encoding="utf-8")
         written.append(p)
     t4 = analysis.tables.get("table4")
     if t4 is not None and not t4.empty:

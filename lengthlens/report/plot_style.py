@@ -116,6 +116,8 @@ class Marks:
     def __init__(self) -> None:
         self._pts: list[tuple] = []
         self._bars: list[tuple] = []
+        self._segs: list[tuple] = []
+        self._lines: list[tuple] = []
 
     def points(self, x: Any, y: Any, *, marker: str, size: float, color: Any, edgecolor: Any = "face",
                linewidth: float = 1.0, alpha: float = 1.0) -> None:
@@ -135,17 +137,38 @@ class Marks:
         for xi, a, b in zip(*(np.asarray(v, dtype=float) for v in (x, lo, hi))):
             self._bars.append((xi, a, b, rgba, linewidth))
 
+    def hbars(self, y: Any, lo: Any, hi: Any, *, color: Any, alpha: float = 1.0, linewidth: float = 1.0) -> None:
+        """``ax.hlines(y, lo, hi, color=, alpha=, lw=)``."""
+        from matplotlib.colors import to_rgba
+
+        rgba = to_rgba(color, alpha)
+        for yi, a, b in zip(*(np.asarray(v, dtype=float) for v in (y, lo, hi))):
+            self._segs.append((((a, yi), (b, yi)), rgba, linewidth))
+
+    def line(self, x: Any, y: Any, *, color: Any, alpha: float = 1.0, linewidth: float = 1.0, dashes: str = "-") -> None:
+        """``ax.plot(x, y, ls=dashes, color=, alpha=, lw=)`` (a polyline; non-finite points left out)."""
+        from matplotlib.colors import to_rgba
+
+        pts = [(a, b) for a, b in zip(np.asarray(x, dtype=float), np.asarray(y, dtype=float)) if np.isfinite(a) and np.isfinite(b)]
+        if len(pts) > 1:
+            self._lines.append((pts, to_rgba(color, alpha), linewidth, dashes))
+
     def draw(self, ax: Any, *, zorder: float = 3, bar_zorder: float = 2) -> None:
-        """Add the bars (if any) and the points (if any) to ``ax``, updating its data limits."""
+        """Add the lines, bars and points (those there are) to ``ax``, updating its data limits."""
         from matplotlib.collections import LineCollection, PathCollection
         from matplotlib.markers import MarkerStyle
         from matplotlib.transforms import IdentityTransform
 
+        for style in dict.fromkeys(ln[3] for ln in self._lines):
+            ls = [ln for ln in self._lines if ln[3] == style]
+            ax.add_collection(LineCollection([ln[0] for ln in ls], colors=[ln[1] for ln in ls],
+                                             linewidths=[ln[2] for ln in ls], linestyles=style, zorder=bar_zorder))
         bars = [b for b in self._bars if np.isfinite(b[:3]).all()]
-        if bars:
-            segs = [((x, a), (x, b)) for x, a, b, _c, _w in bars]
-            ax.add_collection(LineCollection(segs, colors=[b[3] for b in bars], linewidths=[b[4] for b in bars],
-                                             zorder=bar_zorder))
+        segs = [((x, a), (x, b)) for x, a, b, _c, _w in bars] + [sg[0] for sg in self._segs if np.isfinite(sg[0]).all()]
+        if segs:
+            ok = [sg for sg in self._segs if np.isfinite(sg[0]).all()]
+            ax.add_collection(LineCollection(segs, colors=[b[3] for b in bars] + [sg[1] for sg in ok],
+                                             linewidths=[b[4] for b in bars] + [sg[2] for sg in ok], zorder=bar_zorder))
         pts = [p for p in self._pts if np.isfinite(p[:2]).all()]
         if not pts:
             return
@@ -266,3 +289,63 @@ def log_limits(values: list[pd.Series]) -> tuple[float, float]:
     v = v[v > 0]
     lo, hi = min(float(v.min()) if len(v) else 1.0, 1.0), max(float(v.max()) if len(v) else 1.0, 1.0)
     return lo / 1.06, hi * 1.06
+
+
+def add_caption_note(fig: Figure, note: str) -> None:
+    """A sentence the figure's caption must carry (what was left out or clipped): the report appends it."""
+    notes = getattr(fig, "_lengthlens_notes", None)
+    if notes is None:
+        notes = []
+        fig._lengthlens_notes = notes  # type: ignore[attr-defined]
+    if note not in notes:
+        notes.append(note)
+
+
+def caption_notes(fig: Figure) -> list[str]:
+    """The sentences :func:`add_caption_note` attached to ``fig`` (none for most figures)."""
+    return list(getattr(fig, "_lengthlens_notes", []))
+
+
+#: A robust axis holds the point estimates and interval limits up to this factor beyond the points' range.
+ROBUST_FACTOR = 3.0
+
+
+def robust_log_limits(points: list[pd.Series], limits: list[pd.Series], factor: float = ROBUST_FACTOR) -> tuple[float, float]:
+    """Log-axis limits that hold every point (and 1) and the interval limits up to ``factor`` beyond the points' range:
+    one extreme interval cannot stretch the axis; the limits past it are clipped (see :func:`clip_marks`)."""
+    p_lo, p_hi = log_limits(points)
+    v = pd.concat(limits).replace([np.inf, -np.inf], np.nan).dropna() if limits else pd.Series(dtype=float)
+    v = v[(v > 0) & (v >= p_lo / factor) & (v <= p_hi * factor)]
+    lo = min(p_lo, float(v.min()) / 1.06) if len(v) else p_lo
+    hi = max(p_hi, float(v.max()) * 1.06) if len(v) else p_hi
+    return lo, hi
+
+
+def robust_linear_limits(points: list[pd.Series], limits: list[pd.Series], pad: float = 1.0) -> tuple[float, float]:
+    """Linear-axis limits holding every point (and 0) and the interval limits up to the points' span beyond them."""
+    p = pd.concat(points).replace([np.inf, -np.inf], np.nan).dropna()
+    p_lo, p_hi = (min(float(p.min()), 0.0), max(float(p.max()), 0.0)) if len(p) else (-1.0, 1.0)
+    span = max(p_hi - p_lo, 1.0)
+    v = pd.concat(limits).replace([np.inf, -np.inf], np.nan).dropna() if limits else pd.Series(dtype=float)
+    v = v[(v >= p_lo - pad * span) & (v <= p_hi + pad * span)]
+    lo = min(p_lo, float(v.min())) if len(v) else p_lo
+    hi = max(p_hi, float(v.max())) if len(v) else p_hi
+    m = 0.04 * (hi - lo or 1.0)
+    return lo - m, hi + m
+
+
+def clip_marks(ax: Any, lo: np.ndarray, hi: np.ndarray, at: np.ndarray, limits: tuple[float, float], *, vertical: bool,
+               color: Any = "#444", marks: Marks | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Interval limits clipped to ``limits``, with a ▸ (◂, ▴, ▾) at the axis edge where an interval runs past it;
+    returns the clipped limits and how many intervals were clipped. ``at``: the other coordinate of each interval.
+    With ``marks`` the edge markers join its points (drawn by the caller) instead of being drawn here."""
+    lo, hi, at = (np.asarray(a, dtype=float) for a in (lo, hi, at))
+    below, above = lo < limits[0], hi > limits[1]
+    for mask, edge, mark in ((below, limits[0], "v" if vertical else "<"), (above, limits[1], "^" if vertical else ">")):
+        if mask.any():
+            xs, ys = (at[mask], np.full(mask.sum(), edge)) if vertical else (np.full(mask.sum(), edge), at[mask])
+            if marks is not None:
+                marks.points(xs, ys, marker=mark, size=16, color=color)
+            else:
+                ax.plot(xs, ys, ls="", marker=mark, ms=4, color=color, clip_on=False, zorder=4)
+    return np.clip(lo, *limits), np.clip(hi, *limits), int((below | above).sum())

@@ -42,6 +42,9 @@ def _survival_panel(ax: Any, d: DatasetSurvival, ds: str, colors: dict[str, str]
         ax.set_xlim(0, budgets[-1] * 1.04)
     ax.set_ylim(0, 1.05)
     ax.set_title(f"{ds} ({d.n_runs} runs, {d.n_censored} censored)")
+    if d.incomplete:  # an arm cut short: its curve is not the rule's on the whole dataset
+        ax.text(0.98, 0.80, "incomplete: " + ", ".join(d.incomplete), ha="right", va="top", fontsize=6.5,
+                color="#a8322d", transform=ax.transAxes)
     ax.set_xlabel("completion length (tokens)")
     ax.set_ylabel("P(L > x)")
 

@@ -18,7 +18,8 @@ those settings and names every number that moved beyond its tolerance:
   the tolerance is what a change of seed, platform or resample count may legitimately move them.
   Statistics on a lattice (accuracy differences, steps of 100/n points) get one step more.
 
-A snapshot is plain JSON (one object per cell, keyed by target, draft, dataset, method, params) so
+A snapshot is plain JSON (one object per cell, keyed by target, draft, dataset, method, params and,
+where one is logged, the serving condition) so
 that a diff of two snapshots is readable in review.
 """
 
@@ -40,7 +41,7 @@ from lengthlens._version import __version__
 __all__ = ["CheckResult", "Difference", "check", "load_snapshot", "resample_tolerance", "save_snapshot", "snapshot"]
 
 SNAPSHOT_FORMAT = 1
-KEY = ("target", "draft", "dataset", "method", "params")
+KEY = ("target", "draft", "dataset", "method", "params", "serving")
 #: Relative tolerance of "exact" (deterministic) numbers: floating-point rounding only.
 EXACT_REL = 1e-9
 #: Monte-Carlo standard errors a resampled limit may move. Two runs differ by sqrt(2) SE in sd, so 6 SE is
@@ -143,7 +144,8 @@ def _cells_and_settings(obj: Any, settings: Mapping[str, Any] | None = None) -> 
 
 
 def _key(row: Mapping[str, Any]) -> str:
-    return " / ".join(str(row.get(k)) for k in KEY)
+    # An empty serving condition names nothing: a cell's key is then the one snapshots had before serving existed.
+    return " / ".join(str(row.get(k)) for k in KEY if k != "serving" or row.get(k))
 
 
 def snapshot(obj: Any, *, settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -178,7 +180,8 @@ def snapshot(obj: Any, *, settings: Mapping[str, Any] | None = None) -> dict[str
                 t = resample_tolerance(float(width), n_res, level)
                 t += LATTICE_STEP.get(stem, lambda _r: 0.0)(row)
                 tol[c] = _clean(t)
-        cells.append({"key": {k: _clean(row.get(k)) for k in KEY}, "values": values, "tolerance": tol})
+        key = {k: _clean(row.get(k)) for k in KEY if k != "serving" or row.get(k)}
+        cells.append({"key": key, "values": values, "tolerance": tol})
     cells.sort(key=lambda c: _key(c["key"]))
     return {
         "lengthlens_snapshot": SNAPSHOT_FORMAT,
@@ -186,7 +189,7 @@ def snapshot(obj: Any, *, settings: Mapping[str, Any] | None = None) -> dict[str
         "settings": {k: _clean(v) for k, v in st.items()},
         "exact_rel_tol": EXACT_REL,
         "resample_z": RESAMPLE_Z,
-        "key": list(KEY),
+        "key": [k for k in KEY if k != "serving" or any("serving" in c["key"] for c in cells)],
         "cells": cells,
     }
 
@@ -268,6 +271,10 @@ class CheckResult:
         return "<pre>" + html.escape(self.report(limit=200)) + "</pre>"
 
 
+#: Columns listing metrics (``name`` or ``name: reason`` entries) and their separators.
+_METRIC_LISTS = {"percentile_fallback": ",", "interval_fallback": "; "}
+
+
 def _equal_exact(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
@@ -306,6 +313,10 @@ def check(obj: Any, expected: Mapping[str, Any] | str | Path) -> CheckResult:
                 diffs.append(Difference(key, col, ev, None, None, "missing column"))
                 continue
             av = gc["values"][col]
+            if col in _METRIC_LISTS and isinstance(av, str):
+                # A metric added since the snapshot is not checked, so neither is its entry in these lists.
+                sep = _METRIC_LISTS[col]
+                av = sep.join(e for e in av.split(sep) if e.split(":", 1)[0] in wc["values"]) or None
             if _is_resampled(col):
                 tol = _num(wc.get("tolerance", {}).get(col) or 0.0)
                 if ev is None or av is None:

@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["headline", "summary_lines", "time_caveats"]
+__all__ = ["accuracy_verdict_text", "grading_name", "grading_warning", "headline", "incomplete_warning", "serving_sentence", "summary_lines",
+           "time_caveats", "verdict_sentence", "verdict_sentences"]
 
 #: Wall-time intervals resample items within the runs that were logged, on the machine as it was that day.
 TIME_CONDITIONAL = ("Wall-time intervals (T/T*, time per round) are conditional on the session: they resample items "
@@ -36,6 +37,105 @@ TIME_PER_ROUND_BIAS = ("Time per round is a length-weighted mean of per-round co
                        "so its narrow interval lies below the truth more often than 2.5% of the time (one-sided; 58–87% "
                        "coverage in simulation at 12–120 items, whatever the bootstrap interval): read it as "
                        "descriptive of these items.")
+
+
+#: What each grading policy is called in the headline and Table 3's caption.
+GRADING_NAMES = {"default": "the default grading policy of lengthlens (answer part only; a run cut in its thinking is wrong)",
+                 "study": "the grading policy of the study (--grading study: text after the last final marker, else all of it)"}
+
+
+def grading_name(analysis: Any) -> str:
+    """The grading policy the accuracies use, in words."""
+    policy = getattr(analysis.runs, "grading", "default")
+    return GRADING_NAMES.get(policy, f"grading policy {policy}")
+
+
+def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
+    """A warning naming the cells whose arm covers fewer than 95 % of its baseline's items (not the method's full result)."""
+    from lengthlens.data.coverage import COMPLETE_SHARE
+
+    cells = analysis.tables.get("cells")
+    if cells is None or cells.empty or "complete" not in cells:
+        return None
+    bad = cells[~cells["complete"].astype(bool)]
+    if bad.empty:
+        return None
+    named = [f"{r.method} {r.params} ({r.target} / {r.dataset}: {r.n_items} of {r.n_items_baseline} items)"
+             for r in bad.head(most).itertuples()]
+    more = f"; and {len(bad) - most} more (cells.csv, complete)" if len(bad) > most else ""
+    return (f"{len(bad)} of {len(cells)} cells cover fewer than {COMPLETE_SHARE:.0%} of their baseline's items, so their numbers "
+            f"are not the method's on the whole benchmark: " + "; ".join(named) + more + ". They are marked in Table 3 "
+            "(n_incomplete), the λ forest plots and the survival curves.")
+
+
+def grading_warning(analysis: Any) -> str | None:
+    """A warning when the two grading policies disagree on more than a few percent of the runs graded under both."""
+    from lengthlens.analyses.grading_policies import GRADING_DISAGREEMENT_SHARE
+
+    g = getattr(analysis, "grading", None)
+    if g is None or not g.warns:
+        return None
+    arms = g.arms.filter(g.arms["n_policy_disagree"] > 0)
+    return (f"The grading policy moves accuracy: the {g.other} policy gives another verdict on {g.n_disagree:,} of the "
+            f"{g.n_regraded:,} runs lengthlens' graders judged ({g.disagree_share:.0%}, above the "
+            f"{GRADING_DISAGREEMENT_SHARE:.0%} this report tolerates silently), in {arms.height} arms; the arms appendix shows "
+            f"each arm's accuracy under both ({g.policy} used here; --grading {g.other} for the other).")
+
+
+def _n(k: int, one: str, many: str | None = None) -> str:
+    return f"{k} {one if k == 1 else (many or one + 's')}"
+
+
+def verdict_sentence(r: Any) -> str:
+    """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv)."""
+    pair = "" if r["target"] == "all" else f" on {r['target']} ← {r['draft'] or '(no draft)'}"
+    if r["method"] in LOSSLESS_METHODS:  # no α to choose
+        where = "in Table 3" if r["scope"] == "table3" else "in all"
+    else:
+        where = "at its most aggressive complete α per dataset" if r["scope"] == "table3" else "over every α"
+    n, small = int(r["n_cells"]), int(r["n_small_excluded"])
+    if not n:
+        if small:
+            return f"{r['method']}{pair}: all {_n(small, 'cell')} {where} have fewer than {SMALL_N_ITEMS} items: no verdict."
+        return f"{r['method']}{pair}: no cell {where} (no baseline to pair with, or no complete arm)."
+    head = (f"{r['method']}{pair}, {_n(n, 'cell')} {where}"
+            + (f" ({small} with fewer than {SMALL_N_ITEMS} items left out)" if small else "") + ": ")
+    speed = []
+    for key, name in (("rounds", "verifier rounds (R/R*)"), ("time", "wall time (T/T*)")):
+        f, sl, ct = int(r[f"n_{key}_faster"]), int(r[f"n_{key}_slower"]), int(r[f"n_{key}_cant_tell"])
+        speed.append(f"{name} faster in {f}, slower in {sl}, can't tell in {ct}" if f + sl + ct else f"{name} not computed")
+    g = int(r["n_graded"])
+    if not g:
+        acc = "accuracy not judged (no graded cell)"
+    else:
+        mdd = r.get("accuracy_mdd_pp_median", np.nan)
+        mdd = np.nan if mdd is None else float(mdd)
+        unseen = (f" (median minimum detectable drop {mdd:.1f} points: a smaller loss would likely go unseen)"
+                  if np.isfinite(mdd) else " (too few graded pairs to detect any drop)" if mdd == np.inf else "")
+        acc = (f"accuracy worse in {int(r['n_accuracy_worse'])} of {_n(g, 'graded cell')}, no detectable change in "
+               f"{int(r['n_accuracy_no_change'])}{unseen}")
+    return head + "; ".join(speed) + "; " + acc + "."
+
+
+def accuracy_verdict_text(verdict: str, mdd_pp: float | None) -> str:
+    """A cell's accuracy verdict as the cell table shows it: "no detectable change" carries its minimum detectable drop."""
+    if verdict != "no detectable change" or mdd_pp is None or np.isnan(mdd_pp):
+        return verdict
+    return f"{verdict} (detects ≥ {mdd_pp:.0f} pp)" if np.isfinite(mdd_pp) else f"{verdict} (too few pairs to detect a drop)"
+
+
+def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
+    """Per rule (pooled over pairs, then per pair when there are several): (target, draft, rule, sentence)."""
+    v = analysis.tables.get("verdicts")
+    if v is None or v.empty:
+        return []
+    d = v[v["scope"] == scope]
+    pooled = d[d["target"] == "all"]
+    pairs = d[d["target"] != "all"]
+    several = pairs[["target", "draft"]].drop_duplicates().shape[0] > 1
+    rows = [pooled] + ([pairs.sort_values(["target", "draft", "method"], kind="mergesort")] if several else [])
+    return [(str(r["target"]), str(r["draft"]), str(r["method"]), verdict_sentence(r))
+            for part in rows for _, r in part.iterrows()]
 
 
 def _lossless_headline(a: Any) -> str:
@@ -87,10 +187,11 @@ def headline(analysis: Analysis) -> str:
     which += (f"; {n_small} cell{'s' if n_small != 1 else ''} with fewer than {SMALL_N_ITEMS} items left out"
               if n_small else "")
     methods = set(t3["method"]) - {"all"}
+    graded = f" Accuracy is graded by {grading_name(analysis)}." if int(a["n_graded"]) else ""
     if methods and methods <= LOSSLESS_METHODS:
         # Lossless methods: a length ratio away from 1 is a failed check, not inflation.
-        return _lossless_headline(a) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "."
-    return _headline_sentence(a, which) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "."
+        return _lossless_headline(a) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
+    return _headline_sentence(a, which) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
 
 
 def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
@@ -100,12 +201,13 @@ def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
     ci = (f" [{a['accuracy_delta_pp_mean_lo']:.1f}, {a['accuracy_delta_pp_mean_hi']:.1f}]"
           if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
     mdd = float(a.get("accuracy_mdd_pp_median", np.nan))
-    power = (f"; at the median cell it detects a true drop of {mdd:.0f} points with 80 % power" if np.isfinite(mdd)
-             else "; at the median cell no drop is detected with 80 % power" if mdd == np.inf else "")
+    power = (f"; at the median cell that test detects a true drop of {mdd:.0f} points with 80 % power"
+             if np.isfinite(mdd) else
+             "; at the median cell that test detects no drop with 80 % power" if mdd == np.inf else "")
     return (f"; accuracy changed by {a['accuracy_delta_pp_mean']:.1f} points on average{ci}: "
             f"{int(a['n_drop_2pp'])} of {graded} graded cells lost more than {ACCURACY_DROP_PP:g} points by a one-sided "
-            f"test at {ALPHA_ONE_SIDED:.1%}{power}, "
-            f"{int(a['n_drop_2pp_point'])} by the point rule of the study; " + _family_clause(a, family))
+            f"test at {ALPHA_ONE_SIDED:.1%} ({int(a['n_drop_2pp_point'])} by the point rule of the study){power}; "
+            + _family_clause(a, family))
 
 
 def _family_clause(a: pd.Series, family: AccuracyFamily | None) -> str:
@@ -125,9 +227,28 @@ def time_caveats(cells: pd.DataFrame) -> list[str]:
     return [TIME_CONDITIONAL, TIME_PER_ROUND_BIAS]
 
 
+def serving_sentence(analysis: Analysis, most: int = 6) -> str:
+    """Where each rule's wall-time advantage disappears as the load grows ("" without several serving conditions)."""
+    sv = analysis.tables.get("serving")
+    if sv is None or sv.empty:
+        return ""
+    arms = sv.drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    wins = sv[sv["time_ratio_hi"] < 1].drop_duplicates(["target", "draft", "dataset", "method", "params", "series"])
+    lost = arms[arms["advantage_lost_at"].fillna("") != ""]
+    conditions = ", ".join(dict.fromkeys(sv.sort_values("load", kind="mergesort")["serving"]))
+    head = (f"Over the serving conditions logged ({conditions}), {len(wins)} of {len(arms)} arms are faster than their "
+            f"baseline (T/T* interval below 1) at some load")
+    if lost.empty:
+        return head + ", and none of them loses that advantage at a heavier load."
+    named = [f"{r.method} {r.params} ({r.dataset}{', ' + r.series if r.series else ''}) at {r.advantage_lost_at}"
+             for r in lost.head(most).itertuples()]
+    more = f", and {len(lost) - most} more (serving.csv)" if len(lost) > most else ""
+    return head + f"; {len(lost)} lose it as the load grows: " + "; ".join(named) + more + "."
+
+
 def summary_lines(analysis: Analysis) -> list[str]:
     """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
-    lines: list[str] = []
+    lines: list[str] = [f"verdict: {sentence}" for tg, _d, _m, sentence in verdict_sentences(analysis) if tg == "all"]
     cz = analysis.tables.get("censoring")
     if cz is not None and not cz.empty:
         more = (cz["censored_frac"] > cz["censored_frac_star"]).sum()
@@ -138,7 +259,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
     at = analysis.tables.get("attribution_summary")
     if at is not None and not at.empty:
         for scope, label in (("all", "all cells"), ("table3", "Table 3's cells")):
-            rows = at[(at["scope"] == scope) & (at["method"] == "all")]
+            pooled = at["target"] == "all" if "target" in at.columns else True
+            rows = at[(at["scope"] == scope) & (at["method"] == "all") & pooled]
             if rows.empty:
                 continue
             a = rows.iloc[0]
@@ -171,6 +293,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"lossless check: outputs differ from the baseline on {int(lo['n_outputs_differ'].sum())} of "
                      f"{int(lo['n_runs'].sum())} paired runs of lossless methods; λ's interval excludes 1 in {out} of "
                      f"{len(lo)} cells (lossless.csv)")
+    if (said := serving_sentence(analysis)):
+        lines.append(f"serving: {said}")
+    for warn in (grading_warning(analysis), incomplete_warning(analysis)):
+        if warn:
+            lines.append(f"warning: {warn}")
     for n in analysis.notes:
         lines.append(f"note: {n}")
     return lines

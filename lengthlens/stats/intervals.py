@@ -22,8 +22,8 @@ from lengthlens.stats.delta import Stratum, moment_pairs, values_and_ses
 from lengthlens.stats.metrics import Sums, dependencies, finite_or_nan
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE
 
-__all__ = ["CI_METHODS", "OUTSIDE_RANGE", "Resampled", "Statistic", "bca_interval", "estimates", "moment_columns", "percentile_interval",
-           "quantiles_with_inf", "studentized_interval"]
+__all__ = ["CI_METHODS", "OUTSIDE_RANGE", "Resampled", "Statistic", "bca_interval", "estimates", "expanded_percentile_levels",
+           "moment_columns", "percentile_interval", "quantiles_with_inf", "studentized_interval"]
 
 #: The interval methods a user can ask for.
 CI_METHODS = ("studentized", "percentile", "bca")
@@ -67,6 +67,25 @@ def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAUL
     else:
         lo, hi = np.full(reps.shape[1:], np.nan), np.full(reps.shape[1:], np.nan)
     return np.where(none, np.nan, lo), np.where(none, np.nan, hi), undefined
+
+
+def expanded_percentile_levels(n_items: int, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
+    """The quantile levels of the expanded percentile interval (Hesterberg 2015): the percentile interval is too
+    narrow with few items, by the factor sqrt(n/(n-1)) t_(n-1) / z; the levels ``Φ(∓ sqrt(n/(n-1)) t_(n-1))``
+    widen it so. Below two items, the plain levels.
+
+    Examples
+    --------
+    >>> [round(x, 4) for x in expanded_percentile_levels(12)]
+    [0.0108, 0.9892]
+    """
+    from scipy import special, stats
+
+    a = (1 - confidence_level) / 2
+    if n_items < 2:
+        return a, 1 - a
+    a = float(special.ndtr(-math.sqrt(n_items / (n_items - 1)) * stats.t.ppf(1 - a, n_items - 1)))
+    return a, 1 - a
 
 
 def bca_interval(replicates: np.ndarray, point: np.ndarray, jackknife: np.ndarray,

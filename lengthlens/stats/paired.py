@@ -205,7 +205,7 @@ def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> tuple[floa
 # The accuracy-loss test (H0: Δ ≥ −margin, H1: Δ < −margin)
 # ------------------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=8)
 def _tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     b = np.repeat(np.arange(n + 1), n + 1 - np.arange(n + 1))
     c = np.concatenate([np.arange(n + 1 - k) for k in range(n + 1)])
@@ -247,35 +247,53 @@ def _nuisance_grid(margin: float) -> np.ndarray:
     return np.unique(np.concatenate([[0.0], np.linspace(0.0, top, 161), np.geomspace(1e-6 * top, top, 160)]))
 
 
-@lru_cache(maxsize=256)
-def _z_by_discordant(n: int, margin: float) -> tuple[np.ndarray, np.ndarray]:
-    """Tango's statistic at Δ = −margin for every table, ordered by k = b + c then c; and each k's first position.
+def _tolerant(z: float) -> float:
+    """The threshold a table's Z is compared with for P(Z ≤ z): z plus a relative 1e-9, so that rounding in the
+    statistic cannot leave the observed table out of its own tail."""
+    return z + 1e-9 * max(1.0, abs(z)) if np.isfinite(z) else z
 
-    Within one k the statistic falls as c rises (more right→wrong flips, more evidence of a loss), so the
-    tables with Z ≤ z are, for each k, those with c ≥ c*(k): a test verifies it.
+
+def _first_at_most(n: int, margin: float, t: float, above: np.ndarray | None = None,
+                   below: np.ndarray | None = None) -> np.ndarray:
+    """c*(k) for k = 0..n: the smallest c with Z(k − c, c) ≤ t, k + 1 where no c has it.
+
+    Within one k the statistic falls as c rises (more right→wrong flips, more evidence of a loss; a test
+    verifies it), so {c : Z ≤ t} is {c ≥ c*(k)}: bisection over c for every k at once, log2 n evaluations
+    of the statistic on at most n + 1 tables, never the (n + 1)(n + 2)/2 of them. ``above`` and ``below``:
+    c*(k) of a threshold above t and of one below it, if known, which bound this one's.
     """
-    k = np.repeat(np.arange(n + 1), np.arange(n + 1) + 1)
-    starts = np.r_[0, np.cumsum(np.arange(n + 1) + 1)[:-1]]
-    c = np.arange(k.size) - starts[k]
-    z = _z_loss(k - c, c, n, margin)
-    z.setflags(write=False)
-    return z, starts
+    k = np.arange(n + 1)
+    # Z(k − lo, lo) > t (lo = −1: none known) and Z(k − hi, hi) ≤ t (hi = k + 1: none known)
+    lo = np.full(n + 1, -1) if above is None else above - 1
+    hi = k + 1 if below is None else below.copy()
+    rows = np.nonzero(hi - lo > 1)[0]
+    while rows.size:
+        mid = (lo[rows] + hi[rows]) // 2
+        inside = _z_loss(rows - mid, mid, n, margin) <= t
+        hi[rows[inside]] = mid[inside]
+        lo[rows[~inside]] = mid[~inside]
+        rows = rows[hi[rows] - lo[rows] > 1]
+    return hi
 
 
-def _tail(n: int, margin: float, z_obs: float, p10: np.ndarray, p01: np.ndarray) -> np.ndarray:
-    """P(Z ≤ z_obs) for each (p10, p01): Σ_k P(b + c = k) P(c ≥ c*(k) | k), the binomial factorization of the table."""
-    z, starts = _z_by_discordant(n, margin)
-    inside = z <= z_obs + 1e-9 * max(1.0, abs(z_obs)) if np.isfinite(z_obs) else z <= z_obs
-    count = np.add.reduceat(inside.astype(np.int64), starts)  # tables of each k in the tail
-    ks = np.arange(n + 1)
-    first = ks + 1 - count  # c*(k): the tail is c >= c*(k)
-    p10, p01 = np.asarray(p10, float)[:, None], np.asarray(p01, float)[:, None]
-    disc = p10 + p01
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(disc > 0, p01 / disc, 0.5)
-    pk = _binom_pmf(ks, n, np.clip(disc, 0.0, 1.0))
-    upper = np.where(count > 0, special.bdtrc(first - 1, ks, share), 0.0)
-    return np.minimum(np.sum(pk * upper, axis=1), 1.0)
+def _rejected_from(n: int, margin: float, z_obs: float) -> np.ndarray:
+    """c*(k) of the tail {Z ≤ z_obs} (with :func:`_tolerant`'s allowance): the tail is c ≥ c*(k) in each k."""
+    return _first_at_most(n, margin, _tolerant(z_obs))
+
+
+def _largest_in(n: int, margin: float, first: np.ndarray) -> float:
+    """The largest Z of the tables c ≥ c*(k): the largest value tables take at or below c*'s threshold (−inf if none)."""
+    k = np.arange(n + 1)
+    rows = first <= k
+    return float(np.max(_z_loss(k[rows] - first[rows], first[rows], n, margin))) if rows.any() else -math.inf
+
+
+def _smallest_out(n: int, margin: float, first: np.ndarray) -> float:
+    """The smallest Z of the tables c < c*(k): the smallest value tables take above c*'s threshold (inf if none)."""
+    k = np.arange(n + 1)
+    rows = first >= 1
+    c = first[rows] - 1
+    return float(np.min(_z_loss(k[rows] - c, c, n, margin))) if rows.any() else math.inf
 
 
 def _binom_pmf(k, n, p):
@@ -285,10 +303,48 @@ def _binom_pmf(k, n, p):
                   + special.xlogy(k, p) + special.xlog1py(n - k, -p))
 
 
+def _mass(n: int, p10, p01) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each truth (p10, p01): the k = b + c that carry its probability, P(b + c = k), and P(c | k)'s share p01/(p10 + p01).
+
+    k runs over a window of 12 standard deviations and 15 counts either side of the mean, where
+    P(b + c = k) > 1e-18 (outside it the terms change a tail by less than n 1e-18): O(√n) values per truth.
+    """
+    p10, p01 = np.atleast_1d(np.asarray(p10, float)), np.atleast_1d(np.asarray(p01, float))
+    disc = np.clip(p10 + p01, 0.0, 1.0)
+    mean, sd = n * disc, np.sqrt(n * disc * (1.0 - disc))
+    start = np.clip(np.floor(mean - 12.0 * sd - 15.0), 0, n).astype(np.int64)
+    stop = np.clip(np.ceil(mean + 12.0 * sd + 15.0), 0, n).astype(np.int64)
+    ks = start[:, None] + np.arange(int(np.max(stop - start)) + 1)[None, :]
+    pk = np.where(ks <= stop[:, None], _binom_pmf(np.minimum(ks, n), n, disc[:, None]), 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(disc > 0, p01 / disc, 0.5)
+    return np.minimum(ks, n), pk, share
+
+
+@lru_cache(maxsize=8)
+def _grid_mass(n: int, margin: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_mass` at every nuisance value of the boundary, for the exact p-value (O(grid × √n) memory)."""
+    grid = _nuisance_grid(margin)
+    out = _mass(n, grid, grid + margin)
+    for a in out:
+        a.setflags(write=False)
+    return out
+
+
+def _tail(first: np.ndarray, ks: np.ndarray, pk: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """P(c ≥ c*(k)) for each truth of :func:`_mass`: Σ_k P(b + c = k) P(c ≥ c*(k) | k), the binomial factorization."""
+    f = first[ks]
+    # P(c >= c*(k) | k): 1 where the whole row is in the tail, 0 where none of it is; the binomial tail only
+    # where it matters (terms below 1e-18 change a p-value by less than n 1e-18).
+    upper = (f == 0).astype(float)
+    rows, cols = np.nonzero((f > 0) & (f <= ks) & (pk > 1e-18))
+    upper[rows, cols] = special.bdtrc(f[rows, cols] - 1, ks[rows, cols], share[rows])
+    return np.minimum(np.sum(pk * upper, axis=1), 1.0)
+
+
 def _exact_p(n: int, margin: float, z_obs: float) -> float:
     """Exact unconditional p-value: the largest P(Z ≤ z_obs) over the nuisance at the boundary Δ = −margin."""
-    grid = _nuisance_grid(margin)
-    return float(np.max(_tail(n, margin, z_obs, grid, grid + margin)))
+    return float(np.max(_tail(_rejected_from(n, margin, z_obs), *_grid_mass(n, margin))))
 
 
 def noninferiority_test(b: int, c: int, n: int, margin: float = MARGIN) -> TestResult:
@@ -344,23 +400,80 @@ def item_noninferiority_test(n_graded, d_sum, margin: float = MARGIN) -> TestRes
 # Power of the flag
 # ------------------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=256)
-def _critical_z(n: int, margin: float, alpha: float) -> float:
-    """The largest value of Tango's statistic at which the exact loss test rejects (p < alpha); −inf if none.
+@lru_cache(maxsize=64)
+def _rejection_region(n: int, margin: float, alpha: float) -> tuple[float, np.ndarray | None]:
+    """The flag's rejection region on n pairs: (z_crit, c*(k)), the tables with Z ≤ z_crit; (−inf, None) if none.
 
-    The exact p-value rises with Z, so the flag's rejection region is {Z ≤ z_crit}: bisection over the
-    sorted values of Z that tables of n pairs take.
+    The exact p-value rises with Z (its tail grows), so the region is {Z ≤ z_crit}, z_crit the largest
+    value tables take whose p-value is below alpha. Bisection over z, each step taken to the largest
+    value tables take below it, until no value lies between the last that rejects and the first that
+    does not. Each step's p-value is the largest tail over a few nuisance values (those with the largest
+    tails where the search starts): a lower bound, so a step it puts above z_crit is above it; the value
+    found is then checked over the whole grid, and the search repeated with any nuisance value that fails
+    it. O(n log n) per step, O(n) memory.
     """
-    z, _ = _z_by_discordant(n, margin)
-    values = np.unique(z)
-    lo, hi = -1, values.size  # values[lo] rejects (lo = -1: none known), values[hi] does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _exact_p(n, margin, float(values[mid])) < alpha:
-            lo = mid
+    ks, pk, share = _grid_mass(n, margin)
+    k = np.arange(n + 1)
+    none = k + 1  # c*(k) of a threshold below every table
+
+    def tails(first, rows):
+        return _tail(first, ks[rows], pk[rows], share[rows])
+
+    # the tables' range: every value lies in [z_min, z_max]
+    z_min, z_max = _smallest_out(n, margin, none), _largest_in(n, margin, np.zeros(n + 1, dtype=np.int64))
+    guess = _first_at_most(n, margin, float(special.ndtri(alpha)))
+    if _largest_in(n, margin, guess) == -math.inf:
+        guess = _first_at_most(n, margin, z_min)
+    v0 = _largest_in(n, margin, guess)
+    t0 = tails(_rejected_from(n, margin, v0), slice(None))
+    watch = list(np.argsort(t0)[-24:])
+    # a, v_a, first_a: a threshold, the largest value at or below it (its p-value < alpha), c*(k) of a;
+    # b, v_b, tol_b: the same for one whose value's p-value is >= alpha, and c*(k) of b with the allowance.
+    a, v_a, first_a, f_a = z_min - 1.0, -math.inf, none, -alpha
+    b, v_b, f_b = z_max, z_max, 1.0 - alpha
+    if t0.max() < alpha:
+        a, v_a, first_a, f_a = v0, v0, guess, t0.max() - alpha
+    else:
+        b, v_b, f_b = v0, v0, t0.max() - alpha
+    tol_b = _first_at_most(n, margin, _tolerant(b), below=first_a)
+    next_a, kept, width = _smallest_out(n, margin, first_a), 0, b - a
+    while True:
+        if next_a >= v_b:  # no value between v_a and v_b
+            first = None if v_a == -math.inf else _first_at_most(n, margin, _tolerant(v_a), tol_b, first_a)
+            full = np.zeros(1) if first is None else tails(first, slice(None))
+            if full.max() < alpha:
+                return v_a, first
+            # a nuisance value outside the watched ones puts v_a's p-value above alpha: watch it, search below v_a
+            watch.append(int(np.argmax(full)))
+            b, v_b, tol_b, f_b = v_a, v_a, first, full.max() - alpha
+            a, v_a, first_a, f_a = z_min - 1.0, -math.inf, none, -alpha
+            next_a, kept, width = z_min, 0, b - a
+            continue
+        # The p-value is nearly continuous in z where tables are many: the Illinois variant of regula falsi
+        # (halving the weight of an end kept twice), bisection where a step did not halve the bracket.
+        t = (a * f_b - b * f_a) / (f_b - f_a)
+        if not a < t < b or b - a > 0.5 * width:
+            t = 0.5 * (a + b)
+        width = b - a
+        first_t = _first_at_most(n, margin, t, tol_b, first_a)
+        v = _largest_in(n, margin, first_t)
+        if v == v_a:  # no value in (a, t]: the same p-value as at a
+            a, first_a = t, first_t
+            kept = min(kept, 0) - 1
+            f_b *= 0.5 if kept <= -2 else 1.0
+            continue
+        region = _first_at_most(n, margin, _tolerant(v), tol_b, first_a)
+        p = tails(region, watch).max()
+        if p < alpha:
+            a, v_a, first_a, f_a = t, v, first_t, p - alpha
+            next_a = _smallest_out(n, margin, first_a)
+            kept = min(kept, 0) - 1
+            f_b *= 0.5 if kept <= -2 else 1.0
         else:
-            hi = mid
-    return float(values[lo]) if lo >= 0 else -math.inf
+            b, v_b, f_b = t, v, p - alpha
+            tol_b = _first_at_most(n, margin, _tolerant(t), tol_b, first_t)
+            kept = max(kept, 0) + 1
+            f_a *= 0.5 if kept >= 2 else 1.0
 
 
 def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, alpha: float = ALPHA_ONE_SIDED) -> float:
@@ -372,10 +485,10 @@ def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, 
     True
     """
     p10, p01 = truth(discordance, drop)
-    z_crit = _critical_z(int(n), float(margin), float(alpha))
-    if not np.isfinite(z_crit):
+    _, first = _rejection_region(int(n), float(margin), float(alpha))
+    if first is None:
         return 0.0
-    return float(_tail(int(n), float(margin), z_crit, np.array([p10]), np.array([p01]))[0])
+    return float(_tail(first, *_mass(int(n), p10, p01))[0])
 
 
 def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, margin_pp: float = 2.0,
@@ -435,7 +548,7 @@ def smallest_attainable_p(n_units: int, test: str) -> float:
 # Exact enumeration, for validation
 # ------------------------------------------------------------------------------------------------
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _limits(fn: Callable, n: int) -> tuple[np.ndarray, np.ndarray]:
     b, c = tables(n)
     lims = np.array([fn(int(x), int(y), n)[:2] for x, y in zip(b, c)], dtype=float).reshape(-1, 2)

@@ -3,7 +3,9 @@
 A run that stops at its token budget is right-censored: its true length is at least the budget.
 Kaplan–Meier (KM) survival of completion length gives the median and quartiles with their
 Brookmeyer–Crowley intervals (log-log transform, as statsmodels' ``SurvfuncRight.quantile_ci``), or
-``None`` with the reason when too much is censored to identify them. With one budget per arm, KM
+``None`` with the reason when too much is censored to identify them. Those treat every run as
+independent; a cell's quartiles get intervals from resampling items instead
+(:func:`cluster_quantile_intervals`: a weighted KM curve per resample, an item's seeds together). With one budget per arm, KM
 below the budget *is* the empirical distribution and the restricted mean up to the budget *is*
 ``mean(min(L, budget))``: they add information only when budgets differ between runs or arms.
 """
@@ -18,7 +20,7 @@ import numpy as np
 from scipy import special
 
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
-from lengthlens.stats.intervals import quantiles_with_inf
+from lengthlens.stats.intervals import expanded_percentile_levels, quantiles_with_inf
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,7 +30,8 @@ __all__ = ["KM_CLUSTER_CI", "KaplanMeier", "cluster_quantile_intervals", "kaplan
 
 #: The interval method of Kaplan–Meier quantiles (Brookmeyer–Crowley, log-log), as statsmodels names it.
 KM_QUANTILE_CI = "brookmeyer_crowley"
-#: The default interval of the quantiles in a cell: percentile interval over item resamples (runs of an item together).
+#: The default interval of the quantiles in a cell: expanded percentile interval over item resamples (an item's runs
+#: together).
 KM_CLUSTER_CI = "item_percentile"
 
 
@@ -118,10 +121,9 @@ class KaplanMeier:
                       for p, q in zip((0.25, 0.5, 0.75), self.quantiles)])
 
     def _repr_html_(self) -> str:
-        note = (
-            f"n={self.n_obs:g}, censored={self.n_censored:g}; "
-            f"{self.confidence_level:.0%} Brookmeyer–Crowley (log-log) intervals."
-        )
+        how = ("item-resampled percentile" if self.median.method == KM_CLUSTER_CI
+               else "Brookmeyer–Crowley (log-log)")
+        note = f"n={self.n_obs:g}, censored={self.n_censored:g}; {self.confidence_level:.0%} {how} intervals."
         return frame_html(self.quantile_frame(), "Kaplan–Meier quantiles of completion length") + f"<p><small>{note}</small></p>"
 
 
@@ -266,15 +268,19 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     """
     time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
     order = np.argsort(time, kind="stable")
-    ts = time[order]
+    ts, ev = time[order], event[order]
     starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
     utime = ts[starts]
+    ties = starts.size < ts.size  # without ties each run is its own time: no grouping needed
     W = np.asarray(W)
     out = np.empty((W.shape[0], len(ps)))
     for b0 in range(0, W.shape[0], block):
-        Ws = W[b0:b0 + block][:, order].astype(float)
-        d = np.add.reduceat(Ws * event[order], starts, axis=1)
-        n = np.cumsum(np.add.reduceat(Ws, starts, axis=1)[:, ::-1], axis=1)[:, ::-1]
+        Ws = np.asarray(W[b0:b0 + block][:, order], dtype=float)
+        d = Ws * ev
+        at_risk = Ws
+        if ties:
+            d, at_risk = np.add.reduceat(d, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
+        n = np.cumsum(at_risk[:, ::-1], axis=1)[:, ::-1]
         with np.errstate(divide="ignore", invalid="ignore"):
             surv = np.cumprod(np.where(n > 0, 1.0 - d / n, 1.0), axis=1)
         for j, p in enumerate(ps):
@@ -291,8 +297,10 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     return out
 
 
-def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndarray, W: np.ndarray) -> KaplanMeier:
-    """``km`` with its quartiles' intervals from resampling items: percentile intervals of the weighted-KM quantiles.
+def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndarray, W: np.ndarray,
+                               n_items: int | None = None) -> KaplanMeier:
+    """``km`` with its quartiles' intervals from resampling items: percentile intervals of the weighted-KM quantiles,
+    expanded for ``n_items`` items (:func:`~lengthlens.stats.intervals.expanded_percentile_levels`; None: plain).
 
     ``W`` (B, N) weights each run by how often its item is drawn, so the seeds of one item move
     together; the Brookmeyer–Crowley intervals treat every run as independent and under-cover when an
@@ -301,7 +309,8 @@ def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndar
     """
     q = km_quantiles_many(time, event, W)
     a = (1 - km.confidence_level) / 2
-    lo, hi = quantiles_with_inf(q, (a, 1 - a))
+    levels = (a, 1 - a) if n_items is None else expanded_percentile_levels(n_items, km.confidence_level)
+    lo, hi = quantiles_with_inf(q, levels)
     nan = float("nan")
     new = {}
     for j, (name, est) in enumerate(zip(("q25", "median", "q75"), km.quantiles)):

@@ -222,3 +222,21 @@ def test_compare_and_cells_test_items_not_runs_with_several_seeds(tmp_path):
     assert (test.pvalue, test.method, test.statistic) == (pytest.approx(mcnemar_midp(2, 1)), "mcnemar_midp", 1.0)
     test = paired_accuracy_test([1, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 0], mid_p=False)
     assert (test.pvalue, test.method) == (pytest.approx(mcnemar_exact(2, 1)), "mcnemar_exact")
+
+
+def test_headline_says_when_no_cell_of_the_family_could_reach_significance():
+    import pandas as pd
+
+    from lengthlens.analyses.cells import AccuracyFamily
+    from lengthlens.report import wording
+
+    a = pd.Series({"n_graded": 25, "accuracy_delta_pp_mean": -12.0, "accuracy_delta_pp_mean_lo": -20.0,
+                   "accuracy_delta_pp_mean_hi": -4.0, "n_drop_2pp": 1, "n_drop_2pp_point": 14, "n_drop_holm": 0,
+                   "accuracy_mdd_pp_median": 61.0})
+    none = wording._accuracy_clause(a, AccuracyFamily(180, 180 * 2 * 0.5**12, 0))
+    assert "none of the 180 cells of the accuracy family could reach significance" in none
+    assert "0 significant" not in none
+    assert "detects a true drop of 61 points with 80 % power" in none
+    assert "1 of 25 graded cells lost more than 2 points by a one-sided test at 2.5%" in none
+    some = wording._accuracy_clause(a, AccuracyFamily(66, 66 * 0.5**12, 0))
+    assert "0 significant after a Holm correction over 66 cells" in some

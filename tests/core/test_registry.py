@@ -61,7 +61,7 @@ def test_a_zero_denominator_is_undefined_not_infinite():
 def test_a_missing_input_gives_the_reason():
     why = REGISTRY.unavailable({"wall_time_s": 3, "output_tokens": 0}, 10)
     assert why["time_ratio"] == "wall_time_s not logged on 3 of 10 paired runs"
-    assert "lambda" not in why and set(why) == {"time_ratio", "time_per_round_ratio"}
+    assert "lambda" not in why and set(why) == {"time_ratio", "time_per_round_ratio", "throughput_ratio"}
 
 
 def test_a_metric_defined_twice_is_refused():

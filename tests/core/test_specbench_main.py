@@ -157,6 +157,36 @@ def test_incomplete_arm_is_flagged(runs):
     assert not table.loc[("samd", "overall"), "complete"] and table.loc[("samd", "overall"), "coverage"] == 0.5
 
 
+def test_incomplete_arm_is_flagged_in_cells_table3_figures_and_the_report(runs, tmp_path):
+    """samd covers 1 of translation's 3 questions: cells.csv, Table 3, the forest plot, the survival panel, the warning."""
+    from lengthlens.report import plot_style, plots
+    from lengthlens.report.plot_survival import fig_survival
+    from lengthlens.report.wording import incomplete_warning
+
+    a = ll.analyse(runs, n_resamples=200)
+    cells = a.tables["cells"]
+    samd = cells[cells["method"] == "samd"].set_index("dataset")
+    assert samd.loc["translation", ["coverage", "complete"]].tolist() == [1 / 3, False]
+    assert bool(samd.loc["mt_bench", "complete"])
+    assert cells.loc[cells["method"] != "samd", "complete"].all()
+    # These cells are too small (< 10 items) for the report's Table 3; kept in, the cut one is counted as incomplete.
+    assert a.tables["table3"].set_index("method").loc["samd", "n_incomplete"] == 0
+    t3 = ll.table3(cells, include_small=True).set_index("method")
+    assert t3.loc["samd", "n_incomplete"] == 1 and t3.loc["sps", "n_incomplete"] == 0 and t3.loc["all", "n_incomplete"] == 1
+    warning = incomplete_warning(a)
+    assert warning.startswith("1 of ") and "samd default (vicuna-7b-v1.3 / translation: 1 of 3 items)" in warning
+    fig = plots.fig_lambda_forest(a, "translation")
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert [lab for lab in labels if "incomplete" in lab] == ["vicuna-7b-v1.3 · samd default (1 items) [incomplete: 1/3]"]
+    assert any("labelled [incomplete]" in n for n in plot_style.caption_notes(fig))
+    assert a.survival["translation"].incomplete == ("samd",) and a.survival["mt_bench"].incomplete == ()
+    texts = [t.get_text() for ax in fig_survival(a).axes for t in ax.texts]
+    assert "incomplete: samd" in texts
+    ll.report.write_report(a, tmp_path / "rep", pdf=False)
+    html = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    assert 'id="incomplete-warning"' in html and "1 of 3 items" in html
+
+
 def test_baseline_counted_once_in_the_summary(runs, bench):
     files = sorted(bench.rglob("*.jsonl"))
     n_turns = sum(_turns(json.loads(line)["question_id"]) for f in files if f.name != "question.jsonl"

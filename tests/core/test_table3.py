@@ -184,10 +184,11 @@ def test_alpha_selected_equals_a_per_group_pandas_loop():
 
     def oracle(cells_df):
         out = []
-        for _, g in _ranked(_relaxed_rules(cells_df)).groupby(["target", "draft", "dataset", "method"], sort=True):
+        for _, g in _ranked(_relaxed_rules(cells_df)).groupby(["target", "draft", "dataset", "serving", "method"], sort=True):
             top = g.iloc[0]
             fmt = lambda d: ";".join(f"{a:g}" for a in d["alpha"].dropna().astype(float))  # noqa: E731
-            out.append({"target": top["target"], "draft": top["draft"], "dataset": top["dataset"], "method": top["method"],
+            out.append({"target": top["target"], "draft": top["draft"], "dataset": top["dataset"], "serving": top["serving"],
+                        "method": top["method"],
                         "alpha_selected": top["alpha"], "params_selected": top["params"], "n_items": int(top["n_items"]),
                         "n_items_baseline": int(top["n_items_baseline"]) if "n_items_baseline" in g else np.nan,
                         "complete": bool(top["_complete"]), "alphas_complete": fmt(g[g["_complete"]]),

@@ -1,0 +1,74 @@
+"""Per-item drill-down: which items drive a cell's length ratio λ and its accuracy change.
+
+Per cell and item (its runs summed over seeds and turns): L = Σ output tokens of the relaxed runs,
+L* the baseline's, the item's own λ, the cell's λ with the item left out (Σ L − Lᵢ) / (Σ L* − L*ᵢ),
+and the change in correct runs (graded pairs). The items listed are the ``top`` that move λ most
+(|λ − λ without|) and the ``top`` whose correct count changed most.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import polars as pl
+
+from lengthlens.data.schema import ARM_KEY
+
+__all__ = ["DRILLDOWN_TOP", "item_drivers"]
+
+#: Items listed per cell for each reason (λ, accuracy).
+DRILLDOWN_TOP = 3
+
+
+def item_drivers(units: pl.DataFrame, top: int = DRILLDOWN_TOP) -> pd.DataFrame:
+    """drilldown.csv: per cell the items that move λ most and those whose correct count changed most.
+
+    Parameters
+    ----------
+    units : paired runs, one row per (relaxed run, baseline run) with the baseline's fields suffixed ``_star``
+        (:func:`lengthlens.data.pairing.cell_units`).
+    top : items per cell for each reason.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ARM_KEY, item_id, n_runs, L, L_star, lambda_item, lambda_without, lambda_shift, correct_change,
+        driver (``λ``, ``accuracy`` or ``λ, accuracy``).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> u = pl.DataFrame({"target": "t", "draft": "d", "dataset": "x", "method": "m", "params": "p", "serving": "",
+    ...                   "item_id": ["a", "b", "c"], "output_tokens": [300, 100, 100],
+    ...                   "output_tokens_star": [100, 100, 100], "correct": [False, True, True],
+    ...                   "correct_star": [True, True, True]})
+    >>> item_drivers(u, top=1)[["item_id", "lambda_without", "correct_change", "driver"]].values.tolist()
+    [['a', 1.0, -1, 'λ, accuracy']]
+    """
+    cols = [*ARM_KEY, "item_id", "n_runs", "L", "L_star", "lambda_item", "lambda_without", "lambda_shift",
+            "correct_change", "driver"]
+    if units.is_empty() or "output_tokens" not in units.columns:
+        return pd.DataFrame(columns=cols)
+    graded = (pl.col("correct").is_not_null() & pl.col("correct_star").is_not_null()
+              if "correct" in units.columns and "correct_star" in units.columns else pl.lit(False))
+    change = (pl.when(graded).then(pl.col("correct").cast(pl.Int64) - pl.col("correct_star").cast(pl.Int64)).otherwise(0)
+              if "correct" in units.columns and "correct_star" in units.columns else pl.lit(0))
+    items = (units.group_by([*ARM_KEY, "item_id"])
+             .agg(pl.len().alias("n_runs"), pl.col("output_tokens").cast(pl.Float64).sum().alias("L"),
+                  pl.col("output_tokens_star").cast(pl.Float64).sum().alias("L_star"), change.sum().alias("correct_change")))
+    cell = pl.col("L").sum().over(ARM_KEY), pl.col("L_star").sum().over(ARM_KEY)
+    items = items.with_columns(
+        (pl.col("L") / pl.col("L_star")).alias("lambda_item"),
+        ((cell[0] - pl.col("L")) / (cell[1] - pl.col("L_star"))).alias("lambda_without"),
+        (cell[0] / cell[1]).alias("_lambda"),
+    ).with_columns((pl.col("_lambda") - pl.col("lambda_without")).alias("lambda_shift"))
+    # Ranks within the cell: ties broken by item id, so the listing is the same in every run.
+    items = items.sort([*ARM_KEY, "item_id"]).with_columns(
+        pl.col("lambda_shift").abs().fill_nan(None).rank("ordinal", descending=True).over(ARM_KEY).alias("_rl"),
+        pl.col("correct_change").abs().rank("ordinal", descending=True).over(ARM_KEY).alias("_ra"))
+    by_lambda = pl.col("_rl") <= top
+    by_acc = (pl.col("_ra") <= top) & (pl.col("correct_change") != 0)
+    out = items.filter(by_lambda | by_acc).with_columns(
+        pl.when(by_lambda & by_acc).then(pl.lit("λ, accuracy")).when(by_lambda).then(pl.lit("λ")).otherwise(pl.lit("accuracy"))
+        .alias("driver"))
+    out = out.sort([*ARM_KEY, "_rl"]).with_columns(pl.col("correct_change").cast(pl.Int64))
+    return out.select(cols).to_pandas()
