@@ -517,7 +517,9 @@ def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, m
     lo, hi = margin, top
     if flag_power(n, psi, lo, margin, alpha) >= power:
         return 100.0 * lo
-    for _ in range(40):  # to 1e-12 of a proportion
+    # To 1e-5 of a proportion (0.001 points, reported as the upper end: never below the true figure); each step is
+    # a power computation over every k, so the 1e-12 that doubles would buy carries no meaning for a sample size.
+    while hi - lo > 1e-5:
         mid = 0.5 * (lo + hi)
         if flag_power(n, psi, mid, margin, alpha) >= power:
             hi = mid
