@@ -174,7 +174,8 @@ def test_incomplete_arm_is_flagged_in_cells_table3_figures_and_the_report(runs, 
     t3 = ll.table3(cells, include_small=True).set_index("method")
     assert t3.loc["samd", "n_incomplete"] == 1 and t3.loc["sps", "n_incomplete"] == 0 and t3.loc["all", "n_incomplete"] == 1
     warning = incomplete_warning(a)
-    assert warning.startswith("1 of ") and "samd default (vicuna-7b-v1.3 / translation: 1 of 3 items)" in warning
+    # The cut cell has 1 item: counted among the small probes, not named (the naming is tested below).
+    assert warning.startswith("1 of ") and "1 of them have fewer than 10 items" in warning
     fig = plots.fig_lambda_forest(a, "translation")
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert [lab for lab in labels if "incomplete" in lab] == ["vicuna-7b-v1.3 · samd default (1 items) [incomplete: 1/3]"]
@@ -184,7 +185,7 @@ def test_incomplete_arm_is_flagged_in_cells_table3_figures_and_the_report(runs, 
     assert "incomplete: samd" in texts
     ll.report.write_report(a, tmp_path / "rep", pdf=False)
     html = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
-    assert 'id="incomplete-warning"' in html and "1 of 3 items" in html
+    assert 'id="incomplete-warning"' in html and "1 of them have fewer than 10 items" in html
 
 
 def test_baseline_counted_once_in_the_summary(runs, bench):
@@ -292,3 +293,18 @@ def test_cli_method_map(bench, tmp_path, capsys):
     assert "eagle" in methods and "samd" in methods
     assert main(["import", "specbench", str(bench), "--out", str(out)]) == 0  # without the map: that file is named
     assert f"{EAGLE_ID}.jsonl: cannot read" in capsys.readouterr().err
+
+
+def test_the_incomplete_warning_names_cells_large_enough_for_table3_and_counts_the_probes():
+    from types import SimpleNamespace
+
+    from lengthlens.report.wording import incomplete_warning
+
+    rows = [("eagle", "p", "m", "mt", 164, 480, False, False), ("sps", "p", "m", "mt", 480, 480, True, False),
+            ("x", "a0.1", "m", "gsm8k", 3, 12, False, True), ("x", "a0.2", "m", "gsm8k", 3, 12, False, True)]
+    cells = pd.DataFrame(rows, columns=["method", "params", "target", "dataset", "n_items", "n_items_baseline",
+                                        "complete", "small_n"])
+    w = incomplete_warning(SimpleNamespace(tables={"cells": cells}))
+    assert w.startswith("3 of 4 cells cover fewer than 95% of their baseline's items")
+    assert ": eagle p (m / mt: 164 of 480 items). 2 of them have fewer than 10 items" in w
+    assert incomplete_warning(SimpleNamespace(tables={"cells": cells[cells.complete]})) is None
