@@ -385,14 +385,16 @@ def cells_note(settings: dict[str, Any]) -> str:
             "decoding) on the items where both runs finished; grouped by target–draft pair and dataset; “graded” "
             "counts the units graded on both sides, the only ones accuracy uses (grey italics: fewer than half the "
             f"cell's items graded, so left out of the accuracy counts). Intervals: paired item bootstrap, "
-            f"{settings.get('ci', 'percentile')} {_confidence(settings)}. One colouring rule for every metric, from "
+            f"{settings.get('ci', 'percentile')} {_confidence(settings)} for the ratios (cut to the range of the item "
+            "ratios), Tango's score interval for Δacc (a t interval over items with several seeds). One colouring rule for every metric, from "
             "intervals only: red when the whole interval lies on the worse side of break-even (above 1 for λ, R/R*, "
             "T/T*; for the accuracy change, the cell's loss flag drop_2pp), green when it lies wholly on the better "
             "side, no colour when it holds break-even. The rounds, time and accuracy columns are the cell's verdicts "
             "(see “Faster, and as accurate?”). R/R* is the primary cost measure; T/T* stands beside it with time/round "
             "= (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity predicts, λ/gain_pooled. "
-            "p Holm: the paired accuracy test (exact McNemar; the item-level sign-flip test when items have several "
-            "seeds) adjusted by Holm over every graded cell.")
+            "p Holm: the paired accuracy test (mid-p McNemar; the item-level sign-flip test when items have several "
+            "seeds) adjusted by Holm over the report's accuracy family (graded cells of 10 or more items, fully "
+            "graded); empty outside it.")
 
 
 def arms_note(grading: str, policy: Any = None) -> str:
