@@ -640,10 +640,17 @@ def accuracy_mdd_pp(n_graded, c, c_star, power: float = 0.8, margin_pp: float = 
     """A cell's minimum detectable drop (points) at ``power``: :func:`minimum_detectable_drop_pp` for its pairs and
     observed discordance (:data:`ASSUMED_DISCORDANCE` where none is discordant).
 
-    With several graded pairs per item, for its graded items as single pairs and the share of items
-    whose mean changed: averaging over seeds lowers the noise, so the figure errs large.
+    With several graded pairs per item the flag is the t test over items
+    (:func:`item_noninferiority_test`), so the figure is that test's: the drop D at which the
+    noncentral t with m − 1 degrees of freedom and noncentrality (D − margin)/se falls below the
+    test's critical value with probability ``power``, se the cell's observed item-level standard
+    error. Where the items show no spread, the items as single pairs, as the test itself does.
     """
     n_graded, d, single = _per_item(n_graded, c, c_star)
+    if not single:
+        _point, se, m = _item_parts(n_graded, d)
+        if m >= 2 and se > 1e-12:
+            return 100.0 * (margin_pp / 100.0 + _t_power_shift(m - 1, alpha, power) * se)
     keep = n_graded > 0
     units = int(n_graded.sum()) if single else int(keep.sum())
     if units == 0:
@@ -651,6 +658,15 @@ def accuracy_mdd_pp(n_graded, c, c_star, power: float = 0.8, margin_pp: float = 
     discordance = float(np.sum(d[keep] != 0)) / units
     return minimum_detectable_drop_pp(units, discordance if discordance > 0 else ASSUMED_DISCORDANCE, power,
                                       margin_pp, alpha)
+
+
+@lru_cache(maxsize=256)
+def _t_power_shift(df: int, alpha: float, power: float) -> float:
+    """The noncentrality δ at which a one-sided t test at ``alpha`` with ``df`` degrees of freedom has ``power``."""
+    crit = float(special.stdtrit(df, 1.0 - alpha))
+    # P(T' > crit) for the noncentral t T' rises with δ: from below power at δ = 0 to above it at crit + 10.
+    return float(optimize.brentq(lambda delta: special.nctdtr(df, delta, crit) - (1.0 - power), 0.0, crit + 10.0,
+                                 xtol=1e-12))
 
 
 def bootstrap_percentile_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tuple[float, float]:

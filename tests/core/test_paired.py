@@ -324,3 +324,26 @@ def test_truth_rejects_impossible_tables():
     assert truth(0.1, 0.05) == pytest.approx((0.05, 0.10))
     with pytest.raises(ValueError):
         truth(0.5, 0.8)
+
+
+def test_with_seeds_the_minimum_detectable_drop_is_the_item_t_tests():
+    """Several graded pairs per item: the flag is the t test over items, so its detectable drop is margin + δ·se, δ the
+    noncentrality at which a one-sided t test (m − 1 df, 2.5 %) has 80 % power: statsmodels' TTestPower as the oracle
+    (its effect size d = δ/√m)."""
+    from statsmodels.stats.power import TTestPower
+
+    from lengthlens.stats.paired import _item_parts, accuracy_mdd_pp
+
+    rng = np.random.default_rng(4)
+    for m in (12, 30):
+        n = np.full(m, 4)
+        c, c_star = rng.binomial(4, 0.6, m), rng.binomial(4, 0.7, m)
+        _point, se, _m = _item_parts(n, c - c_star)
+        d = TTestPower().solve_power(nobs=m, alpha=0.025, power=0.8, alternative="larger")
+        assert accuracy_mdd_pp(n, c, c_star) == pytest.approx(2.0 + 100 * d * math.sqrt(m) * se, rel=1e-5)
+        # Finite where the single-pair figure at these items' discordance is not, or larger.
+        single = accuracy_mdd_pp(np.ones(m), (c > c_star).astype(float), np.zeros(m))
+        assert math.isfinite(accuracy_mdd_pp(n, c, c_star)) and accuracy_mdd_pp(n, c, c_star) < single
+    # No spread over items: the items as single pairs, as the test itself does.
+    n = np.full(12, 4)
+    assert accuracy_mdd_pp(n, np.full(12, 3.0), np.full(12, 3.0)) == minimum_detectable_drop_pp(12, 0.10)
