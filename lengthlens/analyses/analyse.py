@@ -122,7 +122,9 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     excluded = arms_excluded(runs)
     if not excluded.empty:
         tables["arms_excluded"] = excluded
-    decision = verdicts(cells_df, table3_cells(cells_df, alphas, include_small=True)) if not cells_df.empty else None
+    # Table 3's choice of cells, small ones kept: what the verdicts and the survival curves speak of.
+    chosen = table3_cells(cells_df, alphas, include_small=True) if not cells_df.empty else None
+    decision = verdicts(cells_df, chosen) if chosen is not None else None
     if decision is not None:
         tables["verdicts"] = decision.to_frame()
         if cells_df[["target", "draft"]].drop_duplicates().shape[0] > 1:
@@ -130,7 +132,6 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     notes = unavailable_notes(cells_df)
     survival: dict[str, DatasetSurvival] = {}
     if not cells_df.empty:
-        chosen = table3_cells(cells_df, alphas, include_small=True)
         tables["censoring"] = censoring
         attr = attribution_result(attribution_cells, disagreements, causes,
                                   table3_cells(cells_df, alphas, include_small=include_small))
