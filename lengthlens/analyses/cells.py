@@ -115,6 +115,8 @@ _NAN = float("nan")
 
 #: The ratios of sums whose items' influence each cell reports, with the sums they are made of.
 INFLUENCE_METRICS = {"lambda": ("L", "L_star"), "rounds_ratio": ("R", "R_star"), "time_ratio": ("T", "T_star")}
+#: A graded cell's per-item accuracy sums (graded pairs, correct relaxed, correct baseline), kept for pooling across cells.
+ACCURACY_ITEM_SUMS = ("n_graded", "c", "c_star")
 
 
 def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
@@ -169,7 +171,8 @@ class Cell:
     time_ratio_median_item: float = _NAN
     #: λ, R/R* and T/T*: single items' weight in them (absent where the metric is unavailable).
     influence: Mapping[str, RatioInfluence] = field(default_factory=dict)
-    #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
+    #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`,
+    #: and of :data:`ACCURACY_ITEM_SUMS` when graded (what :func:`lengthlens.stats.meta.accuracy_change_variance` reads).
     items: tuple[str, ...] = field(default=(), repr=False, compare=False)
     item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     #: The serving condition (:mod:`lengthlens.data.serving`), "" when none is logged.
@@ -513,7 +516,8 @@ class CellsAnalysis:
             rounds_ratio_median_item=_NAN if "rounds_ratio" in why else data.ratios["rounds_ratio"],
             time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
             influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
-            items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
+            items=cell.items, item_totals={**{q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
+                                           **({q: s[q] for q in ACCURACY_ITEM_SUMS} if graded else {})},
             serving=key.get("serving") or "",
         )
 

@@ -33,7 +33,8 @@ from lengthlens.results import ConfidenceInterval, frame, frame_html
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MetaAnalysis", "hksj_standard_error", "paule_mandel_tau2", "random_effects"]
+__all__ = ["MetaAnalysis", "accuracy_change_variance", "hksj_standard_error", "log_ratio_variance", "paule_mandel_tau2",
+           "random_effects"]
 
 _NAN = float("nan")
 
@@ -250,3 +251,67 @@ def random_effects(y, v, *, confidence_level: float = 0.95, floor: bool = True) 
     else:
         pi = nan_ci
     return MetaAnalysis(mu, ci, se, tau2, pi, k, fixed, fixed_ci, fixed_se, q0, floored, confidence_level)
+
+
+# ------------------------------------------------------------------------------------------------
+# Within-cell variances of the estimates pooled
+# ------------------------------------------------------------------------------------------------
+
+def log_ratio_variance(point: float, standard_error: float, n_items: int) -> float:
+    """The within-cell variance of a ratio's log: (SE / ratio)² · n / (n − 1), from the cell's delta-method SE.
+
+    The cell's SE is the delta method's on the log scale times the ratio (what the studentized interval
+    uses); its moments divide by n (the plug-in form), so n/(n − 1) makes the variance unbiased for a
+    mean of n independent items. NaN where it is not defined (no SE, a ratio ≤ 0, fewer than 2 items,
+    or an SE of 0: every item the same, which would give the cell infinite weight).
+
+    Examples
+    --------
+    >>> round(log_ratio_variance(1.25, 0.25, 12), 6)   # (0.25/1.25)² · 12/11
+    0.043636
+    """
+    if not (n_items >= 2 and point > 0 and standard_error > 0 and math.isfinite(point) and math.isfinite(standard_error)):
+        return _NAN
+    return (standard_error / point) ** 2 * n_items / (n_items - 1.0)
+
+
+def accuracy_change_variance(n_graded, c, c_star) -> tuple[float, float]:
+    """A cell's accuracy change (a proportion) and a variance for it that holds at 12 pairs: Agresti–Min's.
+
+    With one graded pair per item this is Agresti & Min's (2005) adjusted variance of the paired
+    difference: half a pair added to each cell of the 2×2 table, ((b + c + 1)/(n + 2) − Δ̃²)/(n + 2)
+    with Δ̃ = (b − c)/(n + 2). Unlike the Wald variance it is never 0 (a cell without a discordant
+    pair would otherwise get infinite weight) and it is not small where b or c is small by chance.
+    With several graded pairs per item the item is the unit: the same pseudo-observations as items
+    (half an item changed +1, half an item changed −1, one unchanged) added to the delta method's
+    variance of Σ Dᵢ / Σ Nᵢ over the m graded items, [Σ (Dᵢ − Nᵢ Δ̃)²/N̄² + 1 + 2Δ̃²]/(m + 2)² with
+    Δ̃ = Σ Dᵢ / (N̄ (m + 2)), which is the formula above when every Nᵢ is 1.
+
+    Parameters
+    ----------
+    n_graded : per item, the pairs graded on both sides (Nᵢ).
+    c, c_star : per item, the correct relaxed runs and the correct baseline runs among them.
+
+    Returns
+    -------
+    (change, variance): Σ Dᵢ / Σ Nᵢ (the cell's estimate, not the adjusted Δ̃) and the variance, as
+    proportions; NaN, NaN when nothing is graded.
+
+    Examples
+    --------
+    >>> d, var = accuracy_change_variance([1] * 12, [1] * 6 + [0] * 6, [1] * 12)   # the table (b, c, n) = (0, 6, 12)
+    >>> round(d, 3), round(var, 6)                                                 # ((7/14) − (6/14)²)/14
+    (-0.5, 0.022595)
+    """
+    n_graded = np.asarray(n_graded, dtype=float)
+    d = np.asarray(c, dtype=float) - np.asarray(c_star, dtype=float)
+    keep = n_graded > 0
+    n_graded, d = n_graded[keep], d[keep]
+    m = int(n_graded.size)
+    if m == 0:
+        return _NAN, _NAN
+    change = float(d.sum() / n_graded.sum())
+    n_bar = float(n_graded.mean())
+    shrunk = float(d.sum()) / (n_bar * (m + 2))
+    spread = float(np.sum((d - n_graded * shrunk) ** 2)) / (n_bar * n_bar)
+    return change, (spread + 1.0 + 2.0 * shrunk * shrunk) / float((m + 2) ** 2)

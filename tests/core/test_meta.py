@@ -182,3 +182,52 @@ def test_coverage_under_the_normal_model():
         y = 0.2 + rng.normal(0, 0.15, 6) + rng.normal(0, np.sqrt(v))
         hits += 0.2 in random_effects(y, v).confidence_interval
     assert hits / n >= 0.93
+
+
+# ------------------------------------------------------------------------------------------------
+# Within-cell variances
+# ------------------------------------------------------------------------------------------------
+
+from lengthlens.stats.meta import accuracy_change_variance, log_ratio_variance  # noqa: E402
+
+
+@pytest.mark.parametrize("n", [12, 30])
+def test_accuracy_variance_is_agresti_min_on_every_table(n):
+    # Agresti & Min (2005): add 1/2 to each cell of the paired 2×2 table; with b wrong→right and c right→wrong pairs,
+    # Δ̃ = (b − c)/(n + 2) and var = ((b + c + 1)/(n + 2) − Δ̃²)/(n + 2).
+    for b in range(n + 1):
+        for c in range(n + 1 - b):
+            relaxed = [1] * b + [0] * c + [1] * (n - b - c)
+            base = [0] * b + [1] * c + [1] * (n - b - c)
+            d, var = accuracy_change_variance([1] * n, relaxed, base)
+            tilde = (b - c) / (n + 2)
+            assert d == pytest.approx((b - c) / n, abs=1e-15)
+            assert var == pytest.approx(((b + c + 1) / (n + 2) - tilde**2) / (n + 2), rel=1e-12)
+            assert var > 0
+
+
+def test_accuracy_variance_with_seeds_is_the_pseudo_item_formula():
+    # Four seeds per item, every seed graded: the item means xᵢ = Dᵢ/4 with pseudo-items +1 (weight 1/2), −1 (1/2) and
+    # 0 (1) added, and the variance of their mean as a population of m + 2 items, divided by m + 2.
+    rng = np.random.default_rng(3)
+    n_graded = np.full(12, 4.0)
+    c = rng.integers(0, 5, 12).astype(float)
+    c_star = rng.integers(0, 5, 12).astype(float)
+    x = (c - c_star) / 4
+    values = np.concatenate([x, [1.0, -1.0, 0.0]])
+    weights = np.concatenate([np.ones(12), [0.5, 0.5, 1.0]])
+    mean = np.sum(weights * values) / 14
+    second = np.sum(weights * values**2) / 14
+    d, var = accuracy_change_variance(n_graded, c, c_star)
+    assert d == pytest.approx(x.mean(), abs=1e-15)
+    assert var == pytest.approx((second - mean**2) / 14, rel=1e-12)
+    # Ungraded items do not count; nothing graded: NaN.
+    d2, var2 = accuracy_change_variance(np.append(n_graded, 0), np.append(c, 0), np.append(c_star, 0))
+    assert (d2, var2) == (pytest.approx(d), pytest.approx(var))
+    assert all(math.isnan(x) for x in accuracy_change_variance([0, 0], [0, 0], [0, 0]))
+
+
+def test_log_ratio_variance():
+    assert log_ratio_variance(2.0, 0.2, 30) == pytest.approx(0.01 * 30 / 29, rel=1e-15)
+    for bad in [(1.0, 0.0, 12), (0.0, 0.1, 12), (1.0, float("nan"), 12), (1.0, 0.1, 1)]:
+        assert math.isnan(log_ratio_variance(*bad))
