@@ -62,7 +62,7 @@ CELL_COLUMNS: dict[str, str] = {
     "drop_2pp_point": f"the study's point rule: the accuracy change itself is at most −{ACCURACY_DROP_PP:g} points "
                       "(fires on noise in about a third of unchanged 12–30-item cells)",
     "accuracy_mdd_pp": "minimum detectable drop: the smallest true accuracy loss (points) drop_2pp detects with 80 % "
-                       "power at the cell's graded pairs and observed discordance (exact; inf: none it can); with "
+                       "power at the cell's graded pairs and background discordance 2·min(b, c)/n (exact; inf: none it can); with "
                        "several seeds, the item-level t test's at the cell's observed item-level standard error",
     "wrong_to_right": "graded pairs wrong on the baseline and right on the relaxed arm",
     "right_to_wrong": "graded pairs right on the baseline and wrong on the relaxed arm",

@@ -127,7 +127,7 @@ class RuleVerdict:
     n_graded: int
     n_accuracy_worse: int
     n_accuracy_no_change: int
-    #: Median minimum detectable drop (points) over the graded cells with no detectable change.
+    #: Median minimum detectable drop (points) over the graded cells (as Table 3's ``accuracy_mdd_pp_median``).
     accuracy_mdd_pp_median: float
     n_small_excluded: int
 
@@ -154,7 +154,8 @@ class Verdicts:
 def _rule_row(d: pd.DataFrame, scope: str, target: str, draft: str, method: str, n_small: int) -> RuleVerdict:
     r, t, a = d["verdict_rounds"], d["verdict_time"], d["verdict_accuracy"]
     graded = a.isin([WORSE, NO_CHANGE])
-    mdd = d.loc[a == NO_CHANGE, "accuracy_mdd_pp"] if "accuracy_mdd_pp" in d else d.loc[[], "n_items"]
+    # Over every graded cell, as Table 3's accuracy_mdd_pp_median: one definition of the rule's figure.
+    mdd = d.loc[graded, "accuracy_mdd_pp"] if "accuracy_mdd_pp" in d else d.loc[[], "n_items"]
     mdd = mdd.astype(float).dropna()
     return RuleVerdict(scope, target, draft, method, len(d), int((r == FASTER).sum()), int((r == SLOWER).sum()),
                        int((r == CANT_TELL).sum()), int((t == FASTER).sum()), int((t == SLOWER).sum()),

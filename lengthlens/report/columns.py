@@ -314,7 +314,7 @@ VERDICT_TABLE_COLS = [
     Col("n_accuracy_worse", "accuracy worse", "int", css=lambda r: "loss" if r.get("n_accuracy_worse") else ""),
     Col("n_accuracy_no_change", "no detectable change", "int"),
     Col("accuracy_mdd_pp_median", "min. detectable drop pp (median)", "f1",
-        title="median over the cells with no detectable change of the smallest drop they would have detected"),
+        title="median over the graded cells of the smallest drop they would have detected (as Table 3)"),
     Col("n_small_excluded", "small cells left out", "int"),
 ]
 

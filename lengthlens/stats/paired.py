@@ -34,7 +34,7 @@ from lengthlens.results import TestResult
 from lengthlens.stats.mcnemar import mcnemar_midp
 from lengthlens.stats.metrics import ACCURACY_DROP_PP
 
-__all__ = ["ALPHA_ONE_SIDED", "accuracy_change_interval", "bootstrap_percentile_interval", "accuracy_loss_test", "accuracy_mdd_pp", "ASSUMED_DISCORDANCE", "MARGIN", "exact_coverage", "flag_power",
+__all__ = ["ALPHA_ONE_SIDED", "accuracy_change_interval", "bootstrap_percentile_interval", "accuracy_loss_test", "accuracy_mdd_pp", "ASSUMED_DISCORDANCE", "background_discordance", "MARGIN", "exact_coverage", "flag_power",
            "exact_rejection_rate", "item_interval", "item_noninferiority_test", "mcnemar_midp",
            "minimum_detectable_drop_pp", "noninferiority_test", "score_statistic",
            "smallest_attainable_p", "table_probabilities", "tables", "tango_interval", "truth"]
@@ -497,8 +497,8 @@ def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, m
 
     Exact: the flag's rejection region over every table of n pairs, its probability under p10 = ψ/2,
     p01 = ψ/2 + D, and bisection in D (the power rises with D). ``discordance`` is the background
-    flip rate ψ; for a cell, its observed (b + c)/n (which includes any real change, so the figure errs
-    large), or :data:`ASSUMED_DISCORDANCE` where no pair is discordant. inf where even the largest
+    flip rate ψ; for a cell, :func:`background_discordance` (2 min(b, c)/n: not the observed (b + c)/n,
+    which holds the change itself). inf where even the largest
     drop the discordance allows (D = 1 − ψ) is detected less often than ``power``.
 
     Examples
@@ -638,7 +638,7 @@ def accuracy_loss_test(n_graded, c, c_star, margin: float = MARGIN) -> TestResul
 def accuracy_mdd_pp(n_graded, c, c_star, power: float = 0.8, margin_pp: float = 2.0,
                     alpha: float = ALPHA_ONE_SIDED) -> float:
     """A cell's minimum detectable drop (points) at ``power``: :func:`minimum_detectable_drop_pp` for its pairs and
-    observed discordance (:data:`ASSUMED_DISCORDANCE` where none is discordant).
+    background discordance (:func:`background_discordance`: the flips that do not contain the change).
 
     With several graded pairs per item the flag is the t test over items
     (:func:`item_noninferiority_test`), so the figure is that test's: the drop D at which the
@@ -655,9 +655,27 @@ def accuracy_mdd_pp(n_graded, c, c_star, power: float = 0.8, margin_pp: float = 
     units = int(n_graded.sum()) if single else int(keep.sum())
     if units == 0:
         return math.nan
-    discordance = float(np.sum(d[keep] != 0)) / units
-    return minimum_detectable_drop_pp(units, discordance if discordance > 0 else ASSUMED_DISCORDANCE, power,
-                                      margin_pp, alpha)
+    background = background_discordance(int(np.sum(d[keep] > 0)), int(np.sum(d[keep] < 0)), units)
+    return minimum_detectable_drop_pp(units, background, power, margin_pp, alpha)
+
+
+def background_discordance(b: int, c: int, n: int) -> float:
+    """The background flip rate ψ of a cell's table, without the change itself: 2 min(b, c)/n.
+
+    Under the truth (ψ, D) pairs flip each way at ψ/2 and a drop adds D to one side, so the side with
+    fewer flips estimates ψ/2; the observed (b + c)/n holds the drop too (for the table (0, 6, 12) it
+    is 0.5, at which no drop is detectable, while the flag fires). Where one side has no flip the
+    table says nothing about ψ: :data:`ASSUMED_DISCORDANCE`.
+
+    Examples
+    --------
+    >>> background_discordance(0, 6, 12), round(background_discordance(2, 5, 30), 4)
+    (0.1, 0.1333)
+    """
+    if n <= 0:
+        return math.nan
+    psi = 2.0 * min(int(b), int(c)) / int(n)
+    return psi if psi > 0 else ASSUMED_DISCORDANCE
 
 
 @lru_cache(maxsize=256)

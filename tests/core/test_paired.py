@@ -347,3 +347,20 @@ def test_with_seeds_the_minimum_detectable_drop_is_the_item_t_tests():
     # No spread over items: the items as single pairs, as the test itself does.
     n = np.full(12, 4)
     assert accuracy_mdd_pp(n, np.full(12, 3.0), np.full(12, 3.0)) == minimum_detectable_drop_pp(12, 0.10)
+
+
+def test_detectable_drop_leaves_the_drop_out_of_the_background_rate():
+    """The table (b, c, n) = (0, 6, 12): the flag fires (exact p 0.008), and the drop it could detect is finite. The
+    observed discordance (b + c)/n = 0.5 holds the drop itself and allows none; the background rate is 2·min(b, c)/n,
+    here 0 (one side without a flip says nothing of it), so the assumed 0.10."""
+    from lengthlens.stats.paired import ASSUMED_DISCORDANCE, accuracy_mdd_pp, background_discordance
+
+    assert noninferiority_test(0, 6, 12).pvalue == pytest.approx(0.0081, abs=5e-5)
+    mdd = accuracy_mdd_pp(np.ones(12), np.r_[np.zeros(6), np.ones(6)], np.ones(12))
+    assert math.isfinite(mdd) and mdd == minimum_detectable_drop_pp(12, ASSUMED_DISCORDANCE)
+    assert minimum_detectable_drop_pp(12, 0.5) == math.inf
+    # (2, 6, 30): the background is 4/30, not 8/30.
+    assert background_discordance(2, 6, 30) == pytest.approx(4 / 30, rel=1e-15)
+    relaxed = np.r_[np.ones(2), np.zeros(6), np.ones(22)]
+    base = np.r_[np.zeros(2), np.ones(6), np.ones(22)]
+    assert accuracy_mdd_pp(np.ones(30), relaxed, base) == minimum_detectable_drop_pp(30, 4 / 30)

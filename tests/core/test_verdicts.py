@@ -87,9 +87,10 @@ def test_rule_counts_equal_a_plain_pandas_count():
         assert row["n_accuracy_worse"] == int((d["drop_2pp"] == True).sum())  # noqa: E712
         assert row["n_accuracy_no_change"] == expect(d, "verdict_accuracy", NO_CHANGE)
         assert row["n_graded"] == int((d["n_graded"] > 0).sum())
-        no_change = d.loc[d["drop_2pp"] == False, "accuracy_mdd_pp"]  # noqa: E712
-        assert (math.isnan(row["accuracy_mdd_pp_median"]) if no_change.empty
-                else row["accuracy_mdd_pp_median"] == pytest.approx(float(no_change.median()), rel=1e-15))
+        # over every graded cell (flagged or not), as Table 3's median
+        graded = d.loc[d["drop_2pp"].notna(), "accuracy_mdd_pp"]
+        assert (math.isnan(row["accuracy_mdd_pp_median"]) if graded.empty
+                else row["accuracy_mdd_pp_median"] == pytest.approx(float(graded.median()), rel=1e-15))
         all_of_rule = df[df["method"] == row["method"]]
         if row["target"] != "all":
             all_of_rule = all_of_rule[all_of_rule["target"] == row["target"]]
@@ -298,3 +299,15 @@ def test_notebook_reprs_name_target_and_draft(two_pairs):
     assert "<th>target</th>" in html and "<th>draft</th>" in html and "<th>verdict_rounds</th>" in html
     v = ll.verdicts(table.to_frame())
     assert "Verdicts:" in v._repr_html_() and len(v.cells_frame()) == len(table)
+
+
+def test_one_detectable_drop_per_rule_in_table3_and_the_verdicts(two_pairs):
+    """Table 3's accuracy_mdd_pp_median and the verdict table's (Table 3's cells) are one figure per rule, over the same
+    graded cells, flagged ones included."""
+    table = ll.cells(two_pairs, n_resamples=200, seed=1)
+    df = table.to_frame()
+    t3 = ll.table3(table).set_index("method")
+    v = verdicts(df, table3_cells(df, include_small=True)).to_frame()
+    v = v[(v["scope"] == "table3") & (v["target"] == "all")].set_index("method")
+    for m in ("cactus", "r_fuzzy"):
+        assert v.loc[m, "accuracy_mdd_pp_median"] == t3.loc[m, "accuracy_mdd_pp_median"]
