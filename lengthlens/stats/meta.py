@@ -33,8 +33,8 @@ from lengthlens.results import ConfidenceInterval, frame, frame_html
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MetaAnalysis", "accuracy_change_variance", "hksj_standard_error", "log_ratio_variance", "paule_mandel_tau2",
-           "random_effects"]
+__all__ = ["MetaAnalysis", "accuracy_change_variance", "detectable_effect", "hksj_standard_error", "log_ratio_variance",
+           "paule_mandel_tau2", "random_effects"]
 
 _NAN = float("nan")
 
@@ -315,3 +315,21 @@ def accuracy_change_variance(n_graded, c, c_star) -> tuple[float, float]:
     shrunk = float(d.sum()) / (n_bar * (m + 2))
     spread = float(np.sum((d - n_graded * shrunk) ** 2)) / (n_bar * n_bar)
     return change, (spread + 1.0 + 2.0 * shrunk * shrunk) / float((m + 2) ** 2)
+
+
+def detectable_effect(standard_error: float, df: float, alpha: float, power: float = 0.8) -> float:
+    """The smallest true effect a one-sided t test at ``alpha`` with ``df`` degrees of freedom detects with ``power``.
+
+    δ · SE, δ the noncentrality at which P(T′ > t₁₋α(df)) = ``power`` for the noncentral t T′ (the SE
+    taken as known at its estimate). For a pooled estimate, df = K − 1 and SE its HKSJ standard error.
+
+    Examples
+    --------
+    >>> round(detectable_effect(1.0, 1e6, 0.025), 3)   # the normal limit: z₀.₉₇₅ + z₀.₈
+    2.802
+    """
+    if not (df >= 1 and standard_error > 0 and math.isfinite(standard_error)):
+        return _NAN
+    crit = float(special.stdtrit(df, 1.0 - alpha))
+    shift = optimize.brentq(lambda d: special.nctdtr(df, d, crit) - (1.0 - power), 0.0, crit + 40.0, xtol=1e-12)
+    return float(shift) * standard_error
