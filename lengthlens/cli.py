@@ -86,6 +86,8 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="keep cells with fewer than 10 items in Table 3 and the headline (left out by default)")
     p.add_argument("--alphas", choices=("loosest", "all"), default="loosest",
                    help="cells entering Table 3: the loosest alpha per rule and dataset, or all (default %(default)s)")
+    p.add_argument("--margin", type=float, default=2.0, metavar="PP",
+                   help="non-inferiority margin of the rule verdicts, in accuracy points (default %(default)s)")
     p.add_argument("--grades", action="append", default=[], metavar="FILE",
                    help="grade file(s) in the study's format (campaign/grades next to a root are found anyway)")
     p.add_argument("--aft-resamples", type=_at_least(1, "--aft-resamples"), default=None, metavar="N",
@@ -186,7 +188,8 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
     extra = {} if args.aft_resamples is None else {"n_resamples_aft": args.aft_resamples}
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
                    proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small,
-                   progress=progress, workers=resolve_workers(args.workers), **extra)
+                   progress=progress, workers=resolve_workers(args.workers), margin_pp=getattr(args, "margin", 2.0),
+                   **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -222,6 +225,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for name, why in written.failed.items():  # the rest of the report stands
         print(f"lengthlens report: {name} not written: {printable(why)}", file=sys.stderr)
     if not args.quiet:
+        verdict_lines = wording.rule_verdict_lines(analysis.tables.get("rules"))
+        for line in verdict_lines:  # first: the answer per rule
+            print(printable(line))
+        if verdict_lines:
+            print()
         print(printable(runs.summary()))
         print()
         print(printable(wording.headline(analysis)))

@@ -19,6 +19,7 @@ from lengthlens.analyses.cells import CellsAnalysis, CellTable
 from lengthlens.analyses.censoring import DEFAULT_AFT_DISTS, CensoringAnalysis, DatasetSurvival, survival_curves
 from lengthlens.analyses.engine import Settings, run_on
 from lengthlens.analyses.grading_policies import PolicyComparison, policy_comparison
+from lengthlens.analyses.rules import DEFAULT_MARGIN_PP, RuleTable, rules
 from lengthlens.analyses.verdicts import Verdicts, verdicts
 from lengthlens.data.channel_counts import run_channels_audited
 from lengthlens.data.pairing import cell_units, with_derived
@@ -54,6 +55,8 @@ class Analysis:
     timings: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
     verdicts: Verdicts | None = field(default=None, repr=False)
     grading: PolicyComparison | None = field(default=None, repr=False, compare=False)
+    #: Each rule's cells pooled across datasets, with its verdicts (rules.csv); None without cells.
+    rules: RuleTable | None = field(default=None, repr=False)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.tables[name]
@@ -68,7 +71,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
             ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
             proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
-            include_small: bool = False, progress: Callable[[str], None] | None = None, workers: int = 1) -> Analysis:
+            include_small: bool = False, progress: Callable[[str], None] | None = None, workers: int = 1,
+            margin_pp: float = DEFAULT_MARGIN_PP) -> Analysis:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
@@ -82,6 +86,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     include_small : keep cells with fewer than :data:`~lengthlens.analyses.cells.SMALL_N_ITEMS` items in Table 3.
     progress : called with each stage's name as it starts; ``Analysis.timings`` keeps their seconds.
     workers : worker processes for large inputs (the numbers do not depend on it).
+    margin_pp : the rule verdicts' non-inferiority margin in points (:func:`lengthlens.rules`).
 
     Returns
     -------
@@ -125,6 +130,9 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     # Table 3's choice of cells, small ones kept: what the verdicts and the survival curves speak of.
     chosen = table3_cells(cells_df, alphas, include_small=True) if not cells_df.empty else None
     decision = verdicts(cells_df, chosen) if chosen is not None else None
+    rule_table = rules(cell_table, margin_pp=margin_pp, alphas=alphas) if len(cell_table) else None
+    if rule_table is not None and len(rule_table):
+        tables["rules"] = rule_table.to_frame()
     if decision is not None:
         tables["verdicts"] = decision.to_frame()
         if cells_df[["target", "draft"]].drop_duplicates().shape[0] > 1:
@@ -171,9 +179,9 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     settings_out = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level,
                     "alphas": alphas, "aft_ci": aft_ci,
                     "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
-                    "include_small": include_small}
+                    "include_small": include_small, "margin_pp": margin_pp}
     return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings_out, notes=tuple(notes),
-                    survival=survival, timings=stage.times, verdicts=decision, grading=graded_both)
+                    survival=survival, timings=stage.times, verdicts=decision, grading=graded_both, rules=rule_table)
 
 
 def _with_policy(arms_df: pd.DataFrame, comparison: PolicyComparison | None) -> pd.DataFrame:

@@ -503,7 +503,7 @@ def write_latex(analysis: Analysis, out: Path) -> list[Path]:
 
 #: Every file a report may write: what counts as an earlier report's in an output folder.
 REPORT_FILES = frozenset({*(f"{n}.csv" for n in (*CSV_OUTPUTS, *OPTIONAL_SECTIONS, "alpha_selected",
-                                                "attribution_summary")),
+                                                "attribution_summary", "rules")),
                           "report.html", "report.pdf", "table3.tex", "table4.tex", "attribution.tex"})
 
 

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from lengthlens.analyses.analyse import Analysis
 
 __all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
-           "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods", "serving_sentence",
+           "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods",
+           "rule_verdict_line", "rule_verdict_lines", "serving_sentence",
            "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
@@ -457,3 +458,54 @@ def methods(settings: dict[str, Any], grading: str) -> list[tuple[str, list[str]
                      "on fewer than half its items is shown in grey italics and left out of the accuracy counts. Used "
                      f"for this report — {grading}."]),
     ]
+
+
+# ------------------------------------------------------------------------------------------------
+# Rule verdicts pooled across datasets (rules.csv): the first lines of the report
+# ------------------------------------------------------------------------------------------------
+
+def _ratio_clause(r: Any, stem: str, label: str, verdict: str) -> str:
+    if r[f"{stem}_k"] == 0 or not np.isfinite(r[stem]):
+        return f"{label} not computed"
+    if not np.isfinite(r[f"{stem}_lo"]):
+        return f"{label} {r[stem]:.2f} from one cell: can't tell"
+    lo, hi = r[f"{stem}_lo"], r[f"{stem}_hi"]
+    # An interval that excludes 1 while Holm over the rules does not reject: say why the verdict is still open.
+    holm = f" (Holm p {r[f'{stem}_p_holm']:.2f})" if verdict == "can't tell" and (hi < 1 or lo > 1) else ""
+    return f"{label} {r[stem]:.2f} [{lo:.2f}, {hi:.2f}] {verdict}{holm}"
+
+
+def rule_verdict_line(r: Any) -> str:
+    """One quotable line for a rule (a row of rules.csv): its pooled R/R*, T/T* and Δacc with intervals and verdicts,
+    the smallest loss the data could detect, and the cells and items behind it."""
+    where = "" if r["target"] == "all" else f" ({r['target']} ← {r['draft'] or '(none)'})"
+    load = f"[{r['serving']}] " if r.get("serving") else ""
+    speed = "; ".join((_ratio_clause(r, "rounds_ratio", "R/R*", r["verdict_rounds"]),
+                       _ratio_clause(r, "time_ratio", "T/T*", r["verdict_time"])))
+    d = "accuracy_delta_pp"
+    if r["verdict_accuracy"] == "ungraded" or r[f"{d}_k"] == 0:
+        acc = "accuracy ungraded"
+    elif not np.isfinite(r[f"{d}_lo"]):
+        acc = f"Δacc {r[d]:+.1f} pp from one cell: can't tell"
+    else:
+        mdd = r["accuracy_mdd_pp"]
+        acc = (f"Δacc {r[d]:+.1f} pp [{r[f'{d}_lo']:+.1f}, {r[f'{d}_hi']:+.1f}] {r['verdict_accuracy']}"
+               + (f" (a loss of {mdd:.0f} pp would be seen 80 % of the time)" if np.isfinite(mdd) else ""))
+    behind = f"{_n(int(r['n_cells']), 'cell')}, {int(r['n_items'])} items"
+    if int(r["n_cells_accuracy"]) and int(r["n_cells_accuracy"]) != int(r["n_cells"]):
+        behind += f"; accuracy {_n(int(r['n_cells_accuracy']), 'cell')}, {int(r['n_items_accuracy'])} graded items"
+    probes = f"; {_n(int(r['n_probes_excluded']), 'probe cell')} left out" if int(r["n_probes_excluded"]) else ""
+    return f"{load}{r['method']}{where}: {speed}; {acc} ({behind}{probes})"
+
+
+def rule_verdict_lines(rules_df: pd.DataFrame, pairs: bool = False) -> list[str]:
+    """The rule verdicts as the report opens with them: a heading line, then one line per rule (every pair pooled;
+    each pair's rows too with ``pairs``)."""
+    if rules_df is None or rules_df.empty:
+        return []
+    rows = rules_df if pairs else rules_df[rules_df["target"] == "all"]
+    n_rules = rows["method"].nunique()
+    margin = float(rows["margin_pp"].iloc[0])
+    head = (f"Rule verdicts, each rule's cells pooled across datasets (random effects, 95 % intervals; Holm over the "
+            f"{_n(n_rules, 'rule')}; non-inferior: the accuracy change's lower limit above −{margin:g} points):")
+    return [head, *("  " + rule_verdict_line(r) for _, r in rows.iterrows())]
