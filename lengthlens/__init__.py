@@ -25,7 +25,7 @@ _LAZY = {
     "Comparison": "lengthlens.analyses.compare", "method_pairs": "lengthlens.analyses.compare",
     "attribution": "lengthlens.analyses.analyse", "censoring_table": "lengthlens.analyses.analyse",
     "analyse": "lengthlens.analyses.analyse", "Analysis": "lengthlens.analyses.analyse",
-    "serving_table": "lengthlens.analyses.serving", "rules": "lengthlens.analyses.rules",
+    "serving_table": "lengthlens.analyses.serving", "rules": "lengthlens.analyses.rules", "plan": "lengthlens.analyses.plan",
     "RuleTable": "lengthlens.analyses.rules",
 }
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers
     from lengthlens.analyses.cells import Cell, CellTable, cells
     from lengthlens.analyses.compare import Comparison, compare, method_pairs
     from lengthlens.analyses.intervention import table4
+    from lengthlens.analyses.plan import plan
     from lengthlens.analyses.rules import RuleTable, rules
     from lengthlens.analyses.serving import serving_table
     from lengthlens.analyses.tables import alpha_selected, arms, table3, table3_by_pair
@@ -58,6 +59,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["load", "record", "cells", "arms", "table3", "table3_by_pair", "verdicts", "Verdicts", "rules", "RuleTable", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
+__all__ = ["load", "record", "cells", "arms", "table3", "table3_by_pair", "verdicts", "Verdicts", "rules", "RuleTable", "plan", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
            "censoring_table", "serving_table", "analyse", "Analysis", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
            "ConfidenceInterval", "Estimate", "TestResult", "__version__"]

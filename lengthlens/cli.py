@@ -249,6 +249,36 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_plan(args: argparse.Namespace) -> int:
+    """lengthlens plan: how many items, seeds and datasets a rule-level verdict needs (lengthlens.plan)."""
+    import tempfile
+
+    from lengthlens.analyses.cells import cells
+    from lengthlens.analyses.plan import plan
+    from lengthlens.report import wording
+
+    with tempfile.TemporaryDirectory(prefix="lengthlens-plan-") as tmp:
+        sources = (_example_runs(Path(tmp)) if args.example else []) + [Path(s) for s in args.runs]
+        if not sources:
+            print("lengthlens plan: give RUNS (the pilot's logs) or --example", file=sys.stderr)
+            return EXIT_INPUT
+        runs = load_from_args(sources, args, bar=False)
+        empty = _nothing_to_analyse(runs)
+        if empty:
+            print(f"lengthlens plan: {printable(empty)}", file=sys.stderr)
+            return EXIT_INPUT
+        # The plan reads the cells' delta-method standard errors and 2×2 counts: no resample enters it.
+        result = plan(cells(runs, n_resamples=MIN_RESAMPLES, seed=args.seed), accuracy_losses_pp=tuple(args.accuracy_loss),
+                      rounds_changes=tuple(x / 100 for x in args.rounds_change), power=args.power,
+                      seed_correlation=args.seed_correlation, check=not args.no_check, seed=args.seed)
+    for line in wording.plan_lines(result):
+        print(printable(line))
+    if args.out:
+        result.to_frame().to_csv(args.out, index=False, float_format="%.10g")
+        print(f"every design considered: {args.out}")
+    return EXIT_OK
+
+
 def _format_names() -> list[str]:
     from lengthlens.data.readers import names
 
@@ -301,6 +331,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_format_options(rep)
     _add_analysis_options(rep)
     rep.set_defaults(func=_cmd_report)
+
+    pl_ = sub.add_parser("plan", help="how many items, seeds and datasets a rule-level verdict needs, from a pilot's logs")
+    pl_.add_argument("runs", nargs="*", help="the pilot's logs (as for report)")
+    pl_.add_argument("--example", action="store_true", help="plan from the embedded synthetic example")
+    pl_.add_argument("--accuracy-loss", type=float, nargs="+", default=[2.0, 5.0], metavar="PP",
+                     help="rule-level accuracy losses to detect, in points (default 2 5)")
+    pl_.add_argument("--rounds-change", type=float, nargs="+", default=[5.0], metavar="PCT",
+                     help="R/R* changes to detect, in percent (default 5)")
+    pl_.add_argument("--power", type=float, default=0.8, help="power to reach (default %(default)s)")
+    pl_.add_argument("--seed-correlation", type=float, default=None, metavar="RHO",
+                     help="how alike an item's seeds are, 0-1 (default 0.5: a pilot with one seed per item cannot tell)")
+    pl_.add_argument("--no-check", action="store_true", help="skip the simulation of the proposed designs")
+    pl_.add_argument("--out", "-o", help="write every design considered to this CSV")
+    pl_.add_argument("--seed", type=_at_least(0, "--seed"), default=DEFAULT_SEED, help="seed of the simulations")
+    pl_.add_argument("--grades", action="append", default=[], metavar="FILE", help="grade file(s) in the study's format")
+    pl_.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict")
+    pl_.add_argument("--problems", metavar="PATH", help="HumanEval problems / LiveCodeBench tests for the graders")
+    pl_.add_argument("--strict", action="store_true", help="stop at the first invalid record")
+    pl_.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the cache")
+    pl_.add_argument("--format", choices=_format_names(), help="read RUNS with this log-format reader")
+    pl_.set_defaults(func=_cmd_plan)
 
     imp = sub.add_parser("import", help="convert logs of another format to normalized run records (.parquet, .jsonl, .csv)")
     imp.add_argument("format", choices=_format_names(), help="log format")

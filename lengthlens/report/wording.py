@@ -14,6 +14,7 @@ import pandas as pd
 from lengthlens.analyses.attribution import SHARE_THRESHOLDS
 from lengthlens.analyses.cells import SMALL_N_ITEMS, AccuracyFamily, accuracy_family
 from lengthlens.analyses.methods import LOSSLESS_METHODS
+from lengthlens.analyses.plan import MAX_DATASETS, MAX_ITEMS
 from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.stats.metrics import ACCURACY_DROP_PP
 from lengthlens.stats.paired import ALPHA_ONE_SIDED
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
            "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods",
-           "rule_verdict_line", "rule_verdict_lines", "serving_sentence",
+           "plan_lines", "rule_verdict_line", "rule_verdict_lines", "serving_sentence",
            "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
@@ -509,3 +510,27 @@ def rule_verdict_lines(rules_df: pd.DataFrame, pairs: bool = False) -> list[str]
     head = (f"Rule verdicts, each rule's cells pooled across datasets (random effects, 95 % intervals; Holm over the "
             f"{_n(n_rules, 'rule')}; non-inferior: the accuracy change's lower limit above −{margin:g} points):")
     return [head, *("  " + rule_verdict_line(r) for _, r in rows.iterrows())]
+
+
+def plan_lines(result: Any) -> list[str]:
+    """What ``lengthlens plan`` prints: the pilot's spread, what its sizes detect, and per target the design proposed
+    (with its power in simulation), or why none is."""
+    p = result.pilot
+    level = f"one-sided at {100 * result.alpha:.2g} %: 2.5 % over {_n(p.n_rules, 'rule')}, Holm's first step"
+    out = [f"Pilot: {_n(p.k, 'dataset')} × {p.n_items} items × {_n(p.n_seeds, 'seed')} per rule (median), "
+           f"{_n(p.n_rules, 'rule')}; discordant pairs {100 * p.discordance:.0f} %; between-dataset SD "
+           f"{np.sqrt(p.accuracy_tau2):.1f} points of accuracy and {np.sqrt(p.rounds_tau2):.2f} of log R/R*; "
+           f"an item's seeds alike with correlation {p.seed_correlation:g}, {p.seed_correlation_source}.",
+           f"At these sizes the pooled verdict ({level}) detects with {result.power:.0%} power an accuracy loss of "
+           f"{result.detectable_accuracy_pp:.1f} points and an R/R* change of {100 * result.detectable_rounds_change:.0f} %."]
+    proposed = {d.target: d for d in result.proposed}
+    for t in result.targets:
+        d = proposed.get(t)
+        if d is None:
+            out.append(f"{t[0].upper()}{t[1:]}: out of reach within {MAX_DATASETS:,} datasets of up to {MAX_ITEMS:,} items each "
+                       "(the between-dataset spread alone is too wide).")
+            continue
+        sim = (f"; {d.simulated_power:.0%} in {d.n_simulations} simulated studies" if d.n_simulations else "")
+        out.append(f"To detect an {t} with {result.power:.0%} power: {_n(d.k, 'dataset')} × {d.n_items} items × "
+                   f"{_n(d.n_seeds, 'seed')} ({d.runs_per_arm:,} runs per arm; power {d.power:.0%} by the formula{sim}).")
+    return out
