@@ -16,6 +16,14 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
 
+def _rule_columns() -> dict[str, str]:
+    from lengthlens.analyses.rules import POOLED_METRICS, RULE_COLUMNS
+
+    return {c.replace("{m}", "<m>"): t for c, t in RULE_COLUMNS.items()} | {
+        "<m>": f"for each of {', '.join(f'`{m}`' for m in POOLED_METRICS)}: the random-effects mean (ratios: exp of the "
+               "pooled log ratio)"}
+
+
 #: The columns of the outputs other than cells.csv, one line each (cells.csv's come from the registry and cells.py).
 OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
     "arms.csv": ("arm whose runs enter a cell", "target, draft, dataset, method, params, alpha, n_runs (loaded), n_ok "
@@ -79,6 +87,9 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                     "target, draft, dataset, method, params, series (the condition without its load part), serving, "
                     "load_axis, load, n_items, small_n, rounds_ratio, time_ratio, throughput_ratio (each +_lo/_hi), "
                     "advantage_lost_at"),
+    "rules.csv": ("serving condition × pair (`all`: every pair pooled; each pair with several) × rule",
+                  "each rule's Table 3 cells pooled across datasets by random-effects meta-analysis "
+                  "(`lengthlens.rules`): " + "; ".join(f"`{c}` {t}" for c, t in _rule_columns().items())),
     "report.html, report.pdf": ("", "the report; `--latex` adds table3.tex, table4.tex, attribution.tex"),
 }
 
