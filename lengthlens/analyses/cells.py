@@ -56,7 +56,8 @@ CELL_COLUMNS: dict[str, str] = {
     "alpha": "the rule's alpha, parsed from params",
     "n_items": "items the cell covers (the resampling units)", "n_runs": "paired runs (item, seed, turn units)",
     "n_graded": "paired runs graded on both sides: the only ones accuracy uses",
-    "drop_2pp": f"{_LOSS} (Tango's score statistic, exact unconditional p; with several seeds a t test over "
+    "drop_2pp": f"{_LOSS} (Tango's score statistic, exact unconditional p: Lloyd's E+M up to 60 pairs, the largest "
+                "tail over the nuisance beyond; with several seeds a t test over "
                 "items); empty when ungraded or graded on fewer than half its items",
     "drop_2pp_p": "the p-value of that one-sided test (drop_2pp is drop_2pp_p < 0.025)",
     "drop_2pp_point": f"the study's point rule: the accuracy change itself is at most −{ACCURACY_DROP_PP:g} points "

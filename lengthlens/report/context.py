@@ -179,7 +179,7 @@ def definitions() -> list[dict[str, str]]:
     rows = [{"name": m.name, "formula": m.formula, "description": m.description,
              "interval": "yes" if m.interval else "no"} for m in registry().metrics]
     rows.append({"name": "drop_2pp", "formula": f"one-sided test of H0 Δacc ≥ −{ACCURACY_DROP_PP:g} points, p < 2.5 % "
-                 "(Tango's score statistic, exact unconditional p; a t test over items with seeds)",
+                 "(Tango's score statistic, exact unconditional p: Lloyd's E+M up to 60 pairs; a t test over items with seeds)",
                  "description": f"a loss of more than {ACCURACY_DROP_PP:g} points (graded cells only; drop_2pp_p its "
                  "p-value, accuracy_mdd_pp the smallest drop it detects with 80 % power at the cell's size)",
                  "interval": "no"})
