@@ -406,6 +406,255 @@ def _family_can_reject(table) -> float:
     return float(accuracy_family(table).can_reject)
 
 
+def worst_case_level(n: int, reject, drop: float, psi_max: float = 1.0, grid: int = 4001) -> tuple[float, float]:
+    """The largest rejection rate of a paired test on n pairs over the background discordance ψ ≤ psi_max at a true
+    drop ``drop`` (p10 = ψ/2, p01 = ψ/2 + drop), exactly: every table's verdict once, its probability on a grid of
+    ψ refined around the maximum. Returns (level, the ψ where it is reached)."""
+    from scipy import optimize
+
+    from lengthlens.stats.paired import table_probabilities as probs, tables
+
+    b, c = tables(n)
+    rej = np.array([bool(reject(int(x), int(y), n)) for x, y in zip(b, c)])
+    top = min(psi_max, 1.0 - drop)
+
+    def size(psi: float) -> float:
+        return float(np.sum(probs(n, psi / 2, psi / 2 + drop)[rej]))
+
+    psis = np.linspace(0.0, top, grid)
+    sizes = np.array([size(x) for x in psis])
+    i = int(np.argmax(sizes))
+    r = optimize.minimize_scalar(lambda x: -size(x), bounds=(psis[max(i - 1, 0)], psis[min(i + 1, grid - 1)]),
+                                 method="bounded", options={"xatol": 1e-10})
+    return (float(-r.fun), float(r.x)) if -r.fun > sizes[i] else (float(sizes[i]), float(psis[i]))
+
+
+def _report_worst_case(sizes: tuple[int, ...]) -> None:
+    from lengthlens.stats.mcnemar import mcnemar_exact, mcnemar_midp
+    from lengthlens.stats.paired import ALPHA_ONE_SIDED, MARGIN, noninferiority_test
+
+    tests = (("loss flag, Δ = −2 pp, one-sided 2.5 %", lambda b, c, n: noninferiority_test(b, c, n).pvalue < ALPHA_ONE_SIDED, MARGIN),
+             ("mid-p McNemar, Δ = 0, 5 %", lambda b, c, n: mcnemar_midp(b, c) < 0.05, 0.0),
+             ("exact McNemar, Δ = 0, 5 %", lambda b, c, n: mcnemar_exact(b, c) < 0.05, 0.0))
+    rows = []
+    for name, reject, drop in tests:
+        row = [name]
+        for n in sizes:
+            level, at = worst_case_level(n, reject, drop)
+            plausible, _ = worst_case_level(n, reject, drop, psi_max=0.5)
+            row.append(f"{100 * level:.2f} (ψ = {at:.2f}); {100 * plausible:.2f} for ψ ≤ 0.5")
+        rows.append(row)
+    print("\nWorst case over the nuisance parameter (exact, one run per item): the largest rejection rate at the null "
+          "over every background discordance ψ (where it is reached), and over ψ ≤ 0.5; the grid values above are "
+          "rates at single ψ, not the tests' levels.\n")
+    print(md(["test", *[f"n = {n}" for n in sizes]], rows))
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. Rule-level pooled estimates (lengthlens.rules), on lengthlens.synth's planted truth
+# ------------------------------------------------------------------------------------------------
+
+#: Study shapes of the pooled check: (items per cell, seeds per item); six datasets each.
+POOLED_SHAPES = ((12, 1), (30, 1), (12, 4), (30, 4))
+#: Six dataset slots shaped like the study's: name, token budget, answer kind, strict mean length, SD of log length.
+#: The budgets put 0–25 % of the relaxed runs at the budget; the heavy right tail (SD 0.9–1.0) gives rare runaway
+#: items, cut at the budget; mtbench is ungraded, as in the study.
+POOLED_SLOTS = (("gsm8k", 2048, "gsm8k", 300, 0.7), ("aime24", 16384, "boxed", 7000, 1.0),
+                ("humaneval", 9000, "code", 700, 0.6), ("livecodebench", 12000, "code", 3750, 0.9),
+                ("mtbench", 4096, "chat", 1700, 0.8), ("longbench_v2", 8192, "choice", 1500, 0.8))
+POOLED_STRICT_ACC = {"gsm8k": 0.9, "aime24": 0.6, "humaneval": 0.8, "livecodebench": 0.5, "mtbench": 0.8,
+                     "longbench_v2": 0.55}
+#: Rules: mean λ, mean gain, mean accuracy change (points) across datasets; two of each change, for the power rows.
+POOLED_RULES = {"p0a": (1.45, 1.30, 0.0), "p2a": (1.45, 1.30, -2.0), "p5a": (1.45, 1.30, -5.0),
+                "p0b": (1.20, 1.35, 0.0), "p2b": (1.60, 1.20, -2.0), "p5b": (1.30, 1.40, -5.0)}
+#: Between-dataset SDs of the planted effects: log λ, log gain (so log R/R* and log T/T* too), accuracy (points).
+POOLED_TAU = (0.15, 0.05, 3.0)
+POOLED_METRICS = ("rounds_ratio", "time_ratio", "lambda", "accuracy_delta_pp")
+POOLED_REPS_PER_LOAD = 10
+STRICT_LBAR = 2.4
+
+
+def _pooled_effects(rng: np.random.Generator) -> dict[tuple[str, str], tuple[float, float, float]]:
+    """One draw of every (rule, slot) effect: λ, gain and the relaxed accuracy (a proportion)."""
+    t_lam, t_gain, t_acc = POOLED_TAU
+    out = {}
+    for slot, *_ in POOLED_SLOTS:
+        for rule, (lam, gain, d) in POOLED_RULES.items():
+            acc = POOLED_STRICT_ACC[slot] + (d + t_acc * rng.standard_normal()) / 100
+            out[rule, slot] = (lam * math.exp(t_lam * rng.standard_normal()), gain * math.exp(t_gain * rng.standard_normal()),
+                               float(np.clip(acc, 0.02, 0.99)))
+    return out
+
+
+def _pooled_spec(effects, target: str, n_items: int, n_seeds: int):
+    """A lengthlens.synth spec of one study: one pair, the six slots, strict and the six rules at those effects."""
+    from dataclasses import replace
+
+    from lengthlens.synth import Arm, CellEffect, Dataset, Effect, Pair, SynthSpec, alpha_params
+
+    datasets = tuple(Dataset(name, n_items, budget, kind, mean, sd) for name, budget, kind, mean, sd in POOLED_SLOTS)
+    s = Effect(lambda_=1.0, l_bar=STRICT_LBAR, accuracy=0.8, time_per_round=0.025)
+    alphas = {rule: 0.05 * (i + 1) for i, rule in enumerate(POOLED_RULES)}
+    arms = tuple(Arm(rule, alphas[rule], replace(s, lambda_=lam, l_bar=(STRICT_LBAR + 1) * g - 1, time_per_round=0.026))
+                 for rule, (lam, g, _) in POOLED_RULES.items())
+    cells = [CellEffect(target, "D", d.name, "strict", "strict", replace(s, accuracy=POOLED_STRICT_ACC[d.name]))
+             for d in datasets]
+    cells += [CellEffect(target, "D", slot, rule, alpha_params(alphas[rule]),
+                         Effect(lambda_=lam, l_bar=(STRICT_LBAR + 1) * g - 1, accuracy=acc, time_per_round=0.026))
+              for (rule, slot), (lam, g, acc) in effects.items()]
+    return SynthSpec(pairs=(Pair(target, "D", k=6),), datasets=datasets, arms=arms, strict=s,
+                     seeds=tuple(range(n_seeds)), cells=tuple(cells))
+
+
+def _pooled_truth(spec) -> dict[tuple[str, str], dict[str, float]]:
+    """Each relaxed cell's planted value on the pooling scale: log ratios of the observed (capped) means, Δacc in points."""
+    from lengthlens.synth import truth as synth_truth
+
+    out = {}
+    for r in synth_truth(spec).filter(pl.col("method") != "strict").iter_rows(named=True):
+        rr = r["lambda_censored"] / r["gain"]  # rounds are the observed length over (ℓ̄ + 1)
+        tpr = r["time_ratio"] / r["rounds_ratio"]
+        acc = r["accuracy_expected"]
+        out[r["method"], r["dataset"]] = {
+            "rounds_ratio": math.log(rr), "time_ratio": math.log(rr * tpr), "lambda": math.log(r["lambda_censored"]),
+            "accuracy_delta_pp": math.nan if acc is None else 100 * (acc - r["accuracy_strict_expected"])}
+    return out
+
+
+def _these(truth_of: dict, rule: str, metric: str) -> float:
+    """The these-datasets truth: the mean over the rule's slots of the cells' planted values (graded ones for Δacc)."""
+    v = [t[metric] for (r, _), t in truth_of.items() if r == rule]
+    return float(np.nanmean(v))
+
+
+def pooled_across_mean(seed: int, draws: int) -> dict[tuple[str, str], float]:
+    """The across-dataset mean μ per (rule, metric): the these-datasets truth averaged over draws of the effects."""
+    rng = np.random.default_rng([seed, 31])
+    acc: dict[tuple[str, str], list[float]] = {}
+    for _ in range(draws):
+        truth_of = _pooled_truth(_pooled_spec(_pooled_effects(rng), "T", 12, 1))
+        for rule in POOLED_RULES:
+            for m in POOLED_METRICS:
+                acc.setdefault((rule, m), []).append(_these(truth_of, rule, m))
+    return {k: float(np.mean(v)) for k, v in acc.items()}
+
+
+def pooled_task(args: tuple[int, int, int, int]) -> list[tuple]:
+    """``POOLED_REPS_PER_LOAD`` studies in one load (each its own target): per study, rule and metric, the pooled
+    intervals (default, the accuracy change also unfloored), the fixed-effect one, the prediction interval, the
+    truths, and the accuracy verdict."""
+    import tempfile as _tf
+
+    from lengthlens.synth import simulate
+
+    seed, n_items, n_seeds, chunk = args
+    rng = np.random.default_rng([seed, 29, n_items, n_seeds, chunk])
+    frames, truths, new = [], {}, {}
+    for k in range(POOLED_REPS_PER_LOAD):
+        target = f"T{chunk}_{k}"
+        spec = _pooled_spec(_pooled_effects(rng), target, n_items, n_seeds)
+        frames.append(simulate(spec, seed=int(rng.integers(2**31))))
+        truths[target] = _pooled_truth(spec)
+        fresh = _pooled_truth(_pooled_spec(_pooled_effects(rng), target, n_items, n_seeds))  # a new dataset's effect
+        slot = POOLED_SLOTS[int(rng.integers(len(POOLED_SLOTS)))][0]
+        new[target] = {rule: fresh[rule, slot] for rule in POOLED_RULES}
+    from lengthlens.data.schema import POLARS_SCHEMA
+
+    with _tf.TemporaryDirectory(prefix="lengthlens-validate-") as tmp:
+        path = Path(tmp) / "runs.parquet"
+        pl.concat(frames).select(POLARS_SCHEMA.names()).write_parquet(path)
+        runs = ll.load(path, with_text=False, run_graders=False, cache=False)
+        # The pooled estimates read each cell's point, delta-method SE and 2×2 counts: no resample enters them.
+        table = ll.cells(runs, n_resamples=100)
+    out = []
+    for floor in (True, False):
+        for r in ll.rules(table, floor_accuracy=floor):
+            if r.target == "all":
+                continue
+            for m in POOLED_METRICS if floor else ("accuracy_delta_pp",):
+                p = r.pooled.get(m)
+                if p is None:
+                    continue
+                fresh = new[r.target][r.method][m]
+                out.append((n_items, n_seeds, floor, r.method, m, p.low, p.high, p.fixed_effect_interval.low,
+                            p.fixed_effect_interval.high, p.prediction_interval.low, p.prediction_interval.high,
+                            _these(truths[r.target], r.method, m), fresh, p.k, float(p.floored),
+                            r.verdict_accuracy, p.high < 0))
+    return out
+
+
+def _report_pooled(args: argparse.Namespace, workers: int, reps: int) -> None:
+    """Section 5: coverage of the pooled intervals and the power of the rule-level accuracy verdict."""
+    draws = 200 if args.quick else 4000
+    shapes = ((12, 1),) if args.quick else POOLED_SHAPES
+    chunks = max(1, math.ceil(reps / POOLED_REPS_PER_LOAD))
+    across = pooled_across_mean(args.seed, draws)
+    tasks = [(args.seed, n, s, k) for n, s in shapes for k in range(chunks)]
+    res = map_ordered(pooled_task, tasks, workers=workers, cost=lambda t: t[1] * t[2])
+    cols = ["n", "seeds", "floor", "rule", "metric", "lo", "hi", "flo", "fhi", "plo", "phi", "these", "fresh", "k",
+            "floored", "verdict", "below0"]
+    d = {c: np.array([row[i] for part in res for row in part]) for i, c in enumerate(cols)}
+    labels = {"rounds_ratio": "R/R*", "time_ratio": "T/T*", "lambda": "λ", "accuracy_delta_pp": "Δacc pp"}
+    n_rules = len(POOLED_RULES)
+    print("## Rule-level pooled estimates\n")
+    print(f"`lengthlens.rules` on studies drawn by `lengthlens.synth`: one target–draft pair, six datasets shaped like "
+          f"the study's (token budgets that cap 0–25 % of the relaxed runs, log-length SDs up to 1.0 for rare runaway "
+          f"items, one ungraded dataset), strict and {n_rules} rules. Each rule's effect varies across datasets (SD "
+          f"{POOLED_TAU[0]} of log λ, {POOLED_TAU[1]} of log gain, {POOLED_TAU[2]:g} points of accuracy) around means of "
+          "λ 1.2–1.6, gain 1.2–1.4 and accuracy changes of 0, −2 and −5 points. Truth per cell from "
+          "`lengthlens.synth.truth` (the observed, capped lengths' ratio for λ, R/R* and T/T*; the accuracy change "
+          "counting capped runs wrong). **These datasets**: the mean of the rule's six (five graded) planted cell values; "
+          f"**across datasets**: its expectation over the effects' distribution ({draws:,} draws). {chunks * POOLED_REPS_PER_LOAD} "
+          f"studies per shape, so {chunks * POOLED_REPS_PER_LOAD * n_rules} pooled intervals per row and metric "
+          f"(binomial SE ≈ {100 * math.sqrt(LEVEL * (1 - LEVEL) / (chunks * POOLED_REPS_PER_LOAD * n_rules)):.1f} "
+          "points at 95 %).\n")
+    rows = []
+    for n, s in shapes:
+        for m in POOLED_METRICS:
+            sel = (d["n"] == n) & (d["seeds"] == s) & (d["metric"] == m) & (d["floor"] == True)  # noqa: E712
+            mu = np.array([across[r, m] for r in d["rule"][sel]])
+            lo, hi, these = d["lo"][sel].astype(float), d["hi"][sel].astype(float), d["these"][sel].astype(float)
+            flo, fhi = d["flo"][sel].astype(float), d["fhi"][sel].astype(float)
+            plo, phi, fresh = d["plo"][sel].astype(float), d["phi"][sel].astype(float), d["fresh"][sel].astype(float)
+            row = [str(n), str(s), labels[m], pct(np.mean((lo <= these) & (these <= hi))), pct(np.mean((lo <= mu) & (mu <= hi))),
+                   pct(np.mean((flo <= these) & (these <= fhi))), pct(np.mean((flo <= mu) & (mu <= fhi))),
+                   pct(np.nanmean(np.where(np.isnan(fresh), np.nan, (plo <= fresh) & (fresh <= phi)))),
+                   pct(np.mean(d["floored"][sel].astype(float)), 0)]
+            if m == "accuracy_delta_pp":
+                sel0 = (d["n"] == n) & (d["seeds"] == s) & (d["metric"] == m) & (d["floor"] == False)  # noqa: E712
+                lo0, hi0, th0 = d["lo"][sel0].astype(float), d["hi"][sel0].astype(float), d["these"][sel0].astype(float)
+                mu0 = np.array([across[r, m] for r in d["rule"][sel0]])
+                row += [pct(np.mean((lo0 <= th0) & (th0 <= hi0))), pct(np.mean((lo0 <= mu0) & (mu0 <= hi0))),
+                        f"{np.mean(hi - lo):.1f} / {np.mean(hi0 - lo0):.1f}"]
+            else:
+                row += ["", "", f"{np.mean(hi - lo):.3f}"]
+            rows.append(row)
+    print("Coverage % of the 95 % intervals: the default (random effects, HKSJ, floored) of the these-datasets truth and "
+          "of the across-dataset mean; the fixed-effect interval of both; the prediction interval of a new dataset's "
+          "effect; % of pools where the floor set the width; the accuracy change without the floor; the mean width "
+          "(log scale for ratios; Δacc: floored / unfloored).\n")
+    print(md(["n", "seeds", "metric", "default: these", "default: across", "fixed: these", "fixed: across",
+              "prediction: new dataset", "floored %", "unfloored: these", "unfloored: across", "width"], rows))
+    rows = []
+    for n, s in shapes:
+        row = [str(n), str(s)]
+        for floor in (True, False):
+            base = (d["n"] == n) & (d["seeds"] == s) & (d["metric"] == "accuracy_delta_pp") & (d["floor"] == floor)
+            for change in (0.0, -2.0, -5.0):
+                sel = base & np.isin(d["rule"], [r for r, v in POOLED_RULES.items() if v[2] == change])
+                worse = np.isin(d["verdict"][sel], ["worse", "worse, within the margin"])
+                row.append(f"{pct(np.mean(d['below0'][sel].astype(bool)), 0)} / {pct(np.mean(worse), 0)}")
+            sel = base & np.isin(d["rule"], [r for r, v in POOLED_RULES.items() if v[2] == 0.0])
+            row.append(pct(np.mean(np.isin(d["verdict"][sel], ["non-inferior", "worse, within the margin"])), 0))
+        rows.append(row)
+    print(f"\nThe rule-level accuracy verdict: % of rules whose pooled interval lies below 0 / % called *worse* (Holm "
+          f"over the {n_rules} rules of a study), at a true mean change of 0, −2 and −5 points; and % of rules without a "
+          "change called *non-inferior* at the 2-point margin. Floored (default), then unfloored.\n")
+    print(md(["n", "seeds", *[f"{'floored' if f else 'unfloored'}: {c:g} pp" for f in (True, False) for c in (0, -2, -5)][:3],
+              "floored: non-inferior at 0", *[f"unfloored: {c:g} pp" for c in (0, -2, -5)], "unfloored: non-inferior at 0"],
+             rows))
+
+
 # ------------------------------------------------------------------------------------------------
 # Output
 # ------------------------------------------------------------------------------------------------
@@ -436,23 +685,52 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=None, help="cells per coverage setting (default 1000; quick 20)")
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default 2; quick 1)")
+    ap.add_argument("--pooled-reps", type=int, default=None, help="studies per shape in the pooled section (default 200)")
     ap.add_argument("--write-doc", type=Path, default=None,
                     help="also put the tables into this Markdown file, between its generated markers")
+    ap.add_argument("--part", choices=("all", "cells", "pooled"), default="all",
+                    help="the cell-level sections (1-4), the rule-level pooled one (5), or both (default)")
     args = ap.parse_args(argv)
-    if args.write_doc is None:
-        return _report(args)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        rc = _report(args)
-    text = out.getvalue()
-    print(text, end="")
-    doc = args.write_doc.read_text(encoding="utf-8")
-    start, end = doc.index(DOC_START) + len(DOC_START), doc.index(DOC_END)
-    args.write_doc.write_text(doc[:start] + "\n" + text + doc[end:], encoding="utf-8")
+    parts = [p for p in ("cells", "pooled") if args.part in ("all", p)]
+    rc = 0
+    for part in parts:
+        report = _report if part == "cells" else _report_pooled_part
+        if args.write_doc is None:
+            rc = rc or report(args)
+            continue
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = rc or report(args)
+        text = out.getvalue()
+        print(text, end="")
+        doc = args.write_doc.read_text(encoding="utf-8")
+        begin, finish = DOC_MARKERS[part]
+        start, end = doc.index(begin) + len(begin), doc.index(finish)
+        args.write_doc.write_text(doc[:start] + "\n" + text + doc[end:], encoding="utf-8")
     return rc
 
 
 DOC_START, DOC_END = "<!-- generated by benchmarks/validate.py -->", "<!-- /generated -->"
+#: Where each part's tables go in the document.
+DOC_MARKERS = {"cells": (DOC_START, DOC_END),
+               "pooled": ("<!-- generated by benchmarks/validate.py: pooled -->", "<!-- /generated: pooled -->")}
+
+
+def _report_pooled_part(args: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    cpu0 = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+               for f in ("ru_utime", "ru_stime"))
+    workers = args.workers or (1 if args.quick else 2)
+    reps = args.pooled_reps or (10 if args.quick else 200)
+    _report_pooled(args, workers, reps)
+    secs = time.perf_counter() - t0
+    cpu = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for f in ("ru_utime", "ru_stime")) - cpu0
+    options = (" --quick" if args.quick else "") + (f" --pooled-reps {args.pooled_reps}" if args.pooled_reps else "") + (
+        f" --seed {args.seed}" if args.seed != DEFAULT_SEED else "")
+    print(f"\nProduced by `python benchmarks/validate.py --part pooled{options}` in {secs / 60:.0f} min with {workers} "
+          f"worker processes ({cpu / 60:.0f} min of CPU time).")
+    return 0
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -595,6 +873,7 @@ def _report(args: argparse.Namespace) -> int:
           "(pp, 80 % power) where the cells report one: its median over the cells at Δ = 0 (∞: none is detectable).\n")
     print(md(["n", "discordance", "seeds", *[f"Δ = {c} pp" for c in CHANGES_PP], "test p < 0.05 at Δ = 0",
               "min. detectable drop"], flag_rows))
+    _report_worst_case(exact_sizes)
     print(f"\nCoverage % of the accuracy change's interval with 4 seeds per item ({flag_reps} simulated cells each).\n")
     print(md(["n", "discordance", *[f"Δ = {c} pp" for c in CHANGES_PP]], seed_cov))
 
