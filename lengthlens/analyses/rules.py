@@ -81,7 +81,7 @@ RULE_COLUMNS: dict[str, str] = {
     "{m}_k": "K, the cells pooled",
     "{m}_fixed": "the fixed-effect (inverse-variance) average of these cells, a statement about these datasets only "
                  "(no interval: treating the cells' standard errors as exact, its interval covered these datasets' "
-                 "mean in only 56–96 % of simulated studies, docs/validation.md)",
+                 "mean in only 77–98 % of simulated studies, docs/validation.md)",
     "rounds_ratio_p_holm": "Holm-adjusted two-sided p of no change in R/R* (over the rules)",
     "time_ratio_p_holm": "the same for T/T*",
     "accuracy_worse_p_holm": "Holm-adjusted one-sided p of an accuracy loss (H0: change ≥ 0)",

@@ -163,3 +163,29 @@ def test_ungraded_and_one_cell(tmp_path):
     assert fast.verdict_rounds == CANT_TELL  # one cell says nothing across datasets
     assert math.isnan(fast.estimate("rounds_ratio").low) and "one cell" in fast.estimate("rounds_ratio").note
     assert math.isnan(fast.accuracy_mdd_pp)
+
+
+@pytest.mark.shared
+def test_on_the_real_logs(shared_data):
+    """The GPT-OSS study logs: one pair, six datasets (mtbench ungraded), 12 items a cell; every pooled estimate lies
+    within its cells' range (a weighted mean: the failure statsmodels' untruncated DL τ² showed on these logs)."""
+    cells = ll.cells(ll.load(shared_data / "runs"), n_resamples=200)
+    table = rules(cells)
+    assert sorted(r.method for r in table) == ["cactus", "mentored_dec", "r_fuzzy", "spec_casc_opt", "spec_casc_tok"]
+    chosen = {(c.method, c.dataset): c for c in cells if not c.small_n}
+    for r in table:
+        assert (r.n_cells, r.n_items, r.n_cells_accuracy, r.n_items_accuracy) == (6, 72, 5, 60)
+        for m in ("rounds_ratio", "accuracy_delta_pp"):
+            p = r.pooled[m]
+            assert p.k == (6 if m == "rounds_ratio" else 5) and np.isfinite(p.low) and np.isfinite(p.high)
+        assert r.verdict_rounds in (FASTER, SLOWER, CANT_TELL) and r.verdict_accuracy in (WORSE, NONINFERIOR, CANT_TELL)
+    from lengthlens.analyses.tables import table3_cells
+
+    t3 = table3_cells(cells)
+    for r in table:
+        mine = t3[t3["method"] == r.method]
+        logs = np.log(mine["rounds_ratio"].astype(float))
+        assert logs.min() <= r.pooled["rounds_ratio"].estimate <= logs.max()
+        acc = mine["accuracy_delta_pp"].astype(float).dropna()
+        assert acc.min() <= r.pooled["accuracy_delta_pp"].estimate <= acc.max()
+    assert chosen  # the cells exist
