@@ -16,6 +16,8 @@ from lengthlens.data.schema import ARM_KEY
 if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
     import pandas as pd
 
+    from lengthlens.data.pairing import Derived
+
 
 @dataclass(frozen=True)
 class RunSet:
@@ -44,6 +46,13 @@ class RunSet:
     def paired(self) -> pl.DataFrame:
         """Ok runs that enter cells (computed once: at scale it is most of the table)."""
         return self.table.filter(pl.col("paired"))
+
+    @cached_property
+    def derived(self) -> Derived:
+        """The runs derived once for every analysis: derived columns, channel split, cell pairs (each on first use)."""
+        from lengthlens.data.pairing import Derived
+
+        return Derived(self.table)
 
     def to_frame(self) -> pd.DataFrame:
         """The normalized table as pandas (text column left out: it is large and rarely wanted here)."""
