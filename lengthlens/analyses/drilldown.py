@@ -94,7 +94,7 @@ class DrilldownReport(ReportAnalysis):
             Column("correct_change", "correct relaxed runs minus correct baseline runs (graded pairs)", label="Δ correct",
                    fmt="int", tone="loss_if_negative"),
             Column("driver", "why listed: λ, accuracy or both", label="why listed", fmt="text"),
-            *keys(also=("target", "draft", "dataset", "method", "params", "serving")))),),
+            *keys(also=("target", "draft", "dataset", "method", "params", "serving"))), written="when there are cells"),),
         sections=(Section("drilldown", "Per-item drill-down", order=85, landscape=False, new_page=False),))
 
     def run(self, ctx: Context) -> dict[str, pd.DataFrame]:

@@ -162,7 +162,7 @@ class Table4Report(ReportAnalysis):
             Column("mcnemar_p", "old name of accuracy_p_exact (kept for one release)"),
             Column("length_ratio", "Σ forced / Σ base output tokens over the fired pairs"),
             Column("rounds_ratio", "the same for verifier rounds"), Column("time_ratio", "the same for wall time")),
-            written="with force-commit arms (<rule>_force_commit, params alpha<a>_t<threshold>)",
+            written="with force-commit arms (`<rule>_force_commit`, params `alpha<a>_t<threshold>`)",
             caption="Table 4: force-commit interventions"),),
         sections=(Section("table4", "Table 4: force-commit interventions", (
             "Runs where the intervention fired and what happened to their correctness: McNemar's exact test on the "

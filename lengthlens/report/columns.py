@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +20,6 @@ if TYPE_CHECKING:
     from lengthlens.analyses.outputs import Column, ReportAnalysis
 
 
-@lru_cache(maxsize=8)
 def _labels(analyses: tuple[ReportAnalysis, ...], metrics: Any) -> dict[str, str]:
     from lengthlens.analyses.outputs import KEY_COLUMNS
 
@@ -42,7 +40,13 @@ def labels() -> dict[str, str]:
     from lengthlens.analyses import registry
     from lengthlens.stats.metrics import registry as metrics
 
-    return _labels(registry.analyses(), metrics())
+    analyses, reg = registry.analyses(), metrics()
+    if _LABELS[0] is not analyses or _LABELS[1] is not reg:  # made once per registry in use
+        _LABELS[:] = [analyses, reg, _labels(analyses, reg)]
+    return _LABELS[2]
+
+
+_LABELS: list[Any] = [None, None, {}]
 
 
 #: Magnitudes from which a decimal (``fN``, ``auto``) or an integer is written as ``m×10ᵏ``: an interval's limit of
