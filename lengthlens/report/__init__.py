@@ -169,6 +169,24 @@ def write_latex(analysis: AnalysisResult, out: Path) -> list[Path]:
     return _write_latex(analysis, out)
 
 
+def _write(job: tuple[str, AnalysisResult, dict[str, Any], Path]) -> tuple[list[str], dict[str, str]]:
+    """Write one part of the report into the folder: the tables, report.html or report.pdf. Returns the files written
+    and, for a PDF that could not be typeset, one line why (the rest of the report stands; any other failure is the
+    report's)."""
+    name, analysis, model, folder = job
+    if name == "tables":
+        return [p.name for p in write_csvs(analysis, folder)], {}
+    if name == "report.html":
+        (folder / name).write_text(render_html(analysis, model=model), encoding="utf-8")
+        return [name], {}
+    try:
+        render_pdf(analysis, folder / name, model=model)
+    except Exception as exc:  # noqa: BLE001 - the PDF is one view of the report: whatever stops it, the rest stands
+        (folder / name).unlink(missing_ok=True)
+        return [], {name: f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
+    return [name], {}
+
+
 @dataclass(frozen=True)
 class Written:
     """What :func:`write_report` wrote: the files, the earlier report's files it replaced without writing them again,
@@ -199,7 +217,7 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     analysis : what :func:`lengthlens.analyse` computed.
     out : the output folder (created if missing).
     pdf, latex, figures : write report.pdf; the booktabs tables; the figures.
-    progress : called with the name of each stage as it starts (tables, figures, report.html, report.pdf, LaTeX).
+    progress : called with the name of each stage as it starts (tables, figures, the documents, LaTeX).
 
     Returns
     -------
@@ -211,6 +229,7 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     >>> import lengthlens as ll                                          # doctest: +SKIP
     >>> write_report(ll.analyse(ll.load("runs/")), "out/", pdf=False)   # doctest: +SKIP
     """
+    from lengthlens.execution import map_ordered
     from lengthlens.report import model as M
     from lengthlens.report.context import generated_now
     from lengthlens.report.output import report_folder
@@ -220,22 +239,19 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     failed: dict[str, str] = {}
     with report_folder(out, report_files()) as folder:
         tmp = folder.path
-        say("tables (CSV)")
-        names = [p.name for p in write_csvs(analysis, tmp)]
         figs: dict[str, dict[str, Any]] = {}
         if figures:
             say("figures")
             figs = M.figure_blocks(analysis)
         model = M.build(analysis, figs, generated=generated_now())
-        (tmp / "report.html").write_text(render_html(analysis, model=model, progress=say), encoding="utf-8")
-        names.append("report.html")
-        if pdf:
-            say("report.pdf")
-            try:
-                names.append(render_pdf(analysis, tmp / "report.pdf", model=model).name)
-            except Exception as exc:  # noqa: BLE001 - the PDF is one view of the report: whatever stops it, the rest stands
-                (tmp / "report.pdf").unlink(missing_ok=True)
-                failed["report.pdf"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        # The tables and the two renderers of the one model are written at once: Typst typesets on a thread of its
+        # own (it does not hold the interpreter) while the CSVs and the HTML are written.
+        jobs = [(name, analysis, model, tmp) for name in ("tables", "report.html", *(["report.pdf"] if pdf else []))]
+        say(", ".join(["tables (CSV)", *(name for name, *_ in jobs[1:])]))
+        names: list[str] = []
+        for written, why in map_ordered(_write, jobs, workers=len(jobs), threads=True):
+            names += written
+            failed.update(why)
         if latex:
             say("LaTeX")
             names += [p.name for p in write_latex(analysis, tmp)]
