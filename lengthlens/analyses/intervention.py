@@ -41,8 +41,7 @@ def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
     thinking share of content characters) reached the threshold. The inference is approximate where
     the base run closed its thinking late; the generator's flag is exact.
     """
-    t = runs.derived.ok  # every ok run with its derived columns, split into channels
-    arms = t.select(ARM_KEY).unique()
+    arms = runs.derived.runs.filter(pl.col("status") == "ok").select(ARM_KEY).unique()
     specs = []
     for r in arms.iter_rows(named=True):
         b = base_arm_of(r["method"], r["params"])
@@ -50,6 +49,7 @@ def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
             specs.append({**r, "base_method": b[0], "base_params": b[1], "threshold": b[2]})
     if not specs:
         return pl.DataFrame()
+    t = runs.derived.ok  # every ok run with its derived columns, split into channels
     spec = pl.DataFrame(specs)
     inter = t.join(spec, on=list(ARM_KEY))
     base = t.rename({"method": "base_method", "params": "base_params"})
