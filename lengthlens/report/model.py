@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from lengthlens.analyses.outputs import Figure, ReportAnalysis, Section
     from lengthlens.report.columns import Col
 
-__all__ = ["REPORT_SECTIONS", "Block", "build", "collapsible", "figure_blocks", "figure_specs", "grouped",
-           "paragraph", "section_specs", "subheading", "table"]
+__all__ = ["BUILDERS", "REPORT_SECTIONS", "Block", "build", "caption", "collapsible", "draw", "figure_blocks",
+           "figure_jobs", "figure_specs", "for_medium", "grouped", "paragraph", "section_specs", "subheading", "table"]
 
 Block = dict[str, Any]
 
@@ -190,17 +190,25 @@ class _Drawn:
     caption: str
 
 
-def draw(analysis: AnalysisResult, progress: Callable[[str], None] | None = None) -> list[_Drawn]:
-    """Every figure of the report drawn once (SVG) with its caption (the declared one, the figure's notes after it)."""
+def caption(key: str, fig: Any) -> str:
+    """A drawn figure's caption: the one :data:`lengthlens.report.plots.FIGURES` gives its key, the dataset of a per-dataset
+    figure, and the notes the figure carries (:func:`lengthlens.report.plot_style.caption_notes`). The one place a
+    caption is made, for the HTML and the PDF alike."""
     from lengthlens.report import plots as F
-    from lengthlens.report.plot_style import caption_notes, to_svg
+    from lengthlens.report.plot_style import caption_notes
+
+    base, _, ds = key.partition(":")
+    return F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in caption_notes(fig))
+
+
+def draw(analysis: AnalysisResult) -> list[_Drawn]:
+    """Every figure of the report drawn once, as SVG, with its caption."""
+    from lengthlens.report.plot_style import to_svg
 
     out = []
     for key, spec, make in figure_jobs(analysis):
         fig = make()
-        base, _, ds = key.partition(":")
-        caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in caption_notes(fig))
-        out.append(_Drawn(key, spec, to_svg(fig), caption))
+        out.append(_Drawn(key, spec, to_svg(fig), caption(key, fig)))
     return out
 
 
@@ -292,7 +300,7 @@ def _provenance(p: _Parts, spec: Section) -> list[Block]:
     if prov["skipped_reasons"]:
         reasons = pd.DataFrame(prov["skipped_reasons"][:25]).assign(reason=lambda d: d["reason"].str.slice(0, 160))
         blocks += [subheading("Skipped or unpaired runs"),
-                   table(reasons, [Col("reason", kind="text", left=True), Col("n", "runs", "int")])]
+                   table(reasons, [Col("reason", "reason", "text", left=True), Col("n", "runs", "int")])]
         if len(prov["skipped_reasons"]) > 25:
             blocks.append(paragraph(f"… {len(prov['skipped_reasons']) - 25} more reasons in skipped.csv.", muted=True))
     if prov["warnings"]:
