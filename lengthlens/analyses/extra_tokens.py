@@ -38,7 +38,7 @@ import pandas as pd
 import polars as pl
 
 from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
-from lengthlens.data.raw import unreadable_traces
+from lengthlens.data.readers.raw import unreadable_traces
 from lengthlens.data.schema import ARM_KEY
 from lengthlens.data.serving import with_serving
 
