@@ -665,7 +665,7 @@ class CellsReport(ReportAnalysis):
     outputs = Outputs(
         tables=(Table("cells", "cell: a relaxed arm against its baseline on their shared (item, seed, turn) units",
                       _cell_columns),),
-        sections=(Section("illusion", "The length illusion at a glance", order=30, landscape=False),
+        sections=(Section("illusion", "The length illusion at a glance", order=30, tables=(), landscape=False),
                   Section("cells", "Cells", order=40)),
         figures=(Figure("gain_vs_lambda", section="illusion", needs=("gain", "lambda")),
                  Figure("lambda_forest", per="dataset"),

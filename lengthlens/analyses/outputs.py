@@ -131,7 +131,7 @@ class Section:
 
     ``order`` places it among the others (provenance 0, verdicts 10, Table 3 20, cells 40, the analyses' own
     sections 50–69, more figures 80, methods 90, the arms appendix 100). ``tables``: the tables it shows, in
-    order (default: the analysis' tables). ``landscape``: on landscape pages in the PDF (wide tables);
+    order (None: every table of the analysis; ``()``: none, a section of figures). ``landscape``: on landscape pages in the PDF (wide tables);
     ``new_page``: starts on a new page when printed; ``always``: shown even when its tables were not written
     (the section then says why).
     """
@@ -140,7 +140,7 @@ class Section:
     title: str
     intro: str = ""
     order: float = 70.0
-    tables: tuple[str, ...] = ()
+    tables: tuple[str, ...] | None = None
     landscape: bool = True
     new_page: bool = True
     always: bool = False

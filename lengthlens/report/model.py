@@ -244,15 +244,10 @@ def section_specs(analysis: AnalysisResult) -> list[Section]:
 
 def _section_tables(analysis: AnalysisResult, spec: Section) -> tuple[str, ...]:
     """The tables a section shows: its declared ones, else those of the analysis declaring it."""
-    if spec.tables:
+    if spec.tables is not None:
         return spec.tables
-    for a in _analyses(analysis):
-        if any(s is spec for s in a.outputs.sections):
-            # An analysis with several sections (cells: the illusion and the cell table) shows its tables in the one
-            # named like a table.
-            names = [t.name for t in a.outputs.tables]
-            return tuple(names) if len(a.outputs.sections) == 1 else tuple(n for n in names if n == spec.id)
-    return ()
+    return next((tuple(t.name for t in a.outputs.tables) for a in _analyses(analysis)
+                 if any(s is spec for s in a.outputs.sections)), ())
 
 
 def _has_content(analysis: AnalysisResult, spec: Section, figures: Sequence[Block]) -> bool:

@@ -62,7 +62,7 @@ def test_every_declaration_is_complete():
             assert f.key in plots.FIGURES, f"{a.name}: figure {f.key} is not drawn by plots.FIGURES"
             assert f.section is None or f.section in ids, f"{a.name}: figure {f.key} placed in unknown {f.section}"
         for s in a.outputs.sections:
-            assert set(s.tables) <= {t.name for t in a.outputs.tables}, s.id
+            assert set(s.tables or ()) <= {t.name for t in a.outputs.tables}, s.id
     # Every figure the report can draw belongs to an analysis.
     assert set(plots.FIGURES) == {f.key for a in analyses for f in a.outputs.figures}
 
