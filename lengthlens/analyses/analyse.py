@@ -134,7 +134,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
         out = iter(run_on(runs, engine, settings, workers=workers, units=ctx.units))
         ctx.resampled = {step.name: [next(out) for _ in parts] for step, parts in resampled}
     for step in steps:
-        stage(step.name)
+        if (step.stage or step.name) != stage.current:
+            stage(step.stage or step.name)
         produced = dict(step.run(ctx))
         _check_declared(step, produced)
         ctx.tables.update(produced)
@@ -229,12 +230,14 @@ class _Stages:
         self.say = progress or (lambda _stage: None)
         self.times: dict[str, float] = {}
         self._name: str | None = None
+        self.current: str | None = None
         self._t0 = 0.0
 
     def __call__(self, name: str) -> None:
         self.stop()
         self.say(name)
-        self._name, self._t0 = name, time.perf_counter()
+        self._name = self.current = name
+        self._t0 = time.perf_counter()
 
     def stop(self) -> None:
         if self._name is not None:

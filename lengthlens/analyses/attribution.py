@@ -191,6 +191,7 @@ class AttributionReport(ReportAnalysis):
     """attribution.csv (:class:`AttributionAnalysis` in the report's resampling pass) and its summary over cells."""
 
     name = "attribution"
+    stage = "arms and Table 3"
     outputs = Outputs(
         tables=(
             Table("attribution", "cell with texts (or logged channel counts)", (

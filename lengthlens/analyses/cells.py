@@ -661,6 +661,7 @@ class CellsReport(ReportAnalysis):
     """cells.csv: :class:`CellsAnalysis` in the report's one resampling pass, its table and its notes."""
 
     name = "cells"
+    stage = "arms and Table 3"
     reads = ("correct",)
     outputs = Outputs(
         tables=(Table("cells", "cell: a relaxed arm against its baseline on their shared (item, seed, turn) units",

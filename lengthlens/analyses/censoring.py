@@ -519,6 +519,7 @@ class CensoringReport(ReportAnalysis):
     """censoring.csv (:class:`CensoringAnalysis` in the report's resampling pass) and the survival curves' figure."""
 
     name = "censoring"
+    stage = "arms and Table 3"
     outputs = Outputs(
         tables=(Table("censoring", "cell whose lengths and censoring are known on every run", _censoring_columns(),
                       written="when there are cells"),),

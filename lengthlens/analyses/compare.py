@@ -233,6 +233,7 @@ class MethodPairsReport(ReportAnalysis):
     """methods.csv: every two speculative methods of one target and dataset, x against y (Spec-Bench's layout)."""
 
     name = "method pairs"
+    stage = "lossless check, method pairs"
     outputs = Outputs(
         tables=(Table("methods", "pair of speculative methods of one target and dataset", (
             Column("target", "the target model"), Column("dataset", "the dataset"),

@@ -81,6 +81,7 @@ class DrilldownReport(ReportAnalysis):
     """drilldown.csv: per cell, the items that move its λ most and those whose correct count changed most."""
 
     name = "drill-down"
+    stage = "lossless check, method pairs"
     reads = ("output_tokens", "correct")
     outputs = Outputs(
         tables=(Table("drilldown", "(cell, item) among the items driving it", (

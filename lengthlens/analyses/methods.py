@@ -56,6 +56,7 @@ class LosslessReport(ReportAnalysis):
     """lossless.csv: the losslessness check of every lossless speculative method's cells."""
 
     name = "lossless check"
+    stage = "lossless check, method pairs"
     reads = ("text", "output_tokens")
     outputs = Outputs(
         tables=(Table("lossless", "cell of a lossless speculative method", (

@@ -203,7 +203,8 @@ class Context:
 class ReportAnalysis:
     """One analysis of the report: declares its outputs and computes its tables from the :class:`Context`.
 
-    ``name``: how progress and errors name it. ``outputs``: its :class:`Outputs`. ``reads``: the run fields
+    ``name``: how progress and errors name it; ``stage``: the progress line it is timed under (default its name;
+    analyses in a row with one stage share the line). ``outputs``: its :class:`Outputs`. ``reads``: the run fields
     it reads from ``ctx.units`` (both sides are paired; the report pairs every analysis' fields once).
     ``resampled(ctx)``: analyses on the engine (:mod:`lengthlens.analyses.engine`) to run in the one
     resampling pass shared by all, their results in ``ctx.resampled[name]``; ``run(ctx)``: its tables by
@@ -211,6 +212,7 @@ class ReportAnalysis:
     """
 
     name: ClassVar[str] = ""
+    stage: ClassVar[str] = ""
     outputs: ClassVar[Outputs] = Outputs()
     reads: ClassVar[tuple[str, ...]] = ()
 

@@ -93,6 +93,7 @@ class ServingReport(ReportAnalysis):
     """serving.csv: each rule's cells along the load, where several serving conditions are logged."""
 
     name = "serving conditions"
+    stage = "arms and Table 3"
     outputs = Outputs(
         tables=(Table("serving", "arm × serving condition", (
             *keys(also=("target", "draft", "dataset", "method", "params")),

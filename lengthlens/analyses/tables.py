@@ -395,6 +395,7 @@ class SkippedReport(ReportAnalysis):
     """skipped.csv: every run found that no cell uses, with its reason (the report lists the reasons under Provenance)."""
 
     name = "skipped runs"
+    stage = "arms and Table 3"
     outputs = Outputs(tables=(Table("skipped", "run not loaded or not paired", (
         Column("path", "where the run is (file, or file:line for flat records)"),
         Column("reason", "why it was left out"),
@@ -408,6 +409,7 @@ class ArmsReport(ReportAnalysis):
     """arms.csv (per-arm means, with the accuracy under the other grading policy) and arms_excluded.csv."""
 
     name = "arms"
+    stage = "arms and Table 3"
     outputs = Outputs(
         tables=(
             Table("arms", "arm whose runs enter a cell", (
@@ -503,6 +505,7 @@ class Table3Report(ReportAnalysis):
     """Table 3 (per rule, and per target–draft pair with several) and the alpha each rule's row uses per dataset."""
 
     name = "Table 3"
+    stage = "arms and Table 3"
     outputs = Outputs(
         tables=(
             Table("table3", "rule, and `all` (with `serving` first where several serving conditions are logged: one row "

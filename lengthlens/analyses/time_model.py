@@ -76,6 +76,7 @@ class TimeModelReport(ReportAnalysis):
     """time_model.csv and its figure: each cell's fitted cost per verifier round, and T/T* predicted from rounds."""
 
     name = "time model"
+    stage = "lossless check, method pairs"
     reads = ("wall_time_s", "draft_rounds")
     outputs = Outputs(
         tables=(Table("time_model", "cell with wall times and rounds on both sides", (

@@ -215,6 +215,7 @@ class VerdictsReport(ReportAnalysis):
     """verdicts.csv and the report's decision view: each rule's cell verdicts counted, on Table 3's cells and on all."""
 
     name = "verdicts"
+    stage = "arms and Table 3"
     outputs = Outputs(
         tables=(Table("verdicts", "scope (table3, all) × pair (or `all`) × rule", (
             Column("scope", "table3 (the cells Table 3 uses, small ones counted apart) or all (every α)"),
