@@ -26,8 +26,10 @@ written with ``exclude_none``, so absent fields are missing keys. The mapping:
   records, so there is then no pooled figure either);
 - ``error`` or ``was_cancelled`` gives status ``error``; warm-up records are skipped, named;
 - the budget (``max_tokens`` / ``max_completion_tokens``) from ``inputs.json`` beside the file
-  (AIPerf's formatted request payloads, per session and turn) when it is there, else the arm's
-  ``max_new_tokens``; AIPerf logs no finish reason, so censoring is read from the length alone;
+  (AIPerf's formatted request payloads, per session and turn: each request may have its own) when
+  it is there, winning over the arm's or the command line's ``max_new_tokens``, which serve the
+  requests it does not list; AIPerf logs no finish reason, so censoring is read from the length
+  against each run's own budget;
 - target, draft, method, params, dataset, seed and the serving condition from ``arm.json`` or ``arm=``
   (AIPerf's records do not carry the model name or the load).
 """
@@ -140,7 +142,8 @@ def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Re
         except ValueError as exc:
             fails.append({"path": where, "reason": str(exc), "stage": "read"})
             continue
-        rec = {**budgets.get((str(meta.get("conversation_id")), turn), {}), **base, **fields,
+        # The request's own payload wins over an arm-wide budget (AIPerf may give every request its own).
+        rec = {**base, **budgets.get((str(meta.get("conversation_id")), turn), {}), **fields,
                "item_id": str(meta[item_key]), "turn": turn + 1, "source": where}
         rec.setdefault("seed", 0)
         rows.append((str(f), lineno, rec))
