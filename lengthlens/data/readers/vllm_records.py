@@ -112,10 +112,13 @@ def from_openai_response(resp: dict[str, Any], *, wall_time: str = "inference") 
     if resp.get("object") == "error" or "error" in resp and "choices" not in resp:
         return [{"status": "error"}], []
     choices = resp.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise ValueError("not a vLLM response (no 'choices')")
     usage = resp.get("usage") or {}
     metrics = resp.get("metrics") or {}
+    if choices == [] and (usage or metrics):
+        # A stream's final usage chunk on its own: the request's counters without its text.
+        choices = [{"index": 0, "finish_reason": None}]
+    if not isinstance(choices, list) or not choices:
+        raise ValueError("not a vLLM response (no 'choices')")
     details = usage.get("completion_tokens_details") or {}
     warns: list[str] = []
     out = []
