@@ -29,7 +29,7 @@ LABELS: dict[str, str] = {
     "extra_chars": "extra chars", "extra_chars_thinking": "extra chars thinking", "thinking_share": "thinking share",
     "fired": "fired", "correct_before": "correct before", "correct_after": "correct after",
     "wrong_to_right": "wrong→right", "right_to_wrong": "right→wrong", "still_capped": "still capped",
-    "accuracy_p": "paired p", "mcnemar_p": "paired p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
+    "accuracy_p": "paired p", "mcnemar_p": "exact p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
     "budget": "budget",
 }
 

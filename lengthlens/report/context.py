@@ -68,7 +68,9 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
     hardware = []
     for col in ("hardware", "gpu", "device", "gpu_name"):
         hardware += [str(v) for v in _uniq(t, col)]
-    pairs = t.select("target", "draft").unique().sort(["target", "draft"]).rows() if t.height else []
+    # The pairs the cells are made of: an autoregressive baseline (no draft) serves them and is not a pair of its own.
+    relaxed = t.filter(pl.col("method") != "strict") if t.height else t
+    pairs = (relaxed if relaxed.height else t).select("target", "draft").unique().sort(["target", "draft"]).rows() if t.height else []
     seeds = _uniq(t, "seed")
     return {
         "sources": list(runs.sources),
@@ -154,6 +156,8 @@ def grading_provenance(runs: Any) -> str:
     text = GRADING_POLICIES.get(policy, policy)
     if not t.height or "grade_source" not in t.columns:
         return text
+    if "shared_baseline" in t.columns:  # a shared autoregressive baseline's copies are not runs of their own
+        t = t.filter(~pl.col("shared_baseline"))
     src = t.filter(pl.col("status") == "ok").get_column("grade_source")
     kinds = {"record": 0, "grade file": 0, "grader": 0}
     for v, n in src.value_counts().iter_rows():

@@ -108,6 +108,10 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
+            if not raw.strip(b"\x00 \t\r\n"):
+                yield lineno, None, (f"padding of {raw.count(0)} NUL bytes, not a record (a file preallocated or cut "
+                                     "while it was written)")
+                continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
