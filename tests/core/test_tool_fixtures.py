@@ -235,3 +235,26 @@ def test_vllm_bench_results_of_other_prompts_are_not_pooled(tmp_path):
         (tmp_path / f"{a}.json").write_text(json.dumps(r))
     row = pooled_cells(tmp_path).iloc[0]
     assert "prompts differ" in row["note"] and row["gain_pooled"] != row["gain_pooled"]  # NaN
+
+
+# --- lm-evaluation-harness -------------------------------------------------------------------------------
+
+def test_lm_eval_samples_become_a_grades_file_that_grades_runs_by_doc_id(tmp_path):
+    """lm-eval keeps verdicts by doc_id and no counters; AIPerf's session_num numbers the same prompts from 0."""
+    from lengthlens.cli import main
+
+    raw = {}
+    for a in ARMS:
+        (f,) = (TOOLS / "lm_eval" / a).glob("samples_arith_*.jsonl")
+        raw[a] = {str(r["doc_id"]): r["exact_match"] == 1.0 for r in map(json.loads, f.read_text().splitlines())}
+        args = ["grades", "lm-eval", str(f), "--out", str(tmp_path / f"{a}.csv"), "--arm", f"method={a}"]
+        assert main(args) == 0
+    assert len(raw["fly"]) == 12
+    runs = ll.load(TOOLS / "aiperf", format="aiperf", format_options={"item_key": "session_num"},
+                   grades=[tmp_path / "strict.csv", tmp_path / "fly.csv"])
+    t = runs.table.filter((pl.col("method") == "fly") & pl.col("correct").is_not_null())
+    assert dict(zip(t["item_id"], t["correct"])) == raw["fly"]
+    cell = _cell(runs)
+    acc = {a: sum(raw[a].values()) / 12 for a in ARMS}
+    assert cell["n_graded"] == 12
+    assert cell["accuracy_delta_pp"] == pytest.approx(100 * (acc["fly"] - acc["strict"]), rel=1e-12)
