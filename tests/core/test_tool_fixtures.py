@@ -258,3 +258,35 @@ def test_lm_eval_samples_become_a_grades_file_that_grades_runs_by_doc_id(tmp_pat
     acc = {a: sum(raw[a].values()) / 12 for a in ARMS}
     assert cell["n_graded"] == 12
     assert cell["accuracy_delta_pp"] == pytest.approx(100 * (acc["fly"] - acc["strict"]), rel=1e-12)
+
+
+def test_aiperf_record_category_is_the_dataset(tmp_path):
+    """A record tagged with its dataset category (metadata.category) falls in that category's cells."""
+    for a in ARMS:
+        d = tmp_path / a
+        d.mkdir()
+        arm = json.loads((TOOLS / "aiperf" / a / "arm.json").read_text())
+        arm.pop("dataset")
+        (d / "arm.json").write_text(json.dumps(arm))
+        (d / "inputs.json").write_text((TOOLS / "aiperf" / a / "inputs.json").read_text())
+        lines = []
+        for line in (TOOLS / "aiperf" / a / "profile_export.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            r["metadata"]["category"] = "coding" if int(r["metadata"]["conversation_id"][1:]) % 2 else "math"
+            lines.append(json.dumps(r))
+        (d / "profile_export.jsonl").write_text("\n".join(lines) + "\n")
+    runs = ll.load(tmp_path, format="aiperf")
+    cells = ll.cells(runs, n_resamples=50).to_frame()
+    assert sorted(cells["dataset"]) == ["coding", "math"] and cells["n_items"].tolist() == [12, 12]
+
+
+def test_nul_padding_is_named_as_padding(tmp_path):
+    d = tmp_path / "fly"
+    d.mkdir()
+    (d / "arm.json").write_text((TOOLS / "stream" / "usage_only" / "fly" / "arm.json").read_text())
+    data = (TOOLS / "stream" / "usage_only" / "fly" / "final.jsonl").read_bytes()
+    (d / "final.jsonl").write_bytes(data + b"\x00" * 300 + b"\n")
+    runs = ll.load(tmp_path, format="vllm", run_graders=False)
+    assert runs.table.height == 6
+    (reason,) = runs.skipped.filter(pl.col("stage") == "read")["reason"].to_list()
+    assert reason.startswith("padding of 300 NUL bytes, not a record")

@@ -31,7 +31,9 @@ written with ``exclude_none``, so absent fields are missing keys. The mapping:
   requests it does not list; AIPerf logs no finish reason, so censoring is read from the length
   against each run's own budget;
 - target, draft, method, params, dataset, seed and the serving condition from ``arm.json`` or ``arm=``
-  (AIPerf's records do not carry the model name or the load).
+  (AIPerf's records do not carry the model name or the load); a record's own dataset category
+  (``metadata.category``; 0.13.0 writes none) is its ``category`` and, where no dataset is given, its
+  dataset, so one run over a benchmark's categories gives a cell per category.
 """
 
 from __future__ import annotations
@@ -146,6 +148,11 @@ def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Re
         rec = {**base, **budgets.get((str(meta.get("conversation_id")), turn), {}), **fields,
                "item_id": str(meta[item_key]), "turn": turn + 1, "source": where}
         rec.setdefault("seed", 0)
+        category = meta.get("category") or meta.get("dataset_category")
+        if isinstance(category, str) and category:
+            # One run over a benchmark's categories (SPEED-Bench's habit): each category is a dataset of its own.
+            rec["category"] = category
+            rec.setdefault("dataset", category)
         rows.append((str(f), lineno, rec))
     if not any(r[2]["turn"] > 1 for r in rows):
         for r in rows:
