@@ -25,7 +25,7 @@ mapping (docs/readers.md has the table):
 - ``wall_time_s``: the engine's time from scheduling to the last token,
   ``time_to_first_token_ms + generation_time_ms`` (queueing excluded; ``wall_time="e2e"`` adds
   ``queue_time_ms``); a wrapper's own ``wall_time_s`` wins;
-- ``text`` = the message content; a separate ``reasoning`` (``reasoning_content`` before 0.33) is
+- ``text`` = the message content; a separate ``reasoning`` (0.29 and later; ``reasoning_content`` earlier) is
   put back in front as ``<think>...</think>`` so the thinking attribution sees both parts;
 - ``target`` = the response's ``model`` unless given; the rest of the arm from ``arm.json`` or
   ``arm=`` (:mod:`lengthlens.data.readers.common`); ``item_id`` from the wrapper, else the line's
