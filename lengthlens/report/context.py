@@ -68,9 +68,7 @@ def provenance(analysis: Any, generated: str | None = None) -> dict[str, Any]:
     hardware = []
     for col in ("hardware", "gpu", "device", "gpu_name"):
         hardware += [str(v) for v in _uniq(t, col)]
-    # The pairs the cells are made of: an autoregressive baseline (no draft) serves them and is not a pair of its own.
-    relaxed = t.filter(pl.col("method") != "strict") if t.height else t
-    pairs = (relaxed if relaxed.height else t).select("target", "draft").unique().sort(["target", "draft"]).rows() if t.height else []
+    pairs = t.select("target", "draft").unique().sort(["target", "draft"]).rows() if t.height else []
     seeds = _uniq(t, "seed")
     return {
         "sources": list(runs.sources),
