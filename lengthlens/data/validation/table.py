@@ -91,8 +91,9 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     A relaxed run is paired when its (target, draft, dataset, serving condition) has a strict baseline, its
     temperature and top_p equal the baseline's, the baseline has an ok run of the same (item, seed, turn), and
     that run had the same budget (budgets may differ from item to item; the skip and the arm's warning name
-    the items where the two runs' budgets differ). Baseline runs are paired when they are ok and share the
-    group's temperature and top_p.
+    the items where the two runs' budgets differ). Baseline runs are paired when they are ok, share the
+    group's temperature and top_p, and have their item's budget (the most common over the item's baseline
+    runs, ties to the largest: a probe at another budget is reported, run by run).
     """
     table = with_serving(table)
     ok = pl.col("status") == "ok"
@@ -115,7 +116,20 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     t = (table.with_row_index("_row").join(settings, on=list(GROUP_KEY), how="left", nulls_equal=True)
          .join(elsewhere, on=["target", "draft", "dataset"], how="left", nulls_equal=True))
     has_base = pl.col("_has_base").fill_null(False)
-    t = t.with_columns(_mismatch(GROUP_SETTINGS, "_base_").alias("_mismatch"))
+    # Each item's budget as its baseline ran it: the most common over its seeds and turns (ties: the largest), so
+    # budgets may differ from item to item while a baseline's odd runs of an item (probes) are still reported.
+    item_budget = (
+        base.group_by([*GROUP_KEY, "item_id", *UNIT_SETTINGS]).len()
+        .sort([*GROUP_KEY, "item_id", "len", *UNIT_SETTINGS], descending=[*(False for _ in GROUP_KEY), False, True,
+                                                                          *(True for _ in UNIT_SETTINGS)], nulls_last=True)
+        .group_by([*GROUP_KEY, "item_id"], maintain_order=True).first().drop("len")
+        .rename({s: f"_item_{s}" for s in UNIT_SETTINGS})
+    )
+    t = t.join(item_budget, on=[*GROUP_KEY, "item_id"], how="left", nulls_equal=True)
+    base_odd = pl.when(is_base).then(_mismatch(UNIT_SETTINGS, "_item_")).otherwise(None)
+    t = t.with_columns(pl.concat_str([_mismatch(GROUP_SETTINGS, "_base_"), base_odd], separator="; ", ignore_nulls=True)
+                       .alias("_mismatch"))
+    t = t.with_columns(pl.when(pl.col("_mismatch") == "").then(None).otherwise(pl.col("_mismatch")).alias("_mismatch"))
 
     # The baseline run of each unit, with its own budget: a relaxed run is compared with the run it pairs with.
     base_units = (
@@ -155,7 +169,7 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
         warnings.append(f"arm {' / '.join(str(x) for x in arm[:5])}: {n} runs not paired, " + "; ".join(kinds) + more)
     out = t.with_columns(pl.col("_reason").is_null().alias("paired")).drop(
         "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", "_base_serving", *[f"_base_{s}" for s in GROUP_SETTINGS],
-        *[f"_unit_{s}" for s in UNIT_SETTINGS]
+        *[f"_unit_{s}" for s in UNIT_SETTINGS], *[f"_item_{s}" for s in UNIT_SETTINGS]
     )
     return out, skipped, warnings
 
