@@ -25,7 +25,7 @@ import numpy as np
 from scipy import special
 
 from lengthlens.analyses.cells import SMALL_N_ITEMS, CellTable
-from lengthlens.analyses.rules import SIGNIFICANCE, _inputs
+from lengthlens.analyses.rules import SIGNIFICANCE, cell_inputs
 from lengthlens.results import frame, frame_html
 from lengthlens.stats.meta import detectable_effect, random_effects
 
@@ -152,7 +152,7 @@ def _pilot(cells: CellTable, seed_correlation: float | None) -> Pilot:
     chosen = table3_cells(cells, include_small=False)
     chosen = chosen[~chosen["method"].astype(str).str.endswith("_force_commit")]
     picked = [cells.cells[int(i)] for i in chosen["_rep"]]
-    inputs = [_inputs(c) for c in picked]
+    inputs = [cell_inputs(c) for c in picked]
     if seed_correlation is not None:
         rho, source = float(seed_correlation), "given"
     else:

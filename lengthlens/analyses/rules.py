@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from lengthlens.analyses.cells import Cell, CellTable
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
 from lengthlens.stats.meta import (MetaAnalysis, accuracy_change_variance, detectable_effect, log_ratio_variance,
                                    random_effects)
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["CANT_TELL", "FASTER", "NONINFERIOR", "NOT_COMPUTED", "POOLED_METRICS", "RULE_COLUMNS", "RuleEstimate",
-           "RuleTable", "SLOWER", "UNGRADED", "WORSE", "WORSE_WITHIN_MARGIN", "rules"]
+           "CellInput", "RuleTable", "RulesReport", "SLOWER", "UNGRADED", "WORSE", "WORSE_WITHIN_MARGIN", "cell_inputs", "rules"]
 
 FASTER, SLOWER, CANT_TELL, NOT_COMPUTED = "faster", "slower", "can't tell", "not computed"
 WORSE, NONINFERIOR, WORSE_WITHIN_MARGIN, UNGRADED = "worse", "non-inferior", "worse, within the margin", "ungraded"
@@ -208,7 +209,7 @@ class RuleTable:
 # ------------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _CellInput:
+class CellInput:
     """What pooling needs of one cell: per metric (estimate, variance) on the pooling scale, and its item counts."""
 
     cell: Cell
@@ -217,7 +218,8 @@ class _CellInput:
     n_graded_items: int
 
 
-def _inputs(cell: Cell) -> _CellInput:
+def cell_inputs(cell: Cell) -> CellInput:
+    """What pooling reads of one cell: each metric's estimate and variance on the pooling scale, and its item counts."""
     values: dict[str, tuple[float, float]] = {}
     for name, scale in POOLED_METRICS.items():
         if scale != "log" or name in cell.unavailable:
@@ -233,10 +235,10 @@ def _inputs(cell: Cell) -> _CellInput:
         d, var = accuracy_change_variance(totals["n_graded"], totals["c"], totals["c_star"])
         if np.isfinite(d) and np.isfinite(var):
             values["accuracy_delta_pp"] = (100.0 * d, 1e4 * var)
-    return _CellInput(cell, values, cell.n_items, cell.n_graded_items)
+    return CellInput(cell, values, cell.n_items, cell.n_graded_items)
 
 
-def _pool(inputs: list[_CellInput], metric: str, level: float, floor: bool) -> MetaAnalysis | None:
+def _pool(inputs: list[CellInput], metric: str, level: float, floor: bool) -> MetaAnalysis | None:
     got = [c.values[metric] for c in inputs if metric in c.values]
     if not got:
         return None
@@ -266,7 +268,7 @@ def _p(m: MetaAnalysis | None, null: float = 0.0, alternative: Literal["two-side
     return _NAN if m is None else m.pvalue(null, alternative)
 
 
-def _family(groups: list[tuple[str, str, str, str, list[_CellInput], int]], margin_pp: float, level: float,
+def _family(groups: list[tuple[str, str, str, str, list[CellInput], int]], margin_pp: float, level: float,
             floor_accuracy: bool) -> list[RuleEstimate]:
     """The rule rows of one table (one serving condition, one pair or all pairs), Holm over its rules."""
     pooled = [{m: _pool(inputs, m, level, floor=(floor_accuracy if m == "accuracy_delta_pp" else True))
@@ -341,7 +343,72 @@ def rules(cells: CellTable, *, margin_pp: float = DEFAULT_MARGIN_PP, alphas: Lit
             groups = []
             for method in sorted({c.method for c in scope_cells}):
                 mine = [c for c in scope_cells if c.method == method]
-                inputs = [_inputs(c) for c in mine if not c.small_n]
+                inputs = [cell_inputs(c) for c in mine if not c.small_n]
                 groups.append((serving, target, draft, method, inputs, sum(c.small_n for c in mine)))
             out.extend(_family(groups, margin_pp, cells.confidence_level, floor_accuracy))
     return RuleTable(tuple(out), margin_pp, cells.confidence_level)
+
+
+# ------------------------------------------------------------------------------------------------
+# In the report: rules.csv and the section that opens the report
+# ------------------------------------------------------------------------------------------------
+
+#: The report's labels of rules.csv's shown columns, in the order the table shows them.
+_SHOWN: dict[str, tuple[str, str]] = {
+    "method": ("rule", "text"), "n_cells": ("cells", "int"), "n_items": ("items", "int"),
+    "rounds_ratio": ("R/R*", "f2"), "verdict_rounds": ("R/R* verdict", "text"),
+    "time_ratio": ("T/T*", "f2"), "verdict_time": ("T/T* verdict", "text"),
+    "n_cells_accuracy": ("graded cells", "int"), "accuracy_delta_pp": ("Δacc pp", "f1"),
+    "verdict_accuracy": ("accuracy verdict", "text"), "accuracy_mdd_pp": ("detectable loss pp", "f1"),
+}
+
+
+def _declared_columns() -> tuple[Column, ...]:
+    """rules.csv's columns as declared: RULE_COLUMNS' descriptions; the shown ones labelled, the verdicts coloured by
+    themselves (not by an interval: a verdict is Holm's over the rules)."""
+    family = "{" + ",".join(m for m in POOLED_METRICS if m not in _SHOWN) + "}"
+    out: list[Column] = []
+    for name, what in RULE_COLUMNS.items():
+        if name == "{m}":
+            for m in POOLED_METRICS:
+                if m in _SHOWN:
+                    out.append(Column(m, f"{what}, with its 95 % HKSJ interval ({m}_lo, {m}_hi)",
+                                      label=_SHOWN[m][0], fmt=_SHOWN[m][1], interval=True))
+            out.append(Column(family, f"{what}, with its 95 % HKSJ interval", interval=True))
+        elif name in ("{m}_lo", "{m}_hi"):
+            continue  # with each metric's interval above
+        elif "{m}" in name:
+            out.append(Column(name.replace("{m}", "{" + ",".join(POOLED_METRICS) + "}"), what))
+        elif name in _SHOWN:
+            label, fmt = _SHOWN[name]
+            out.append(Column(name, what, label=label, fmt=fmt, tone="verdict" if name.startswith("verdict_") else None))
+        else:
+            out.append(Column(name, what))
+    order = list(_SHOWN)  # the table's order; the rest keep rules.csv's
+    shown = sorted((c for c in out if c.label), key=lambda c: order.index(c.name))
+    return (*shown, *(c for c in out if not c.label))
+
+
+class RulesReport(ReportAnalysis):
+    """rules.csv and the report's first section: each rule's Table 3 cells pooled across datasets, a verdict per rule."""
+
+    name = "rule verdicts"
+    stage = "arms and Table 3"
+    outputs = Outputs(
+        tables=(Table("rules", "serving condition × pair (`all`: every pair pooled; each pair with several) × rule",
+                      _declared_columns(), written="when there are cells",
+                      caption="Rule verdicts: each rule's cells pooled across datasets"),),
+        sections=(Section("rules", "Faster, and as accurate? Each rule across datasets",
+                          "Each rule's cells of Table 3 (probes of fewer than 10 items left out, partly graded cells "
+                          "left out of accuracy) pooled by random-effects meta-analysis: Paule–Mandel between-dataset "
+                          "spread, Hartung–Knapp–Sidik–Jonkman 95 % intervals, Holm over the rules. The cell-level "
+                          "verdicts follow in the sections below.",
+                          order=-10, landscape=False, new_page=False),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        cell_table: CellTable = ctx.results["cells"]
+        if not len(cell_table):
+            return {}
+        ctx.results["rules"] = table = rules(cell_table, margin_pp=ctx.options.get("margin_pp", DEFAULT_MARGIN_PP),
+                                             alphas=ctx.options["alphas"])
+        return {"rules": table.to_frame()} if len(table) else {}

@@ -57,12 +57,13 @@ def grading_name(analysis: Any) -> str:
 
 def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
     """A warning naming the cells whose arm covers fewer than 95 % of its baseline's items (not the method's full result)."""
+    never = _not_run_sentence(analysis)
     cells = analysis.tables.get("cells")
     if cells is None or cells.empty or "complete" not in cells:
-        return None
+        return never
     bad = cells[~cells["complete"].astype(bool)]
     if bad.empty:
-        return None
+        return never
     # Cells large enough for Table 3 first: a probe of a few items is left out of it anyway.
     small = bad["small_n"].astype(bool) if "small_n" in bad else pd.Series(False, index=bad.index)
     big = bad[~small]
@@ -75,7 +76,23 @@ def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
     return (f"{len(bad)} of {len(cells)} cells cover fewer than {COMPLETE_SHARE:.0%} of their baseline's items, so their "
             "numbers are not the method's on the whole benchmark" + (f": {listed}" if listed else "")
             + (f". {probes[0].upper() + probes[1:]}" if probes else "") + ". They are marked in cells.csv (complete), "
-            "Table 3 (n_incomplete), the λ forest plots and the survival curves.")
+            "Table 3 (n_incomplete), the λ forest plots and the survival curves." + (f" {never}" if never else ""))
+
+
+def _not_run_sentence(analysis: Any) -> str | None:
+    """The datasets each method never reached though its target had a baseline there (no cell, coverage 0)."""
+    runs = getattr(analysis, "runs", None)
+    if runs is None:
+        return None
+    from lengthlens.data.coverage import not_run
+
+    missing = not_run(runs)
+    if not missing.height:
+        return None
+    parts = [f"{method} on {', '.join(part['dataset'].to_list())}"
+             for (method,), part in missing.partition_by(["method"], as_dict=True, maintain_order=True).items()]
+    return (f"Never run (no cell, coverage 0): {'; '.join(parts)}; the other cells of these methods are not their "
+            "result on the whole benchmark.")
 
 
 def grading_warning(analysis: Any) -> str | None:
@@ -480,7 +497,8 @@ def rule_verdict_line(r: Any) -> str:
     """One quotable line for a rule (a row of rules.csv): its pooled R/R*, T/T* and Δacc with intervals and verdicts,
     the smallest loss the data could detect, and the cells and items behind it."""
     where = "" if r["target"] == "all" else f" ({r['target']} ← {r['draft'] or '(none)'})"
-    load = f"[{r['serving']}] " if r.get("serving") else ""
+    serving = r.get("serving")
+    load = f"[{serving}] " if isinstance(serving, str) and serving else ""  # rules.csv read back: empty is NaN
     speed = "; ".join((_ratio_clause(r, "rounds_ratio", "R/R*", r["verdict_rounds"]),
                        _ratio_clause(r, "time_ratio", "T/T*", r["verdict_time"])))
     d = "accuracy_delta_pp"
