@@ -104,10 +104,10 @@ CELL_COLUMNS: dict[str, str] = {
     "accuracy_p_holm": "accuracy_p adjusted by Holm over the cells in_accuracy_family (family-wise); empty outside it",
     "accuracy_q_bh": "accuracy_p adjusted by Benjamini–Hochberg over the cells in_accuracy_family (false discovery rate)",
     "verdict_rounds": "faster / slower / can't tell: R/R*'s interval wholly below 1, wholly above 1, or holding 1 "
-                      "(not computed: no interval)",
+                      f"(not computed: no interval; probe, no verdict: fewer than {SMALL_N_ITEMS} items, small_n)",
     "verdict_time": "the same verdict from T/T*'s interval",
     "verdict_accuracy": "worse (the loss flag drop_2pp fires) / no detectable change (see accuracy_mdd_pp) / ungraded / "
-                        "partly graded",
+                        "partly graded / probe, no verdict",
     "mcnemar_p": "old name of accuracy_p_exact (kept for one release)",
     "mcnemar_p_holm": "old name of accuracy_p_holm (kept for one release)",
     "mcnemar_q_bh": "old name of accuracy_q_bh (kept for one release)",

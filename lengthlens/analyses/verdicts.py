@@ -1,6 +1,7 @@
 """The decision view: per cell and per rule, is it faster, slower or can't we tell, and is it less accurate?
 
-Verdicts read intervals only, never point estimates. Speed (R/R* and, separately, T/T*): *faster*
+Verdicts read intervals only, never point estimates. A probe (a cell of fewer than
+:data:`~lengthlens.analyses.cells.SMALL_N_ITEMS` items, ``small_n``) gets none: it is shown, never judged. Speed (R/R* and, separately, T/T*): *faster*
 when the whole interval lies below 1, *slower* when it lies wholly above 1, *can't tell* when it
 holds 1 (an interval touching 1 holds it). Accuracy: *worse* when the cell's loss flag
 (``drop_2pp``) fires, else *no detectable change*, reported with the cell's minimum detectable drop
@@ -18,11 +19,13 @@ import pandas as pd
 from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.results import frame, frame_html
 
-__all__ = ["FASTER", "SLOWER", "CANT_TELL", "NOT_COMPUTED", "WORSE", "NO_CHANGE", "UNGRADED", "PARTLY_GRADED",
+__all__ = ["FASTER", "SLOWER", "CANT_TELL", "NOT_COMPUTED", "WORSE", "NO_CHANGE", "UNGRADED", "PARTLY_GRADED", "PROBE",
            "CellVerdict", "RuleVerdict", "Verdicts", "speed_verdict", "accuracy_verdict", "with_verdicts", "verdicts"]
 
 FASTER, SLOWER, CANT_TELL, NOT_COMPUTED = "faster", "slower", "can't tell", "not computed"
 WORSE, NO_CHANGE, UNGRADED, PARTLY_GRADED = "worse", "no detectable change", "ungraded", "partly graded"
+#: Every verdict of a probe cell: too few items for an interval to carry a verdict.
+PROBE = "probe, no verdict"
 
 #: cells.csv's verdict columns and the interval (stem) each reads; accuracy reads the loss flag.
 VERDICT_COLUMNS = {"verdict_rounds": "rounds_ratio", "verdict_time": "time_ratio", "verdict_accuracy": "drop_2pp"}
@@ -69,15 +72,17 @@ def accuracy_verdict(loss: bool | None, n_graded: int | float | None, partial: b
 
 
 def with_verdicts(cells_df: pd.DataFrame) -> pd.DataFrame:
-    """``cells_df`` with ``verdict_rounds``, ``verdict_time`` and ``verdict_accuracy`` (cells.csv's columns).
+    """``cells_df`` with ``verdict_rounds``, ``verdict_time`` and ``verdict_accuracy`` (cells.csv's columns); a probe
+    cell (``small_n``) has :data:`PROBE` in all three.
 
     Examples
     --------
     >>> import pandas as pd
-    >>> df = pd.DataFrame({"rounds_ratio_lo": [0.8], "rounds_ratio_hi": [0.9], "time_ratio_lo": [0.9],
-    ...                    "time_ratio_hi": [1.2], "drop_2pp": [False], "n_graded": [30]})
-    >>> with_verdicts(df)[["verdict_rounds", "verdict_time", "verdict_accuracy"]].iloc[0].tolist()
-    ['faster', "can't tell", 'no detectable change']
+    >>> df = pd.DataFrame({"rounds_ratio_lo": [0.8, 0.5], "rounds_ratio_hi": [0.9, 0.5], "time_ratio_lo": [0.9, 0.5],
+    ...                    "time_ratio_hi": [1.2, 0.5], "drop_2pp": [False, False], "n_graded": [30, 1],
+    ...                    "small_n": [False, True]})
+    >>> with_verdicts(df)[["verdict_rounds", "verdict_time", "verdict_accuracy"]].values.tolist()
+    [['faster', "can't tell", 'no detectable change'], ['probe, no verdict', 'probe, no verdict', 'probe, no verdict']]
     """
     def col(name: str) -> list:
         return cells_df[name].tolist() if name in cells_df.columns else [None] * len(cells_df)
@@ -87,6 +92,9 @@ def with_verdicts(cells_df: pd.DataFrame) -> pd.DataFrame:
         out[name] = [speed_verdict(lo, hi) for lo, hi in zip(col(f"{stem}_lo"), col(f"{stem}_hi"))]
     out["verdict_accuracy"] = [accuracy_verdict(f, n, p) for f, n, p in
                                zip(col("drop_2pp"), col("n_graded"), col("graded_partial"))]
+    probe = [not _missing(s) and bool(s) for s in col("small_n")]
+    if any(probe):
+        out.loc[probe, list(VERDICT_COLUMNS)] = PROBE
     return out
 
 

@@ -125,7 +125,8 @@ class Col:
     def parts(self, row: dict[str, Any]) -> tuple[str, str, str]:
         """One row's cell as (value, interval ``[lo, hi]`` or "", colour class or ""): what the HTML and the PDF write."""
         ci = ""
-        if self.ci and (row.get(f"{self.ci}_lo") is not None):
+        # A probe's interval (a 1-item cell's is [x, x]) is no interval: its point only, as the figures draw it.
+        if self.ci and not _probe(row) and (row.get(f"{self.ci}_lo") is not None):
             lo, hi = row.get(f"{self.ci}_lo"), row.get(f"{self.ci}_hi")
             if not (_nan(lo) and _nan(hi)):
                 ci = f"[{fmt(lo, self.kind)}, {fmt(hi, self.kind)}]"
@@ -134,6 +135,12 @@ class Col:
 
 def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
+
+
+def _probe(row: dict[str, Any]) -> bool:
+    """A row of a cell of fewer than 10 items (``small_n``): shown, never coloured, printed without an interval."""
+    v = row.get("small_n")
+    return not _nan(v) and v is not pd.NA and bool(v)
 
 
 def auto_columns(df: pd.DataFrame, *, first: Sequence[str] = (), skip: Iterable[str] = ()) -> list[Col]:
@@ -166,12 +173,13 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
 def verdict_css(name: str, lo: str | None = None, hi: str | None = None, better: str | None = None,
                 reference: float = 1.0) -> Callable[[dict[str, Any]], str]:
     """The one colouring rule of every estimate: "loss" when its whole interval lies on the worse side of
-    ``reference``, "win" when it lies wholly on the better side, nothing when the interval crosses it or is missing."""
+    ``reference``, "win" when it lies wholly on the better side, nothing when the interval crosses it or is missing,
+    or when the row is a probe (``small_n``: too few items for an interval to carry a verdict)."""
     lo, hi = lo or f"{name}_lo", hi or f"{name}_hi"
 
     def css(row: dict[str, Any]) -> str:
         low, high = row.get(lo), row.get(hi)
-        if better is None or _nan(low) or _nan(high):
+        if better is None or _nan(low) or _nan(high) or _probe(row):
             return ""
         above, below = low > reference, high < reference
         if better == "lower":
@@ -203,6 +211,8 @@ def _acc_css(row: dict[str, Any]) -> str:
     fires (the accuracy verdict "worse"), green when its whole interval lies above 0."""
     if row.get("graded_partial"):
         return "partial"
+    if _probe(row):
+        return ""
     if row.get("drop_2pp") is True or row.get("drop_2pp") == 1:
         return "loss"
     return "win" if verdict_css("accuracy_delta_pp", "accuracy_delta_lo", "accuracy_delta_hi", "higher", 0.0)(row) == "win" else ""

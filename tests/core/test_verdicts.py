@@ -16,8 +16,8 @@ from lengthlens.analyses.drilldown import item_drivers
 from lengthlens.analyses.grading_policies import GRADING_DISAGREEMENT_SHARE, PolicyComparison
 from lengthlens.analyses.tables import arms, arms_excluded, table3_by_pair, table3_cells
 from lengthlens.analyses.time_model import time_model
-from lengthlens.analyses.verdicts import (CANT_TELL, FASTER, NO_CHANGE, NOT_COMPUTED, PARTLY_GRADED, SLOWER, UNGRADED,
-                                          WORSE, accuracy_verdict, speed_verdict, verdicts, with_verdicts)
+from lengthlens.analyses.verdicts import (CANT_TELL, FASTER, NO_CHANGE, NOT_COMPUTED, PARTLY_GRADED, PROBE, SLOWER,
+                                          UNGRADED, WORSE, accuracy_verdict, speed_verdict, verdicts, with_verdicts)
 
 NAN = float("nan")
 
@@ -65,6 +65,32 @@ def _cells_frame(seed: int = 0, n: int = 60) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["small_n"] = df["n_items"] < 10
     return df
+
+
+def test_a_probe_cell_gets_no_verdict_no_colour_and_no_interval():
+    """Issue 31: a 1-item cell's R/R* 10.61 [10.61, 10.61] is shown as its point, uncoloured, with no verdict."""
+    from lengthlens.report.columns import cell_columns
+
+    row = {"target": "T", "draft": "D", "dataset": "d", "method": "x", "params": "alpha1", "n_items": 1,
+           "rounds_ratio": 10.61, "rounds_ratio_lo": 10.61, "rounds_ratio_hi": 10.61, "time_ratio": 0.5,
+           "time_ratio_lo": 0.5, "time_ratio_hi": 0.5, "accuracy_delta_pp": -100.0, "accuracy_delta_lo": -100.0,
+           "accuracy_delta_hi": -100.0, "drop_2pp": True, "n_graded": 1, "graded_partial": False, "small_n": True}
+    big = {**row, "n_items": 30, "small_n": False}
+    df = with_verdicts(pd.DataFrame([row, big]))
+    assert df.loc[0, ["verdict_rounds", "verdict_time", "verdict_accuracy"]].tolist() == [PROBE] * 3
+    assert df.loc[1, ["verdict_rounds", "verdict_time", "verdict_accuracy"]].tolist() == [SLOWER, FASTER, WORSE]
+    cols = {c.name: c for c in cell_columns()}
+    probe, full = df.iloc[0].to_dict(), df.iloc[1].to_dict()
+    for name in ("rounds_ratio", "time_ratio", "accuracy_delta_pp", "verdict_rounds", "verdict_time"):
+        value, interval, tone = cols[name].parts(probe)
+        assert interval == "" and tone == "", name
+    assert cols["rounds_ratio"].parts(probe)[0] == "10.61"
+    # the same numbers on a 30-item cell are judged and coloured
+    assert cols["rounds_ratio"].parts(full)[1:] == ("[10.61, 10.61]", "loss")
+    assert cols["time_ratio"].parts(full)[2] == "win" and cols["verdict_rounds"].parts(full)[2] == "loss"
+    # the verdict counts leave probes out (counted apart), as before
+    v = verdicts(df, df.assign(complete=True)).to_frame()
+    assert int(v.loc[v["scope"] == "all", "n_small_excluded"].sum()) >= 1
 
 
 def test_rule_counts_equal_a_plain_pandas_count():
