@@ -33,8 +33,8 @@ def item_drivers(units: pl.DataFrame, top: int = DRILLDOWN_TOP) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        ARM_KEY, item_id, n_runs, L, L_star, lambda_item, lambda_without, lambda_shift, correct_change,
-        driver (``λ``, ``accuracy`` or ``λ, accuracy``).
+        ARM_KEY, item_id, n_runs, n_graded (its pairs graded on both sides), L, L_star, lambda_item,
+        lambda_without, lambda_shift, correct_change, driver (``λ``, ``accuracy`` or ``λ, accuracy``).
 
     Examples
     --------
@@ -46,7 +46,7 @@ def item_drivers(units: pl.DataFrame, top: int = DRILLDOWN_TOP) -> pd.DataFrame:
     >>> item_drivers(u, top=1)[["item_id", "lambda_without", "correct_change", "driver"]].values.tolist()
     [['a', 1.0, -1, 'λ, accuracy']]
     """
-    cols = [*ARM_KEY, "item_id", "n_runs", "L", "L_star", "lambda_item", "lambda_without", "lambda_shift",
+    cols = [*ARM_KEY, "item_id", "n_runs", "n_graded", "L", "L_star", "lambda_item", "lambda_without", "lambda_shift",
             "correct_change", "driver"]
     if units.is_empty() or "output_tokens" not in units.columns:
         return pd.DataFrame(columns=cols)
@@ -56,7 +56,7 @@ def item_drivers(units: pl.DataFrame, top: int = DRILLDOWN_TOP) -> pd.DataFrame:
     change = (pl.when(graded).then(pl.col("correct").cast(pl.Int64) - pl.col("correct_star").cast(pl.Int64)).otherwise(0)
               if "correct" in units.columns and "correct_star" in units.columns else pl.lit(0))
     items = (units.group_by([*ARM_KEY, "item_id"])
-             .agg(pl.len().alias("n_runs"), pl.col("output_tokens").cast(pl.Float64).sum().alias("L"),
+             .agg(pl.len().alias("n_runs"), graded.cast(pl.Int64).sum().alias("n_graded"), pl.col("output_tokens").cast(pl.Float64).sum().alias("L"),
                   pl.col("output_tokens_star").cast(pl.Float64).sum().alias("L_star"), change.sum().alias("correct_change")))
     cell = pl.col("L").sum().over(ARM_KEY), pl.col("L_star").sum().over(ARM_KEY)
     items = items.with_columns(
@@ -92,8 +92,10 @@ class DrilldownReport(ReportAnalysis):
             Column("lambda_item", "its own λ", label="item λ", fmt="f2"),
             Column("lambda_without", "the cell's λ with this item left out", label="λ without it", fmt="f3"),
             Column("lambda_shift", "the cell's λ minus λ without it", label="λ − λ without", fmt="f3"),
-            Column("correct_change", "correct relaxed runs minus correct baseline runs (graded pairs)", label="Δ correct",
-                   fmt="int", tone="loss_if_negative"),
+            Column("n_graded", "its pairs graded on both sides (correct_change is over these)"),
+            Column("correct_change", "correct relaxed runs minus correct baseline runs (graded pairs; 0 where none is "
+                   "graded: the report says not graded)", label="Δ correct", fmt="int", tone="loss_if_negative",
+                   graded=("n_graded", "n_runs")),
             Column("driver", "why listed: λ, accuracy or both", label="why listed", fmt="text"),
             *keys(also=("target", "draft", "dataset", "method", "params", "serving"))), written="when there are cells"),),
         sections=(Section("drilldown", "Per-item drill-down", order=85, landscape=False, new_page=False),))

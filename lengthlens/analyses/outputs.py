@@ -55,6 +55,8 @@ class Column:
     (``stem`` defaults to the name) and the report shows ``[lo, hi]`` under the value. ``better`` (``lower`` or
     ``higher``): the report colours the value when its interval lies wholly on one side of ``reference``;
     ``tone``: another colouring (``loss_if_positive``, ``win_if_positive``, ``verdict``, ``partial``).
+    ``graded`` (count column, of column): the value is an accuracy over that many graded rows of so many; the report
+    writes "not graded" where none is and "k of n graded" (marked partial) where fewer than half are, never the number.
     """
 
     name: str
@@ -66,6 +68,7 @@ class Column:
     better: str | None = None
     reference: float = 1.0
     tone: str | None = None
+    graded: tuple[str, str] | None = None
 
     def names(self) -> tuple[str, ...]:
         """Every column name this declaration covers (the interval's limits included)."""

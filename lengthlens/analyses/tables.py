@@ -93,14 +93,15 @@ def arms_excluded(runs: RunSet) -> pd.DataFrame:
     Returns
     -------
     pandas.DataFrame
-        ARM_KEY, ``reason``, ``n_runs``, ``n_items``, ``budget``, ``mean_completion_length`` and ``accuracy`` of those runs.
+        ARM_KEY, ``reason``, ``n_runs``, ``n_items``, ``budget``, ``mean_completion_length``, ``accuracy`` and
+        ``n_graded`` (the graded runs the accuracy is over) of those runs.
 
     Examples
     --------
     >>> import lengthlens as ll                     # doctest: +SKIP
     >>> ll.arms_excluded(ll.load("runs/"))          # doctest: +SKIP
     """
-    cols = [*ARM_KEY, "reason", "n_runs", "n_items", "budget", "mean_completion_length", "accuracy"]
+    cols = [*ARM_KEY, "reason", "n_runs", "n_items", "budget", "mean_completion_length", "accuracy", "n_graded"]
     t = runs.table
     if "shared_baseline" in t.columns:
         t = t.filter(~pl.col("shared_baseline"))
@@ -112,7 +113,8 @@ def arms_excluded(runs: RunSet) -> pd.DataFrame:
     df = (out.group_by([*ARM_KEY, "reason"]).agg(pl.len().alias("n_runs"), pl.col("item_id").n_unique().alias("n_items"),
                                                   pl.col("max_new_tokens").max().alias("budget"),
                                                   pl.col("output_tokens").cast(pl.Float64).mean().alias("mean_completion_length"),
-                                                  pl.col("correct").cast(pl.Float64).mean().alias("accuracy"))
+                                                  pl.col("correct").cast(pl.Float64).mean().alias("accuracy"),
+                                                  pl.col("correct").is_not_null().sum().alias("n_graded"))
           .sort([*ARM_KEY, "reason"]))
     return df.to_pandas()[cols]
 
@@ -420,14 +422,16 @@ class ArmsReport(ReportAnalysis):
                 Column("mean_completion_length", "mean output tokens", label="mean length", fmt="f1"),
                 Column("mean_draft_rounds", "mean verifier rounds", label="mean rounds", fmt="f1"),
                 Column("mean_wall_time_s", "mean wall time (s)", label="mean time s", fmt="f2"),
-                Column("accuracy", "share of graded runs that are correct", label="accuracy", fmt="f3"),
+                Column("accuracy", "share of graded runs that are correct", label="accuracy", fmt="f3",
+                       graded=("n_graded", "n_ok")),
+                Column("n_graded", "graded used runs: the accuracy is over these", label="graded", fmt="int"),
                 *(Column(f"accuracy_{p}", f"the same runs graded by lengthlens' graders under the {p} policy (written "
                          "when lengthlens' graders judged runs and the report used the other policy)",
                          label=f"accuracy, {p} policy", fmt="f3") for p in ("default", "study")),
                 Column("n_policy_disagree", "runs whose verdict the other grading policy changes",
                        label="verdicts the policy changes", fmt="int", tone="loss_if_positive"),
                 Column("censored_frac", "share of used runs cut at the token budget", label="censored", fmt="f2"),
-                Column("n_items", "items of the used runs"), Column("n_graded", "graded used runs"),
+                Column("n_items", "items of the used runs"),
                 Column("budget", "the token budget (max_new_tokens)"), _KM)),
             Table("arms_excluded", "(arm, reason) with ok runs that enter no cell", (
                 *keys("target", "dataset", "method", "params"),
@@ -435,7 +439,9 @@ class ArmsReport(ReportAnalysis):
                 Column("n_runs", "runs", label="runs", fmt="int"), Column("n_items", "items", label="items", fmt="int"),
                 Column("budget", "their token budget", label="budget", fmt="int"),
                 Column("mean_completion_length", "mean output tokens", label="mean length", fmt="f1"),
-                Column("accuracy", "share of graded runs that are correct", label="accuracy", fmt="f3")),
+                Column("accuracy", "share of graded runs that are correct", label="accuracy", fmt="f3",
+                       graded=("n_graded", "n_runs")),
+                Column("n_graded", "graded runs: the accuracy is over these", label="graded", fmt="int")),
                 written="when ok runs enter no cell")),
         sections=(Section("arms", "Appendix: arms", order=100),))
 

@@ -117,13 +117,22 @@ class Col:
     css: Callable[[dict[str, Any]], str] | None = None
     left: bool = False
     title: str | None = None  # tooltip
+    #: (graded count column, of column[, noun]): an accuracy, written only where at least half are graded (see parts).
+    graded: tuple[str, ...] | None = None
 
     def text(self) -> str:
         """The header's text."""
         return self.label or labels().get(self.name, self.name.replace("_", " "))
 
     def parts(self, row: dict[str, Any]) -> tuple[str, str, str]:
-        """One row's cell as (value, interval ``[lo, hi]`` or "", colour class or ""): what the HTML and the PDF write."""
+        """One row's cell as (value, interval ``[lo, hi]`` or "", colour class or ""): what the HTML and the PDF write.
+
+        An accuracy (``graded``) over no graded row is "not graded", over fewer than half its rows "k of n graded" in
+        the partial tone: a number resting on a biased few (0.000 from 1 of 12 runs graded) is not printed.
+        """
+        partly = graded_text(row, self.graded) if self.graded else None
+        if partly is not None:
+            return partly
         ci = ""
         # A probe's interval (a 1-item cell's is [x, x]) is no interval: its point only, as the figures draw it.
         if self.ci and not _probe(row) and (row.get(f"{self.ci}_lo") is not None):
@@ -135,6 +144,22 @@ class Col:
 
 def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
+
+
+def graded_text(row: dict[str, Any], graded: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """What an accuracy's cell says instead of its number: "not graded", or "k of n graded" where fewer than half its
+    rows are graded (:func:`lengthlens.analyses.cells.is_partly_graded`); None where the number stands."""
+    from lengthlens.analyses.cells import is_partly_graded
+
+    k, n = row.get(graded[0]), row.get(graded[1])
+    if _nan(k) or k is pd.NA:
+        return None  # the table does not say how many are graded
+    noun = f" {graded[2]}" if len(graded) > 2 else ""
+    if int(k) == 0:
+        return "not graded", "", ""
+    if not (_nan(n) or n is pd.NA) and is_partly_graded(int(k), int(n)):
+        return f"{int(k):,} of {int(n):,}{noun} graded", "", "partial"
+    return None
 
 
 def _probe(row: dict[str, Any]) -> bool:
@@ -200,7 +225,9 @@ def cell_columns() -> list[Col]:
         css = verdict_css(m.name, f"{m.stem}_lo", f"{m.stem}_hi", m.better, m.reference) if m.interval else None
         if m.name == "accuracy_delta_pp":
             css = _acc_css
-        cols.append(Col(m.name, m.label, m.fmt, ci=m.stem if m.interval else None, css=css, title=m.description))
+        graded = ("n_graded_items", "n_items", "items") if m.name == "accuracy_delta_pp" else None
+        cols.append(Col(m.name, m.label, m.fmt, ci=m.stem if m.interval else None, css=css, title=m.description,
+                        graded=graded))
     return cols + [Col("n_graded", "graded", "int", css=lambda r: "partial" if r.get("graded_partial") else "",
                        title="runs graded on both sides (only these enter accuracy)"),
                    Col("accuracy_p_holm", "p Holm", "p")]
@@ -257,7 +284,7 @@ def _tone(column: Column) -> Callable[[dict[str, Any]], str] | None:
 def col_of(column: Column) -> Col:
     """The displayed column of a declared one: its label, format, interval, colour and its description as a tooltip."""
     return Col(column.name, column.label, column.fmt, ci=(column.stem or column.name) if column.interval else None,
-               css=_tone(column), left=column.fmt == "text", title=column.description)
+               css=_tone(column), left=column.fmt == "text", title=column.description, graded=column.graded)
 
 
 def _declared(name: str, analyses: Sequence[ReportAnalysis] | None) -> list[Column]:

@@ -501,7 +501,7 @@ def _more_figures(p: _Parts, spec: Section) -> list[Block] | None:
 def _drilldown(p: _Parts, spec: Section) -> list[Block] | None:
     """On screen, one collapsible block per cell (the items that move its λ most, those whose accuracy changed);
     on paper, where to find them."""
-    from lengthlens.report.columns import declared_columns, fmt
+    from lengthlens.report.columns import declared_columns, fmt, graded_text
 
     d = p.analysis.tables.get("drilldown")
     if d is None or d.empty:
@@ -514,7 +514,10 @@ def _drilldown(p: _Parts, spec: Section) -> list[Block] | None:
     blocks = []
     for key, g in d.groupby(arm, sort=True):
         c = cells.loc[key] if key in cells.index else None
-        lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {fmt(c['accuracy_delta_pp'], 'f1')} pp"
+        # Δacc only where the cell is graded on at least half its items: "0.0 pp" from no graded pair is no change.
+        partly = None if c is None else graded_text(c.to_dict(), ("n_graded_items", "n_items", "items"))
+        acc = f"{fmt(c['accuracy_delta_pp'], 'f1')} pp" if c is not None and partly is None else (partly or ("", ""))[0]
+        lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {acc}"
         extra = ""
         if c is not None and "influence_top_share" in cells.columns:
             extra = f" · largest item share {fmt(c['influence_top_share'], 'pct')}"

@@ -227,6 +227,44 @@ def test_arms_appendix_lists_excluded_runs_apart(tmp_path):
     assert "Runs left out of every cell (3)" in html
 
 
+def test_an_accuracy_resting_on_few_graded_runs_is_not_printed_as_a_number(tmp_path):
+    """Issue 31: HumanEval strict printed 0.000 from 1 of 12 runs graded. The arms table writes "1 of 12 graded" (and
+    the graded count beside every accuracy), the cell table "k of n items graded", the drill-down "not graded"."""
+    from lengthlens.report import model as M
+    from lengthlens.report.columns import cell_columns, declared_columns, with_verdict_text
+
+    recs = []
+    for i in range(12):
+        recs.append(_rec("T", "he", "strict", "strict", None, i, correct=False if i == 0 else None))
+        recs.append(_rec("T", "he", "cactus", "alpha0.3", 0.3, i, correct=None, L=300 + 40 * i))
+        recs.append(_rec("T", "gsm", "strict", "strict", None, i, correct=i % 4 != 0))
+        recs.append(_rec("T", "gsm", "cactus", "alpha0.3", 0.3, i, correct=i % 3 != 0, L=300 + 40 * i))
+    for r in recs:
+        if r["correct"] is None:
+            r.pop("correct")
+    analysis = ll.analyse(_load(tmp_path, recs), n_resamples=200)
+    arms_df = analysis.tables["arms"]
+    cols = {c.name: c for c in declared_columns("arms", arms_df, analysis)}
+    assert "n_graded" in cols  # the graded count is shown beside the accuracy
+    shown = {(r["dataset"], r["method"]): cols["accuracy"].parts(r) for r in arms_df.to_dict("records")}
+    assert arms_df.set_index(["dataset", "method"]).loc[("he", "strict"), "accuracy"] == 0.0  # the CSV keeps it
+    assert shown[("he", "strict")] == ("1 of 12 graded", "", "partial")
+    assert shown[("he", "cactus")] == ("not graded", "", "")
+    assert shown[("gsm", "strict")] == ("0.750", "", "")
+    cells = with_verdict_text(analysis.tables["cells"]).set_index("dataset")
+    acc = next(c for c in cell_columns() if c.name == "accuracy_delta_pp")
+    assert acc.parts(cells.loc["he"].to_dict())[0] == "not graded"
+    assert acc.parts(cells.loc["gsm"].to_dict())[0] == M.table(cells.loc[["gsm"]], [acc])["rows"][0]["cells"][0][0]
+    assert "graded" not in acc.parts(cells.loc["gsm"].to_dict())[0]
+    # a cell graded on 3 of 12 items says so
+    partial = {**cells.loc["gsm"].to_dict(), "n_graded_items": 3, "graded_partial": True}
+    assert acc.parts(partial) == ("3 of 12 items graded", "", "partial")
+    drill = [b for s in M.build(analysis)["sections"] if s["id"] == "drilldown" for b in s["blocks"]
+             if b["type"] == "collapsible"]
+    he = [b["summary"] for b in drill if "/ he /" in b["summary"]]
+    assert he and all("Δacc not graded" in t for t in he) and not any("0.0 pp" in t for t in he)
+
+
 def _policy_recs(n_disagree: int, n: int = 20):
     """LongBench v2 runs cut at the budget with their thinking open and a bare letter: the study's policy reads it,
     the default one counts it wrong (tests/test_grading_policy.py)."""
