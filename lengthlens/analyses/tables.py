@@ -15,7 +15,7 @@ from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
 from lengthlens.data.serving import serving_conditions
 from lengthlens.results import frame
-from lengthlens.stats.intervals import percentile_interval
+from lengthlens.stats.meta import equal_weight_interval
 from lengthlens.stats.survival import kaplan_meier
 
 
@@ -233,16 +233,19 @@ def table3_cells(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "al
     return picked if include_small else _drop_small(picked, False)[0]
 
 
-def _mean_delta(d: pd.DataFrame, graded: pd.Series, replicates: np.ndarray | None) -> dict:
-    """Mean accuracy change over graded cells and its interval: per resample, the mean of the cells' replicates."""
+def _mean_delta(d: pd.DataFrame, graded: pd.Series, replicates: np.ndarray | None, level: float = 0.95) -> dict:
+    """Mean accuracy change over graded cells and its interval for the across-dataset mean: Hartung–Knapp with equal
+    weights (:func:`~lengthlens.stats.meta.equal_weight_interval`), floored at the spread of the mean of the cells'
+    bootstrap replicates. The replicates alone hold the datasets fixed: their percentile interval under-covered
+    (93 % at 6 datasets × 12 items) and, from a few discordant pairs, put limits at exactly 0."""
     g = d.loc[graded]
-    out = {"accuracy_delta_pp_mean": float(g["accuracy_delta_pp"].mean()) if len(g) else np.nan,
-           "accuracy_delta_pp_mean_lo": np.nan, "accuracy_delta_pp_mean_hi": np.nan}
+    within = 0.0
     if len(g) and replicates is not None and replicates.size and "_rep" in g:
         reps = replicates[:, g["_rep"].to_numpy(dtype=int)].mean(axis=1)
-        lo, hi, _ = percentile_interval(reps[:, None])
-        out["accuracy_delta_pp_mean_lo"], out["accuracy_delta_pp_mean_hi"] = float(lo[0]), float(hi[0])
-    return out
+        reps = reps[np.isfinite(reps)]
+        within = float(reps.std(ddof=1)) if reps.size > 1 else 0.0
+    mean, lo, hi = equal_weight_interval(g["accuracy_delta_pp"].to_numpy(dtype=float), within, confidence_level=level)
+    return {"accuracy_delta_pp_mean": mean, "accuracy_delta_pp_mean_lo": lo, "accuracy_delta_pp_mean_hi": hi}
 
 
 def _accuracy_counts(d: pd.DataFrame, graded: pd.Series) -> dict:
@@ -271,8 +274,8 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
     n_drop_2pp (a loss of more than 2 points by the one-sided test at 2.5 %, drop_2pp), n_drop_2pp_point
     (the study's point rule), accuracy_mdd_pp_median (the median over the graded cells of the smallest
     drop that test detects with 80 % power), n_drop_holm / n_drop_bh (lower accuracy with Holm p / BH q
-    < 0.05 over the report's accuracy family), accuracy_delta_pp_mean with a bootstrap interval (needs a CellTable: per resample, the
-    mean over the cells' replicates, each from its group's item draws); cells where the predicted
+    < 0.05 over the report's accuracy family), accuracy_delta_pp_mean with an interval for the across-dataset mean (Hartung–Knapp with equal
+    weights, floored at the spread of the mean of the cells' bootstrap replicates where a CellTable gives them); cells where the predicted
     rounds win (lambda/gain_pooled < 1) or the measured rounds win (rounds_ratio < 1) while time
     loses (time_ratio >= 1). Intervention arms are left out: Table 4 reports them. Cells with
     fewer than 10 items (``small_n``) among those chosen are left out too unless ``include_small``;
@@ -297,7 +300,7 @@ def table3(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = 
     replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
     # After the choice of alpha: the small cells that would have entered.
     df, n_small = _drop_small(table3_cells(cells, alphas, include_small=True), include_small)
-    return _table3_rows(df, n_small, replicates)
+    return _table3_rows(df, n_small, replicates, getattr(cells, "confidence_level", 0.95))
 
 
 def table3_by_pair(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest", *,
@@ -323,14 +326,15 @@ def table3_by_pair(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "
     parts = []
     for (tg, dr), d in chosen.groupby(["target", "draft"], sort=True):
         kept, n_small = _drop_small(d, include_small)
-        t = _table3_rows(kept, n_small, replicates)
+        t = _table3_rows(kept, n_small, replicates, getattr(cells, "confidence_level", 0.95))
         t.insert(0, "draft", dr)
         t.insert(0, "target", tg)
         parts.append(t)
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["target", "draft", "method"])
 
 
-def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarray | None) -> pd.DataFrame:
+def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarray | None,
+                 level: float = 0.95) -> pd.DataFrame:
     """Table 3's rows (one per rule and ``all``) from the chosen cells and the count of small cells left out per rule."""
 
     def summarize(d: pd.DataFrame, label: str) -> dict:
@@ -351,7 +355,7 @@ def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarr
             "n_incomplete": int((~_complete(d)).sum()) if len(d) else 0,
             **_accuracy_counts(d, graded),
             "n_graded_partial": int(partial.sum()),
-            **_mean_delta(d, graded, replicates),
+            **_mean_delta(d, graded, replicates, level),
             "n_predicted_win_time_loses": int(((d["rounds_ratio_predicted"] < 1) & (d["time_ratio"] >= 1)).sum()),
             "n_measured_win_time_loses": int(((d["rounds_ratio"] < 1) & (d["time_ratio"] >= 1)).sum()),
         })
@@ -494,8 +498,9 @@ def _table3_columns() -> tuple[Column, ...]:
                "power", label="detectable drop pp", fmt="f0"),
         Column("n_drop_holm", "cells with lower accuracy and Holm-adjusted mid-p < 0.05 over the accuracy family",
                label="drop, Holm p<0.05", fmt="int"),
-        Column("accuracy_delta_pp_mean", "mean accuracy change (points) over graded cells; its interval: per resample "
-               "the mean of the cells' replicates", label="Δacc mean pp", fmt="f1", interval=True),
+        Column("accuracy_delta_pp_mean", "mean accuracy change (points) over graded cells; its interval, for the "
+               "across-dataset mean: Hartung–Knapp with equal weights, mean ± t(K − 1)·max(s/√K, the SD of the mean of "
+               "the cells' bootstrap replicates), empty with one cell", label="Δacc mean pp", fmt="f1", interval=True),
         Column("n_predicted_win_time_loses", "cells where λ/gain < 1 (predicted rounds win) while T/T* ≥ 1",
                label="λ/gain<1, T/T*≥1", fmt="int"),
         Column("n_measured_win_time_loses", "cells where R/R* < 1 (measured rounds win) while T/T* ≥ 1",

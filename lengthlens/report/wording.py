@@ -390,7 +390,8 @@ def table3_note(settings: dict[str, Any], grading: str) -> str:
             f"drop >{ACCURACY_DROP_PP:g}pp (point) = the study's rule on the point estimate (it fires on noise in about a "
             "third of unchanged 12–30-item cells), drop Holm = lower accuracy with a Holm-adjusted mid-p paired test "
             "p < 0.05 over the report's accuracy family (graded cells of 10 or more items, fully graded); Δacc mean "
-            "with its item-bootstrap interval; the last two count cells where rounds (predicted λ/gain_pooled, or "
+            "with an interval for the across-dataset mean (the cells' spread, t with K − 1 degrees of freedom, never "
+            "narrower than the item bootstrap's; none from one cell); the last two count cells where rounds (predicted λ/gain_pooled, or "
             "measured) win but wall time loses.")
 
 

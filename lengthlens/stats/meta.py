@@ -33,8 +33,8 @@ from lengthlens.results import ConfidenceInterval, frame, frame_html
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MetaAnalysis", "accuracy_change_variance", "detectable_effect", "hksj_standard_error", "log_ratio_variance",
-           "paule_mandel_tau2", "random_effects"]
+__all__ = ["MetaAnalysis", "accuracy_change_variance", "detectable_effect", "equal_weight_interval", "hksj_standard_error",
+           "log_ratio_variance", "paule_mandel_tau2", "random_effects"]
 
 _NAN = float("nan")
 
@@ -119,6 +119,44 @@ def hksj_standard_error(y, v, tau2: float, *, floor: bool = True) -> tuple[float
 
 def _t(df: float, level: float) -> float:
     return float(special.stdtrit(df, 0.5 + level / 2.0)) if df >= 1 else _NAN
+
+
+def equal_weight_interval(y, within_se: float = 0.0, *, confidence_level: float = 0.95) -> tuple[float, float, float]:
+    """The plain mean of K cell estimates with an interval for the across-dataset mean: Hartung–Knapp with equal weights.
+
+    Each yᵢ varies by its sampling error and by its dataset's own effect, so the sample variance s² of the yᵢ
+    estimates both at once and s/√K is the equal-weight mean's standard error across datasets (what a bootstrap of
+    the cells' items alone misses: it holds the datasets fixed). The interval is ȳ ± t(K − 1) · max(s/√K,
+    ``within_se``); ``within_se`` (the within-cell standard error of the mean, e.g. the SD of its item-bootstrap
+    replicates) floors it, as the ratios' HKSJ interval is floored at the fixed-effect width.
+
+    Parameters
+    ----------
+    y : the cell estimates (NaN ignored).
+    within_se : the mean's standard error from the cells' sampling error alone (0: no floor).
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    (mean, low, high): the limits are NaN with fewer than two estimates (no spread to see across datasets).
+
+    Examples
+    --------
+    >>> m, lo, hi = equal_weight_interval([-4.0, 0.0, 2.0, 6.0])    # s = 4.16, t(3) = 3.182
+    >>> round(m, 2), round(lo, 2), round(hi, 2)
+    (1.0, -5.62, 7.62)
+    """
+    y = np.asarray(y, dtype=float)
+    y = y[np.isfinite(y)]
+    k = y.size
+    if k == 0:
+        return _NAN, _NAN, _NAN
+    mean = float(y.mean())
+    if k < 2:
+        return mean, _NAN, _NAN
+    se = max(float(y.std(ddof=1)) / math.sqrt(k), float(within_se) if np.isfinite(within_se) else 0.0)
+    half = _t(k - 1, confidence_level) * se
+    return mean, mean - half, mean + half
 
 
 @dataclass(frozen=True)
