@@ -475,3 +475,20 @@ def test_restricted_mean_ratio_with_differing_budgets_covers_at_12_items():
         truth = np.minimum(pop, tau).mean() / np.minimum(pop_s, tau).mean()
         hit += cell.rmst_ratio.low <= truth <= cell.rmst_ratio.high
     assert 0.93 - 0.046 <= hit / 200 <= 0.97 + 0.046, hit
+
+
+def test_a_kaplan_meier_quantile_beyond_the_budget_prints_as_open(tmp_path):
+    """Issue 31: an upper limit (or a quartile) the curve does not reach before the budget is "> budget", not NaN."""
+    from lengthlens.report.columns import declared_columns
+
+    cols = {c.name: c for c in declared_columns("censoring", pd.DataFrame(columns=["km_median", "km_median_star"]))}
+    row = {"km_median": 2400.0, "km_median_lo": 1800.0, "km_median_hi": float("nan"), "budget": 4096,
+           "km_median_star": float("nan"), "km_median_star_lo": 3000.0, "km_median_star_hi": float("nan"),
+           "budget_star": 8192}
+    assert cols["km_median"].parts(row)[:2] == ("2,400", "[1,800, > 4,096]")
+    assert cols["km_median_star"].parts(row)[:2] == ("> 8,192", "[3,000, > 8,192]")
+    closed = {**row, "km_median_hi": 3100.0}
+    assert cols["km_median"].parts(closed)[:2] == ("2,400", "[1,800, 3,100]")
+    # nothing identified at all stays missing
+    empty = {**row, "km_median": float("nan"), "km_median_lo": float("nan")}
+    assert cols["km_median"].parts(empty)[:2] == ("–", "")

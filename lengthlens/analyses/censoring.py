@@ -484,8 +484,9 @@ def _censoring_columns() -> tuple[Column, ...]:
         Column("censored_frac", "share of the relaxed runs cut at the token budget", label="cens", fmt="f2"),
         Column("censored_frac_star", "the same for the baseline runs", label="cens*", fmt="f2"),
         Column("km_median", "Kaplan–Meier median completion length of the relaxed runs", label="KM median", fmt="int",
-               interval=True),
-        Column("km_median_star", "the same for the baseline runs", label="KM median*", fmt="int", interval=True),
+               interval=True, open_at="budget"),
+        Column("km_median_star", "the same for the baseline runs", label="KM median*", fmt="int", interval=True,
+               open_at="budget_star"),
         Column("lambda_plain", "the cell's λ (censored runs counted at the budget)", label="λ plain", fmt="f2", interval=True),
         Column("lambda_uncensored_pairs", "λ on the pairs where neither run is censored", label="λ uncensored pairs",
                fmt="f2", interval=True),
@@ -498,7 +499,8 @@ def _censoring_columns() -> tuple[Column, ...]:
         Column("budget{,_star}", "token budgets (relaxed, baseline)"),
         Column("budgets_differ", "the two sides ran under different budgets"),
         Column("km_{q25,median,q75}{,_star}", "Kaplan–Meier quartiles of completion length (relaxed, baseline) with "
-               "item-level intervals; NaN where not identified", interval=True),
+               "item-level intervals; NaN where not identified (a missing upper limit, or quartile, above a known lower limit "
+               "lies beyond the budget: the report writes > budget)", interval=True),
         Column("km_{q25,median,q75}{,_star}_reason", "why a quartile or its limit is not identified"),
         Column("rmst_tau", "the horizon of the restricted means (the smaller budget)"),
         Column("rmst{,_star}", "restricted mean completion length up to rmst_tau (relaxed, baseline)"),

@@ -57,6 +57,8 @@ class Column:
     ``tone``: another colouring (``loss_if_positive``, ``win_if_positive``, ``verdict``, ``partial``).
     ``graded`` (count column, of column): the value is an accuracy over that many graded rows of so many; the report
     writes "not graded" where none is and "k of n graded" (marked partial) where fewer than half are, never the number.
+    ``open_at`` (a budget column): a quantile or upper limit missing while the lower limit is known lies beyond what
+    the budget lets one see; the report writes "> budget" (an open interval), not a missing value.
     """
 
     name: str
@@ -69,6 +71,7 @@ class Column:
     reference: float = 1.0
     tone: str | None = None
     graded: tuple[str, str] | None = None
+    open_at: str | None = None
 
     def names(self) -> tuple[str, ...]:
         """Every column name this declaration covers (the interval's limits included)."""

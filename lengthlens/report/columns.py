@@ -119,10 +119,26 @@ class Col:
     title: str | None = None  # tooltip
     #: (graded count column, of column[, noun]): an accuracy, written only where at least half are graded (see parts).
     graded: tuple[str, ...] | None = None
+    #: The budget column of a Kaplan–Meier quantile: beyond it, "> budget" (an open interval) instead of "–".
+    open_at: str | None = None
 
     def text(self) -> str:
         """The header's text."""
         return self.label or labels().get(self.name, self.name.replace("_", " "))
+
+    def _open_parts(self, row: dict[str, Any]) -> tuple[str, str, str]:
+        """A Kaplan–Meier quantile: where the curve stays above its level up to the budget (the lower limit known, the
+        quantile or its upper limit not), what lies beyond the budget is written "> budget", an open interval."""
+        b = row.get(self.open_at or "")
+        lo = row.get(f"{self.ci}_lo") if self.ci else None
+        hi = row.get(f"{self.ci}_hi") if self.ci else None
+        point = row.get(self.name)
+        open_ = not _nan(b) and b is not pd.NA and not _nan(lo)
+        value = _beyond(b, self.kind) if open_ and _nan(point) else fmt(point, self.kind)
+        ci = ""
+        if self.ci and not (_nan(lo) and _nan(hi)):
+            ci = f"[{fmt(lo, self.kind)}, {_beyond(b, self.kind) if open_ and _nan(hi) else fmt(hi, self.kind)}]"
+        return value, ci, (self.css(row) if self.css else "") or ""
 
     def parts(self, row: dict[str, Any]) -> tuple[str, str, str]:
         """One row's cell as (value, interval ``[lo, hi]`` or "", colour class or ""): what the HTML and the PDF write.
@@ -133,6 +149,8 @@ class Col:
         partly = graded_text(row, self.graded) if self.graded else None
         if partly is not None:
             return partly
+        if self.open_at:
+            return self._open_parts(row)
         ci = ""
         # A probe's interval (a 1-item cell's is [x, x]) is no interval: its point only, as the figures draw it.
         if self.ci and not _probe(row) and (row.get(f"{self.ci}_lo") is not None):
@@ -140,6 +158,10 @@ class Col:
             if not (_nan(lo) and _nan(hi)):
                 ci = f"[{fmt(lo, self.kind)}, {fmt(hi, self.kind)}]"
         return fmt(row.get(self.name), self.kind), ci, (self.css(row) if self.css else "") or ""
+
+
+def _beyond(budget: Any, kind: str) -> str:
+    return f"> {fmt(budget, kind)}"
 
 
 def _nan(v: Any) -> bool:
@@ -284,7 +306,8 @@ def _tone(column: Column) -> Callable[[dict[str, Any]], str] | None:
 def col_of(column: Column) -> Col:
     """The displayed column of a declared one: its label, format, interval, colour and its description as a tooltip."""
     return Col(column.name, column.label, column.fmt, ci=(column.stem or column.name) if column.interval else None,
-               css=_tone(column), left=column.fmt == "text", title=column.description, graded=column.graded)
+               css=_tone(column), left=column.fmt == "text", title=column.description, graded=column.graded,
+               open_at=column.open_at)
 
 
 def _declared(name: str, analyses: Sequence[ReportAnalysis] | None) -> list[Column]:
