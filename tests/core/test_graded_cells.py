@@ -67,7 +67,8 @@ def test_report_shows_graded_and_marks_partly_graded_cells(tmp_path):
     recs = (_recs("strict", "strict", lambda i: True)
             + _recs("cactus", "alpha0.5", lambda i: False if i < 3 else None))
     html = render_html(ll.analyse(_load(tmp_path, recs), n_resamples=50), with_figures=False)
-    assert '<td class="partial">-100.0' in html  # the Δacc of the partly graded cell, grey italics
+    # the Δacc of the partly graded cell (−100.0 from 3 of 12 items): its graded share, grey italics, not the number
+    assert '<td class="partial">3 of 12 items graded' in html and '<td class="partial">-100.0' not in html
     assert '<td class="partial">3</td>' in html   # its graded units
     assert ">partly</span> <span class=\"nw\">graded<" in html  # Table 3 counts it apart
     assert "graded on fewer than half its items" in html
