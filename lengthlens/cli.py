@@ -190,13 +190,15 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from lengthlens.report import wording, write_report
+    from lengthlens.report import REPORT_FILES, wording, write_report
+    from lengthlens.report.output import check_out
 
-    out = Path(args.out)
     sources: list[Path] = [Path(s) for s in args.runs]
     if args.example and args.format:
         print("lengthlens report: --example is in the raw layout; it cannot be read with --format", file=sys.stderr)
         return 2
+    # Before any work: an --out that holds the inputs or files no report wrote stops here, not after the analysis.
+    out = check_out(args.out, sources, REPORT_FILES, into_subfolder=args.into_subfolder)
     progress = Progress.from_args(args)
     if args.example:
         progress("writing the example's runs")
@@ -280,7 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="analyse run logs and write tables and the report")
     rep.add_argument("runs", nargs="*", help="raw-layout folders (runs/, old_runs/, a dataset folder) or flat .jsonl/.csv/.parquet files")
-    rep.add_argument("--out", "-o", required=True, help="output folder")
+    rep.add_argument("--out", "-o", required=True, help="output folder (its files that no earlier report wrote are never "
+                     "replaced: a name clash stops the run before any work)")
+    rep.add_argument("--into-subfolder", action="store_true",
+                     help="where OUT holds files with a report's names that no earlier report wrote, write the report "
+                          "into OUT/lengthlens-report/ instead of stopping")
     rep.add_argument("--example", action="store_true", help="analyse the embedded synthetic example (written to OUT/example-runs)")
     rep.add_argument("--quiet", "-q", action="store_true", help="print nothing")
     rep.add_argument("--progress", action="store_true",

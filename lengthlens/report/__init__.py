@@ -8,6 +8,7 @@ publication tables, figures at full width, the per-cell tables on landscape page
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -549,12 +550,12 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
     >>> import lengthlens as ll                                          # doctest: +SKIP
     >>> write_report(ll.analyse(ll.load("runs/")), "out/", pdf=False)   # doctest: +SKIP
     """
-    from lengthlens.report.output import report_folder
+    from lengthlens.report.output import disk_error, report_folder
 
     out = Path(out)
     say = progress or (lambda _stage: None)
     failed: dict[str, str] = {}
-    with report_folder(out, REPORT_FILES) as folder:
+    with report_folder(out, REPORT_FILES, inputs=analysis.runs.sources) as folder:
         tmp = folder.path
         say("tables (CSV)")
         names = [p.name for p in write_csvs(analysis, tmp)]
@@ -573,6 +574,9 @@ def write_report(analysis: Analysis, out: str | Path, *, pdf: bool = True, latex
             try:
                 names.append(render_pdf(analysis, tmp / "report.pdf", figure_blocks=figs, generated=generated).name)
             except Exception as exc:  # noqa: BLE001 - the PDF is one view of the report: whatever stops it, the rest stands
+                if disk_error(exc):  # a full or failing disk: no part of the report stands
+                    raise OSError(getattr(exc, "errno", None) or errno.ENOSPC, f"report.pdf could not be written ({exc})",
+                                  str(out)) from None
                 (tmp / "report.pdf").unlink(missing_ok=True)
                 failed["report.pdf"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
         if latex:
