@@ -356,7 +356,7 @@ def _read_owner(lock: Path) -> tuple[dict, int] | None:
 
 def _take_over(lock: Path, ino: int) -> None:
     """Remove a lock whose owner is gone, unless it was replaced meanwhile (by a writer that took it over first)."""
-    aside = lock.with_name(f"{_LOCK_PREFIX}stale-{os.getpid()}-{os.urandom(4).hex()}")
+    aside = lock.with_name(f"{_LOCK_PREFIX}{os.getpid()}-stale-{os.urandom(4).hex()}")
     try:
         os.rename(lock, aside)
     except FileNotFoundError:
@@ -391,7 +391,7 @@ def _link_or_create(mine: str, lock: Path) -> None:
 @contextlib.contextmanager
 def _lock(out: Path) -> Iterator[None]:
     lock = out / LOCK
-    fd, mine = tempfile.mkstemp(prefix=_LOCK_PREFIX, dir=out)
+    fd, mine = tempfile.mkstemp(prefix=f"{_LOCK_PREFIX}{os.getpid()}-", dir=out)
     with os.fdopen(fd, "w") as f:  # the owner is in the file before the file is the lock
         f.write(_owner())
         f.flush()
@@ -426,15 +426,17 @@ def _lock(out: Path) -> Iterator[None]:
 
 
 def _clean_leftovers(out: Path, known: frozenset[str]) -> None:
-    """Remove what killed writers left: temporary folders and lock files of this module's naming inside ``out`` (the
-    lock is held, so no live writer owns one), and an earlier lengthlens' temporary report folders beside it
+    """Remove what killed writers left: temporary folders of this module's naming inside ``out`` (the lock is held, so
+    no live writer owns one), files that were to become the lock of a process that is gone, and an earlier lengthlens' temporary report folders beside it
     (``.<out>.new-*``) that hold nothing but a report's files."""
     for e in os.scandir(out):
         if e.name.startswith(_TMP_PREFIX) and e.is_dir(follow_symlinks=False):
             shutil.rmtree(e.path, ignore_errors=True)
         elif e.name.startswith(_LOCK_PREFIX) and e.is_file(follow_symlinks=False):
-            with contextlib.suppress(OSError):
-                os.unlink(e.path)
+            pid = e.name[len(_LOCK_PREFIX):].split("-", 1)[0]
+            if pid.isdigit() and not _alive({"pid": int(pid)}):  # a live writer's is about to become the lock
+                with contextlib.suppress(OSError):
+                    os.unlink(e.path)
     with contextlib.suppress(OSError):
         for e in os.scandir(out.parent):
             if e.name.startswith(f".{out.name}.new-") and e.is_dir(follow_symlinks=False):
