@@ -251,25 +251,21 @@ def _format_names() -> list[str]:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from lengthlens.data.loading import read_format
+    from lengthlens.report.output import check_file_out, write_file
 
-    out = Path(args.out)
-    table, failures, _, warnings = read_format(args.path, args.format, **_format_options(args))
-    suffix = out.suffix.lower()
+    suffix = Path(args.out).suffix.lower()
     if suffix not in (".parquet", ".jsonl", ".csv"):
-        print(f"lengthlens import: --out must end in .parquet, .jsonl or .csv, not {out.name!r}", file=sys.stderr)
+        print(f"lengthlens import: --out must end in .parquet, .jsonl or .csv, not {Path(args.out).name!r}", file=sys.stderr)
         return 2
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".parquet":
-        table.write_parquet(out)
-    elif suffix == ".jsonl":
-        table.write_ndjson(out)
-    else:
-        table.write_csv(out)
+    out = check_file_out(args.out, [args.path])  # before reading: a link, a FIFO, a folder or the input itself
+    table, failures, _, warnings = read_format(args.path, args.format, **_format_options(args))
+    writer = {".parquet": table.write_parquet, ".jsonl": table.write_ndjson, ".csv": table.write_csv}[suffix]
+    write_file(out, writer)  # beside the target, then renamed: a full disk leaves the old file as it was
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {printable(w)}", file=sys.stderr)
     for f in failures:
-        print(f"skipped: {f['path']}: {f['reason']}", file=sys.stderr)
-    print(f"{table.height} run records written to {out}; {len(failures)} skipped")
+        print(f"skipped: {printable(f['path'])}: {printable(f['reason'])}", file=sys.stderr)
+    print(f"{table.height} run records written to {printable(out)}; {len(failures)} skipped")
     return EXIT_INPUT if table.height == 0 else EXIT_OK
 
 

@@ -36,13 +36,13 @@ import socket
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from lengthlens.data.errors import InputError
 
-__all__ = ["MANIFEST", "SUBFOLDER", "ForeignFiles", "OutputBusy", "ReportFolder", "check_out", "disk_error",
-           "neutralize_csv_text", "report_folder", "written_by_report"]
+__all__ = ["MANIFEST", "SUBFOLDER", "ForeignFiles", "OutputBusy", "ReportFolder", "check_file_out", "check_out",
+           "disk_error", "neutralize_csv_text", "report_folder", "write_file", "written_by_report"]
 
 #: The list of the files a report wrote, with their SHA-256, kept in its folder: what a later report may replace.
 MANIFEST = ".lengthlens-report.json"
@@ -569,6 +569,82 @@ def _commit(tmp: Path, out: Path, known: frozenset[str], inputs: Iterable[str | 
     _write_manifest(tmp, out, {n: [h] for n, h in new.items()})
     _fsync_dir(out)
     return dropped
+
+
+# ------------------------------------------------------------------------------------------------
+# One file (``lengthlens import``): checked first, written beside the target, renamed into place.
+# ------------------------------------------------------------------------------------------------
+
+def check_file_out(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
+    """The file ``lengthlens import`` may write, checked before anything is read; InputError in one line otherwise.
+
+    Refused: a symbolic link (the write would land wherever it points), a folder, a FIFO or device (a
+    write would block or go nowhere), and a path that is one of ``inputs`` or inside an input folder.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> check_file_out(d / "runs.parquet") == d / "runs.parquet"
+    True
+    """
+    path = Path(out)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot be used ({exc.strerror})") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise InputError(f"--out {out} is a symbolic link (to {os.readlink(path)}); lengthlens import does not write "
+                         f"through links it did not make: give the file itself")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise InputError(f"--out {out} is {_kind(st.st_mode)}, not a file; choose another --out")
+    real = Path(os.path.realpath(path))
+    for src in _expand(inputs):
+        if _inside(real, src):
+            what = "is the input" if real == src else f"is inside the input folder {src}"
+            raise InputError(f"--out {out} {what}: writing it would replace what is read; choose another --out")
+    return path
+
+
+def write_file(out: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
+    """Write a file whole or not at all: ``write(tmp)`` fills a temporary file beside ``out``, which is then flushed to
+    disk and renamed over ``out`` (a link at ``out`` is replaced, never written through); on any failure the
+    temporary file is removed and ``out`` is as it was. An existing file's mode is kept.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "a.txt"
+    >>> write_file(f, lambda tmp: tmp.write_text("x")).read_text()
+    'x'
+    """
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(out).st_mode) if out.is_file() and not out.is_symlink() else None
+    except OSError:
+        mode = None
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    fd, name = tempfile.mkstemp(prefix=".lengthlens-write-", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, out)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(out.parent)
+    return out
 
 
 def disk_error(exc: BaseException) -> bool:
