@@ -103,7 +103,12 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="worker processes for the analysis of large inputs (default: the cores available, or "
                         "$LENGTHLENS_WORKERS); the numbers do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
-    p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
+    from lengthlens.data.cache import CACHE_DIR_ENV, cache_dir  # imports nothing heavy
+
+    p.add_argument("--no-cache", action="store_true",
+                   help=f"re-read raw trees instead of using the normalized-table cache, kept in {cache_dir()} "
+                        f"(${CACHE_DIR_ENV}, else $XDG_CACHE_HOME/lengthlens, else ~/.cache/lengthlens; it removes only "
+                        f"files it wrote)")
 
 
 def _example_runs(out: Path) -> list[Path]:
