@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -129,7 +130,8 @@ def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace, bar:
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
                 progress=bar, run_graders=not args.no_graders, problems=args.problems,
                 grading=getattr(args, "grading", "default"), format=fmt, execute_code=_execute_code(args),
-                format_options=_format_options(args) if fmt else None)
+                format_options=_format_options(args) if fmt else None,
+                grading_budget_s=getattr(args, "grading_budget", None))
 
 
 def _execute_code(args: argparse.Namespace) -> str:
@@ -330,6 +332,37 @@ def printable(text: object) -> str:
     return "".join(ch for ch in str(text) if ch in "\n\t" or (ch.isprintable() and not 0x7F <= ord(ch) <= 0x9F))
 
 
+@contextlib.contextmanager
+def _printable_library_output():
+    """Warnings and log records of libraries (matplotlib's, polars') printed through :func:`printable` while the
+    command runs: a font or file name from the logs cannot send escape sequences to the terminal."""
+    import logging
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        stream = sys.stderr if file is None else file
+        try:
+            stream.write(printable(warnings.formatwarning(message, category, filename, lineno, line)))
+        except (OSError, ValueError):
+            pass
+
+    class Printable(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return printable(super().format(record))
+
+    last = logging.lastResort
+    saved_show, saved_format = warnings.showwarning, getattr(last, "formatter", None)
+    warnings.showwarning = show
+    if last is not None:
+        last.setFormatter(Printable())
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved_show
+        if last is not None:
+            last.setFormatter(saved_format)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script: one clear line for bad input (exit 2), for an interruption (130) and for a
     bug (exit 3; the traceback with ``--debug``)."""
@@ -341,7 +374,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from lengthlens.data.errors import InputError  # light: the command imports the data stack when it needs it
 
     try:
-        return int(args.func(args) or 0)
+        with _printable_library_output():
+            return int(args.func(args) or 0)
     except InputError as exc:
         print(f"lengthlens: {printable(exc)}", file=sys.stderr)
         return EXIT_INPUT

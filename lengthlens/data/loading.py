@@ -316,7 +316,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
          workers: int | None = None, progress: bool = False, run_graders: bool = True,
          problems: object = None, grading: str = "default", format: str | None = None,
          format_options: dict[str, Any] | None = None, max_file_bytes: int | None = None,
-         execute_code: bool | str = False) -> RunSet:
+         execute_code: bool | str = False, grading_budget_s: float | None = None) -> RunSet:
     """Load runs from raw-layout folders and/or flat record files (JSONL, CSV, Parquet).
 
     Parameters
@@ -344,6 +344,9 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         runs stay ungraded, one warning counts them), ``True`` (isolated by bubblewrap; a :class:`LoadError`
         where it cannot run) or ``"unsafe"`` (isolated where possible, else with resource limits only, and a
         warning). See docs/execution.md.
+    grading_budget_s : the most seconds the execution graders may spend in all (default
+        ``$LENGTHLENS_GRADING_BUDGET_S``, else 600); runs still ungraded when it is spent stay ungraded,
+        and one warning counts them (:mod:`lengthlens.data.grading.budget`).
 
     Returns
     -------
@@ -361,8 +364,13 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         raise LoadError("no sources given: pass raw-layout folders or flat record files")
     if grading not in ("default", "study"):
         raise LoadError(f"grading must be 'default' or 'study', not {grading!r}")
+    from lengthlens.data.grading import budget
+    from lengthlens.execution import resolve_workers
+
     try:
         max_bytes = safeio.max_file_bytes(max_file_bytes)
+        seconds = budget.budget_seconds(grading_budget_s)
+        n_workers = resolve_workers(workers)
     except ValueError as exc:
         raise LoadError(str(exc)) from None
     opts = dict(explicit=[Path(g) for g in (grades or [])], find_grades=find_grades, cache=cache, with_text=with_text,
@@ -372,12 +380,13 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     sources = _expand_globs(sources)
     frames, failures, n_found = [], [], 0
     warnings: list[str] = _check_execution(execute_code) if run_graders else []
-    for src in sources:
-        table, fails, found, warn = _read_source(src, **opts)
-        frames.append(table)
-        failures.extend(fails)
-        warnings.extend(warn)
-        n_found += found
+    with budget.session(seconds, n_workers):  # one grading time budget for every source
+        for src in sources:
+            table, fails, found, warn = _read_source(src, **opts)
+            frames.append(table)
+            failures.extend(fails)
+            warnings.extend(warn)
+            n_found += found
     _raise_if_strict(strict, failures)
     from lengthlens.data.grading.correctness import merge_not_executed
 

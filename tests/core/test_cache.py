@@ -57,7 +57,7 @@ ALTERNATIVES = {
     "grades": lambda tmp: [_grade_file(tmp)], "find_grades": lambda tmp: False, "strict": lambda tmp: True,
     "with_text": lambda tmp: False, "workers": lambda tmp: 1, "run_graders": lambda tmp: False,
     "problems": lambda tmp: str(_grade_file(tmp)), "grading": lambda tmp: "study", "format_options": lambda tmp: {"x": 1},
-    "max_file_bytes": lambda tmp: 10**6, "execute_code": lambda tmp: "unsafe",
+    "max_file_bytes": lambda tmp: 10**6, "execute_code": lambda tmp: "unsafe", "grading_budget_s": lambda tmp: 30.0,
 }
 #: Options under which no raw tree is read, so nothing is cached.
 NO_RAW_TREE = {"format"}

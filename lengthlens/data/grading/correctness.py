@@ -15,6 +15,8 @@ from typing import Iterable
 import polars as pl
 
 from lengthlens.data.errors import LoadError
+from lengthlens.data.grading.budget import SPENT, Session, budget_seconds
+from lengthlens.data.grading.budget import current as current_budget
 from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, display_path, max_file_bytes, read_file
 
 _KEY = ["dataset", "method", "params", "item_id", "seed"]
@@ -171,7 +173,13 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
             not_run = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") == NOT_EXECUTED))
             if not_run.height:
                 warnings.append(_not_executed_warning(dict(not_run.group_by("_grader").len().iter_rows())))
-            ungraded = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") != NOT_EXECUTED))
+            over = pl.col("_c").is_null() & pl.col("_detail").str.starts_with(SPENT).fill_null(False)
+            out_of_time = graded.filter(over)
+            if out_of_time.height:
+                counts = ", ".join(f"{g} {n}" for g, n in sorted(out_of_time.group_by("_grader").len().iter_rows()))
+                session = current_budget() or Session(budget_seconds(), 1)
+                warnings.append(session.warning(out_of_time.height, counts))
+            ungraded = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") != NOT_EXECUTED) & ~over)
             if ungraded.height:
                 ex = ungraded.row(0, named=True)
                 warnings.append(f"{ungraded.height} runs could not be graded (e.g. {ex['_grader']}: {ex['_detail']})")

@@ -17,12 +17,15 @@ class Limits:
     """What one program run may use; the defaults suit HumanEval and LiveCodeBench tests."""
 
     cpu_s: float = 10.0  # CPU seconds of the program (rounded up to whole seconds: RLIMIT_CPU's unit)
-    wall_factor: float = 10.0  # the wall limit is cpu_s times this (generous, so load does not decide)
+    # The wall limit is cpu_s times this: a program that computes gets its CPU seconds with room to spare for a
+    # loaded machine (the graders run at most one program per worker), one that sleeps is stopped soon after.
+    wall_factor: float = 3.0
     memory_mb: int = 1024  # address space of the whole program (one process: all its threads together)
     threads: int = 32  # threads besides the main one (enforced where the program's user is not root outside)
     disk_mb: int = 16  # bytes the program may write, all files together (the tmpfs size), and per file
     output_mb: int = 32  # bytes of stdout and stderr together that lengthlens reads; beyond: killed
     open_files: int = 64  # open file descriptors
+    stop_at: float | None = None  # a time.monotonic() at which the run is stopped whatever its limits (the budget)
 
     @property
     def wall_s(self) -> float:
@@ -39,7 +42,7 @@ class RunResult:
     returncode: int | None  # exit status (None when lengthlens stopped it)
     stdout: str  # what the program printed (the sentinel removed), at most Limits.output_mb
     error: str  # last line of stderr (the exception), or why it failed or was stopped; "" when ok
-    stopped_by: str | None = None  # "cpu", "wall", "output" or None: the limit that ended the run
+    stopped_by: str | None = None  # "cpu", "wall", "output", "budget" or None: the limit that ended the run
 
 
 @dataclass(frozen=True)
