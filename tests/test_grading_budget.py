@@ -69,13 +69,13 @@ def test_the_sandbox_refuses_io_uring_and_ptrace(sandbox):
 
 
 def test_the_wall_limit_scales_with_the_cpu_limit():
-    assert [Limits(cpu_s=c).wall_s for c in (1, 2, 10)] == [3.0, 6.0, 30.0]
+    assert [Limits(cpu_s=c).wall_s for c in (0.5, 1, 2, 10)] == [7.0, 7.0, 9.0, 25.0]
     assert Limits(cpu_s=10).wall_s < 100  # was ten times the CPU limit: 100 s per sleeping program
 
 
 @pytest.mark.timeout(60)
 def test_a_sleeping_program_is_stopped_at_the_scaled_wall_limit(sandbox):
-    r = run("import time\ntime.sleep(100)\n", limits=Limits(cpu_s=1))
+    r = run("import time\ntime.sleep(100)\n", limits=Limits(cpu_s=1, wall_margin_s=1))
     assert (r.ok, r.timed_out, r.stopped_by) == (False, True, "wall")
     assert "3s (wall limit)" in r.error
 

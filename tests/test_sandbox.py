@@ -49,7 +49,7 @@ from lengthlens.data.grading.sandbox import (
 #: Small limits: one CPU second, a three-second wall, 256 MiB, 8 MiB of disk, 1 MiB of output.
 SMALL = Limits(cpu_s=1, wall_factor=3, memory_mb=256, disk_mb=8, output_mb=1, threads=8)
 #: For programs that wait: the shortest wall limit (the CPU limit's whole second, plus one).
-WAITS = Limits(cpu_s=1, wall_factor=1, memory_mb=256, disk_mb=8, output_mb=1)
+WAITS = Limits(cpu_s=1, wall_factor=1, wall_margin_s=0, memory_mb=256, disk_mb=8, output_mb=1)
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 
 Nothing here executes a program unless the caller passed ``execute_code`` (``True``: isolated by
 :mod:`lengthlens.data.grading.sandbox`, which refuses where it cannot isolate; ``"unsafe"``: isolated
-where possible, else with resource limits only). ``timeout_s`` is CPU time (the wall limit is three
-times longer), so verdicts do not depend on the machine's load. See docs/execution.md.
+where possible, else with resource limits only). ``timeout_s`` is CPU time (the wall limit is twice it
+plus 5 s), so verdicts do not depend on the machine's load. See docs/execution.md.
 
 Problem sources
 ---------------
@@ -93,7 +93,7 @@ def run_program(source: str, *, stdin: str = "", timeout_s: float = 10.0, memory
     ----------
     source : the program.
     stdin : its standard input.
-    timeout_s : CPU seconds (rounded up to whole seconds); the wall limit is three times longer.
+    timeout_s : CPU seconds (rounded up to whole seconds); the wall limit is twice it plus 5 s.
     memory_mb : address space of the program (one process with its threads).
     run_name : the module's ``__name__``.
     script : the program's own ``sys.exit(0)`` ends it normally (a stdin test); else an exit before its

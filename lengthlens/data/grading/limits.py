@@ -17,9 +17,11 @@ class Limits:
     """What one program run may use; the defaults suit HumanEval and LiveCodeBench tests."""
 
     cpu_s: float = 10.0  # CPU seconds of the program (rounded up to whole seconds: RLIMIT_CPU's unit)
-    # The wall limit is cpu_s times this: a program that computes gets its CPU seconds with room to spare for a
-    # loaded machine (the graders run at most one program per worker), one that sleeps is stopped soon after.
-    wall_factor: float = 3.0
+    # The wall limit is (whole) cpu_s times this plus wall_margin_s: a program that computes gets its CPU seconds on
+    # a machine loaded twice over (the graders run at most one program per worker) with time to start, one that
+    # sleeps is stopped soon after.
+    wall_factor: float = 2.0
+    wall_margin_s: float = 5.0
     memory_mb: int = 1024  # address space of the whole program (one process: all its threads together)
     threads: int = 32  # threads besides the main one (enforced where the program's user is not root outside)
     disk_mb: int = 16  # bytes the program may write, all files together (the tmpfs size), and per file
@@ -29,8 +31,10 @@ class Limits:
 
     @property
     def wall_s(self) -> float:
-        """The wall-clock limit: ``cpu_s * wall_factor``, at least one second more than the CPU limit."""
-        return max(self.cpu_s * self.wall_factor, math.ceil(self.cpu_s) + 1.0)
+        """The wall-clock limit: ``ceil(cpu_s) * wall_factor + wall_margin_s``, at least one second more than the CPU
+        limit (25 s for the default 10 CPU seconds)."""
+        cpu = math.ceil(self.cpu_s)
+        return max(cpu * self.wall_factor + self.wall_margin_s, cpu + 1.0)
 
 
 @dataclass(frozen=True)

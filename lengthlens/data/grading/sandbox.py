@@ -14,7 +14,8 @@ fresh user, PID, network, mount, IPC, UTS and cgroup namespaces:
 * **No network** (an empty network namespace), an empty environment but for ``PATH``, ``HOME``,
   ``TMPDIR``, ``LANG``, ``PYTHONHASHSEED`` and ``PYTHONIOENCODING``, and no inherited descriptors.
 * **Limits.** CPU seconds (``RLIMIT_CPU``: verdicts do not depend on the machine's load) with a wall
-  limit ``wall_factor`` (3) times longer, and the load's total grading budget (:mod:`.budget`); one process (a seccomp filter refuses ``fork``, ``vfork``,
+  limit of twice that plus 5 s (``wall_factor``, ``wall_margin_s``), and the load's total grading budget
+  (:mod:`.budget`); one process (a seccomp filter refuses ``fork``, ``vfork``,
   ``clone`` without ``CLONE_THREAD``, ``clone3`` and ``memfd_create``), so the address-space limit is
   the limit on the program's total memory; threads (``RLIMIT_NPROC``, where the program's user is not
   root outside); open files; bytes written (the tmpfs size and ``RLIMIT_FSIZE``); bytes of output
