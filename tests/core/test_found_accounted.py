@@ -245,6 +245,20 @@ def test_bom_and_gzip_jsonl_read_as_the_plain_file(worker, flat, tmp_path, how):
     assert_same_cells(got["cells"], flat["plain"]["cells"])
 
 
+def test_a_bom_csv_reads_as_the_plain_file(worker, flat, tmp_path):
+    import polars as pl
+
+    plain = tmp_path / "plain.csv"
+    # reference_answer left out: a CSV column of numbers is typed as numbers, and the record wants text.
+    pl.DataFrame(flat["rows"]).drop("reference_answer").write_csv(plain)
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + plain.read_bytes())
+    want, got = _load(worker, [plain]), _load(worker, [bom])
+    assert (got["n_found"], got["n_loaded"]) == (want["n_found"], want["n_loaded"]) == (flat["plain"]["n_found"],
+                                                                                         flat["plain"]["n_loaded"])
+    assert_same_cells(got["cells"], want["cells"])
+
+
 def _parts(folder: Path, rows: list[dict], n: int = 3) -> list[Path]:
     import polars as pl
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["BUDGET_ENV", "DEFAULT_BUDGET_S", "SPENT", "SPENT_WARNING", "BudgetSpent", "Session", "budget_seconds", "current", "session"]
 
@@ -63,14 +62,13 @@ class Session:
     seconds: float
     workers: int
     started: float | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def deadline(self) -> float:
-        """The monotonic time the budget ends (the clock starts at the first call)."""
-        with self._lock:
-            if self.started is None:
-                self.started = time.monotonic()
-            return self.started + self.seconds
+        """The monotonic time the budget ends (the clock starts at the first call; two first calls at once start it
+        within microseconds of each other, which no deadline can tell apart)."""
+        if self.started is None:
+            self.started = time.monotonic()
+        return self.started + self.seconds
 
     def spent(self) -> bool:
         return self.started is not None and time.monotonic() >= self.started + self.seconds

@@ -226,7 +226,7 @@ def _jsonl_rows(path: Path) -> Iterator[FlatRow]:
 
 def _csv_header(path: Path) -> list[str]:
     """The header of a CSV file; ValueError naming a column given twice (readers would rename or drop one)."""
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         header = next(csv.reader(fh), [])
     seen: set[str] = set()
     for name in header:
@@ -242,7 +242,7 @@ def _csv_rows(path: Path) -> tuple[Iterator[FlatRow], list[str]]:
     unknown = [c for c in header if c not in _FIELDS]
 
     def rows() -> Iterator[FlatRow]:
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
             reader = csv.reader(fh)
             next(reader, None)
             line = reader.line_num + 1
