@@ -291,9 +291,9 @@ def check_out(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[st
         return path
     foreign, _ = _foreign(path, names)
     if foreign:
-        if into_subfolder:
-            return check_out(path / SUBFOLDER, inputs, names)
-        raise _foreign_error(path, foreign, _read_manifest(path)[1])
+        if into_subfolder and path.name != SUBFOLDER:
+            return check_out(path / SUBFOLDER, inputs, names, into_subfolder=True)
+        raise _foreign_error(path, foreign, _read_manifest(path)[1], subfolder=not into_subfolder)
     return path
 
 
