@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from lengthlens.data.readers import ReadResult
+from lengthlens.data.readers.stream import assemble_lines, sse_lines
 from lengthlens.data.safeio import (
     JSONProblem,
     UnreadableFile,
@@ -133,6 +134,10 @@ def json_lines(path: Path) -> Iterator[tuple[int | None, Any, str | None]]:
             if not raw.strip():
                 continue
             found = True
+            if not raw.strip(b"\x00 \t\r\n"):
+                yield lineno, None, (f"padding of {raw.count(0)} NUL bytes, not a record (a file preallocated or cut "
+                                     "while it was written)")
+                continue
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -322,7 +327,10 @@ def json_objects(path: Path) -> list[tuple[int | None, Any, str | None]]:
     """A .json file (or .json.gz) as one object or a list of them (numbered from 1), a .jsonl file line by line."""
     if path.name.lower().endswith((".json", ".json.gz")):
         try:
-            data = decode_json(read_input(path))
+            raw = read_input(path)
+            if not raw.strip():
+                return [(None, None, "an empty file: it holds no record")]
+            data = decode_json(raw)
         except FileNotFoundError:
             return [(None, None, "gone while it was read")]
         except (UnreadableFile, OSError) as exc:
@@ -332,6 +340,29 @@ def json_objects(path: Path) -> list[tuple[int | None, Any, str | None]]:
         items = data if isinstance(data, list) else [data]
         return [(i + 1, d, None) for i, d in enumerate(items)] or [(None, None, "an empty list: it holds no record")]
     return list(json_lines(path))
+
+
+def response_objects(f: Path) -> tuple[list[tuple[int, Any, str | None]], list[str]]:
+    """The objects of one response file, saved streams (JSON chunks or server-sent events) assembled per request.
+
+    See :mod:`lengthlens.data.readers.stream`; the notes say how many chunks became how many responses.
+    """
+    sse = f.name.lower().endswith((".sse", ".sse.gz")) or _starts_with_data(f)
+    return assemble_lines(sse_lines(f) if sse else json_objects(f))
+
+
+def _starts_with_data(f: Path) -> bool:
+    """Whether the file's first non-blank line is a server-sent event (``data: ...``); read as the records are (a file
+    that cannot be read is not one, and the reading names why)."""
+    try:
+        for _, raw, bad in iter_lines(f):
+            if bad is not None:
+                return False
+            if raw.strip():
+                return raw.lstrip().startswith((b"data:", b"event:"))
+    except (FileNotFoundError, UnreadableFile):
+        pass
+    return False
 
 
 LineFn = Callable[[Any, dict[str, Any], int, str], tuple[list[dict[str, Any]], list[str], bool]]
@@ -348,16 +379,17 @@ def read_response_files(path: Path, arm: dict[str, Any] | None, max_new_tokens: 
     opts = check_arm(arm, "arm option")
     if max_new_tokens is not None:
         opts.setdefault("max_new_tokens", max_new_tokens)
-    files = files_under(path, ("*.jsonl", "*.json"))
+    files = files_under(path, ("*.jsonl", "*.json", "*.sse"))
     if not files and not files.skipped:
-        raise ValueError(f"{path}: no .jsonl/.json files of {what}")
+        raise ValueError(f"{path}: no .jsonl/.json/.sse files of {what}")
     out = ReadResult(records=[], failures=list(files.skipped))
     n = len(files.skipped)
     for f in files:
         base = {**opts, **arm_from_files(f, path)}
-        warns: list[str] = []
+        objects, notes = response_objects(f)
+        warns = [f"{f}: {x}" for x in notes]
         positional = False
-        for pos, (lineno, obj, bad) in enumerate(json_objects(f), start=1):
+        for pos, (lineno, obj, bad) in enumerate(objects, start=1):
             where = where_in(f, lineno)
             try:
                 if bad:
