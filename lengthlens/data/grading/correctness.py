@@ -131,8 +131,7 @@ def _attach_generic_files(table: pl.DataFrame, files: list, max_bytes: int | Non
     for f in files:
         where = display_path(f)
         try:
-            read_file(f, max_file_bytes(max_bytes))
-            grades = load_generic_grades(f)
+            grades = load_generic_grades(f, max_file_bytes(max_bytes))
             table, _, w = attach_generic(table, grades, where)
         except FileNotFoundError:
             raise LoadError(f"{where}: grade file not found") from None
