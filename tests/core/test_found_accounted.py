@@ -306,3 +306,249 @@ def test_parquet_parts_with_another_type_a_bad_part_and_a_missing_column(worker,
 def _rows(parts: list[Path], k: int, flat: dict) -> int:
     size = -(-len(flat["rows"]) // len(parts))
     return len(flat["rows"][k * size:(k + 1) * size])
+
+
+# ------------------------------------------------------------------------------------------------
+# The readers of the real tools' files: saved streams (JSON list, JSON lines, server-sent events), inspect_ai logs,
+# and grades files. The same accounting: every file found is loaded or named, a malformed field costs its record.
+# ------------------------------------------------------------------------------------------------
+
+TOOLS = Path(__file__).resolve().parent / "fixtures" / "tools"
+#: reader -> (fixture folder under tools/, the relaxed arm's folder, its record file (a glob), the --format)
+TOOL_READERS = {
+    "stream-json": ("stream/json", "fly", "chunks.json", "vllm"),
+    "stream-jsonl": ("stream/jsonl", "fly", "chunks.jsonl", "vllm"),
+    "stream-sse": ("stream/sse", "fly", "curl.sse", "vllm"),
+    "inspect": ("inspect", "fly", "*.eval", "inspect"),
+}
+
+
+def _load_tool(worker, root: Path, reader: str) -> dict:
+    got = worker.call(SUMMARY, [str(root)], timeout=LIMIT_S, format=TOOL_READERS[reader][3], run_graders=False)
+    assert got["n_found"] == got["n_loaded"] + got["n_not_loaded"], (got["n_found"], got["n_loaded"], _skips(got))
+    return got
+
+
+@pytest.fixture(scope="module")
+def clean_tools(worker) -> dict[str, dict]:
+    """Each tool fixture folder loaded as it is (the reference)."""
+    return {r: _load_tool(worker, TOOLS / TOOL_READERS[r][0], r) for r in TOOL_READERS}
+
+
+def _copy_tool(tmp_path: Path, reader: str) -> tuple[Path, Path]:
+    folder, arm, pattern, _ = TOOL_READERS[reader]
+    root = tmp_path / "fixture"
+    shutil.copytree(TOOLS / folder, root)
+    (record_file,) = (root / arm).glob(pattern)
+    return root, record_file
+
+
+@pytest.mark.parametrize("damage", sorted(FILE_DAMAGE))
+@pytest.mark.parametrize("reader", sorted(TOOL_READERS))
+def test_tool_readers_name_a_file_that_is_not_records_and_the_rest_loads(worker, clean_tools, tmp_path, reader, damage):
+    root, record_file = _copy_tool(tmp_path, reader)
+    victim = record_file.with_name("extra" + record_file.suffix)
+    make, reason = FILE_DAMAGE[damage]
+    make(victim)
+    got = _load_tool(worker, root, reader)
+    named = [(p, r) for p, r in _skips(got) if p.startswith(str(victim))]
+    assert len(named) == 1 and reason in named[0][1], _skips(got)
+    ref = clean_tools[reader]
+    assert got["n_found"] == ref["n_found"] + 1 and got["n_loaded"] == ref["n_loaded"]
+    assert_same_cells(got["cells"], ref["cells"])
+
+
+@pytest.mark.parametrize("reader", sorted(TOOL_READERS))
+@pytest.mark.parametrize("how", ["gzip", "bom"])
+def test_tool_readers_read_gzip_and_bom_files_as_the_plain_file(worker, clean_tools, tmp_path, reader, how):
+    root, record_file = _copy_tool(tmp_path, reader)
+    data = record_file.read_bytes()
+    if how == "gzip":
+        record_file.unlink()
+        record_file.with_name(record_file.name + ".gz").write_bytes(gzip.compress(data))
+    else:
+        record_file.write_bytes(b"\xef\xbb\xbf" + data)
+    got = _load_tool(worker, root, reader)
+    ref = clean_tools[reader]
+    assert (got["n_found"], got["n_loaded"]) == (ref["n_found"], ref["n_loaded"]), _skips(got)
+    assert_same_cells(got["cells"], ref["cells"])
+
+
+def _chunk_lines(path: Path) -> tuple[list[bytes], list[int]]:
+    """The file's lines, and the indexes of those holding a chunk of the file's third request (its id's lines)."""
+    lines = path.read_bytes().split(b"\n")
+    ids: list[str] = []
+    at: dict[str, list[int]] = {}
+    for i, line in enumerate(lines):
+        text = line.decode().removeprefix("data:").strip()
+        if text.startswith("{"):
+            rid = json.loads(text)["id"]
+            if rid not in at:
+                ids.append(rid)
+            at.setdefault(rid, []).append(i)
+    return lines, at[ids[2]]
+
+
+# (edit of one chunk of the third request: its second chunk, or "last" for the final usage chunk; the field named)
+STREAM_CASES = [
+    (1, _set("choices", value="The answer"), "choices"),
+    (1, _set("choices", value=[7]), "choices"),
+    (1, lambda c: c["choices"][0].__setitem__("delta", ["w"]), "delta"),
+    (1, lambda c: c["choices"][0]["delta"].__setitem__("reasoning", {"text": "w"}), "reasoning"),
+    (1, lambda c: c["choices"][0].__setitem__("index", "0"), "index"),
+    ("last", _set("usage", value=[54]), "usage"),
+    ("last", _set("metrics", value="fast"), "metrics"),
+]
+
+
+@pytest.mark.parametrize("reader", ["stream-jsonl", "stream-sse"])
+@pytest.mark.parametrize("k,edit,field", STREAM_CASES, ids=[f"{c[2]}-{i}" for i, c in enumerate(STREAM_CASES)])
+def test_a_malformed_stream_chunk_skips_its_request_naming_the_field(worker, clean_tools, tmp_path, reader, k, edit, field):
+    root, record_file = _copy_tool(tmp_path, reader)
+    lines, members = _chunk_lines(record_file)
+    if k == "last" and not any(b'"usage"' in lines[i] for i in members):
+        pytest.skip("this saved stream has no usage chunk")
+    i = members[-1] if k == "last" else members[k]
+    prefix, text = (b"data: ", lines[i][5:].strip()) if lines[i].startswith(b"data:") else (b"", lines[i])
+    obj = json.loads(text)
+    edit(obj)
+    lines[i] = prefix + json.dumps(obj).encode()
+    record_file.write_bytes(b"\n".join(lines))
+    got = _load_tool(worker, root, reader)
+    ref = clean_tools[reader]
+    new = _new_skips(got, ref)
+    assert len(new) == 1, new
+    where, reason = new[0]
+    assert where.endswith(f"{record_file.name}:{members[0] + 1}") and field in reason, new
+    assert got["n_found"] == ref["n_found"] and got["n_loaded"] == ref["n_loaded"] - 1
+
+
+def _rewrite_eval(path: Path, edit) -> str:
+    """Apply ``edit`` to the log's second sample (members rewritten deflated); return the sample's member name."""
+    import io
+    import zipfile
+
+    from lengthlens.data.readers.inspect_log import _member
+
+    data = path.read_bytes()
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        members = {n: _member(z, data, n) for n in z.namelist()}
+    victim = sorted(n for n in members if n.startswith("samples/"))[1]
+    sample = json.loads(members[victim])
+    edit(sample)
+    members[victim] = json.dumps(sample).encode()
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for n, b in members.items():
+            z.writestr(n, b)
+    return victim
+
+
+def _model_response(*keys, value):
+    def edit(sample):
+        call = next(e for e in sample["events"] if e.get("event") == "model")["call"]
+        _set("response", *keys, value=value)(call)
+    return edit
+
+
+INSPECT_CASES = [
+    (_set("scores", value=["C"]), "scores"),
+    (lambda s: s["scores"].__setitem__(next(iter(s["scores"])), "C"), "scores."),
+    (_set("epoch", value="one"), "epoch"),
+    (_set("events", value="model"), "events"),
+    (_set("attachments", value=["x"]), "attachments"),
+    (_model_response("usage", value=[54]), "usage"),
+    (_model_response("metrics", value="fast"), "metrics"),
+    (_model_response("choices", value=["The answer"]), "choices"),
+]
+
+
+@pytest.mark.parametrize("edit,field", INSPECT_CASES, ids=[f"{c[1]}-{i}" for i, c in enumerate(INSPECT_CASES)])
+def test_a_malformed_inspect_sample_skips_itself_naming_the_field(worker, clean_tools, tmp_path, edit, field):
+    root, record_file = _copy_tool(tmp_path, "inspect")
+    victim = _rewrite_eval(record_file, edit)
+    got = _load_tool(worker, root, "inspect")
+    ref = clean_tools["inspect"]
+    new = _new_skips(got, ref)
+    assert len(new) == 1, new
+    where, reason = new[0]
+    assert where.endswith(f"{record_file.name}#{victim}") and field in reason, new
+    assert got["n_found"] == ref["n_found"] and got["n_loaded"] == ref["n_loaded"] - 1
+
+
+def test_a_deflated_eval_reads_as_the_zstandard_one_and_a_member_past_the_cap_is_named(worker, clean_tools, tmp_path,
+                                                                                        monkeypatch):
+    root, record_file = _copy_tool(tmp_path, "inspect")
+    _rewrite_eval(record_file, lambda s: None)
+    got = _load_tool(worker, root, "inspect")
+    ref = clean_tools["inspect"]
+    assert (got["n_found"], got["n_loaded"]) == (ref["n_found"], ref["n_loaded"])
+    assert_same_cells(got["cells"], ref["cells"])
+    # A member whose stated size is past the per-file cap is not decompressed: the log is named, nothing hangs.
+    import lengthlens.data.readers.inspect_log as il
+
+    monkeypatch.setenv("LENGTHLENS_MAX_FILE_BYTES", str(record_file.stat().st_size + 1))
+    _, samples = il.log_contents(record_file)  # the file is under the cap; its members are smaller still
+    assert all(bad is None for _, _, bad in samples)
+    monkeypatch.setenv("LENGTHLENS_MAX_FILE_BYTES", "2000")
+    with pytest.raises(ValueError, match="limit"):
+        il.log_contents(record_file)
+
+
+# --- Grades files (--grades): a one-line error naming file, line and field; gzip and BOM read; nothing hangs. ----
+
+def _aiperf_grades(tmp_path: Path) -> tuple[Path, bytes]:
+    """A generic grades file (CSV) for the AIPerf fixture's two arms, and its bytes."""
+    from .test_tool_fixtures import ARMS, _aiperf_raw
+
+    rows = [f"{a},{i},{int(int(i[1:]) % (3 if a == 'fly' else 4) != 0)}" for a in ARMS for i in _aiperf_raw(a)]
+    return tmp_path / "grades.csv", ("method,item_id,correct\n" + "\n".join(rows) + "\n").encode()
+
+
+def _grades_summary(worker, grades: Path) -> dict:
+    return worker.call(SUMMARY, [str(TOOLS / "aiperf")], timeout=LIMIT_S, format="aiperf", grades=[str(grades)])
+
+
+@pytest.mark.parametrize("how", ["gzip", "bom"])
+def test_a_gzip_or_bom_grades_file_grades_as_the_plain_one(worker, tmp_path, how):
+    plain, data = _aiperf_grades(tmp_path)
+    plain.write_bytes(data)
+    want = _grades_summary(worker, plain)
+    other = tmp_path / ("g.csv.gz" if how == "gzip" else "g.csv")
+    other.write_bytes(gzip.compress(data) if how == "gzip" else b"\xef\xbb\xbf" + data)
+    got = _grades_summary(worker, other)
+    assert_same_cells(got["cells"], want["cells"])
+    assert any(c.get("accuracy_delta_pp") is not None and not math.isnan(c["accuracy_delta_pp"]) for c in got["cells"])
+
+
+GRADES_DAMAGE = {
+    "fifo": (lambda p: os.mkfifo(p), "grades.csv: unusable grade file: not a regular file: it is a FIFO"),
+    "dev_zero": (lambda p: p.symlink_to("/dev/zero"), "grades.csv: unusable grade file: not a regular file"),
+    "folder": (lambda p: p.mkdir(), "grades.csv: unusable grade file: not a regular file: it is a folder"),
+    "bad_gzip": (lambda p: p.write_bytes(b"\x1f\x8b\x08garbage"), "grades.csv: unusable grade file: not a valid gzip"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(GRADES_DAMAGE))
+def test_a_grades_file_that_is_not_a_file_is_one_line_naming_it(worker, tmp_path, damage):
+    path = tmp_path / "grades.csv"
+    make, message = GRADES_DAMAGE[damage]
+    make(path)
+    with pytest.raises(CallFailed) as err:
+        _grades_summary(worker, path)
+    assert err.value.kind == "LoadError" and message in err.value.message and "\n" not in err.value.message.strip()
+
+
+@pytest.mark.parametrize("name,body,where", [
+    ("g.jsonl", b'{"item_id": "q01", "correct": true}\n\n\n{"item_id": "q02", "correct": "maybe"}\n',
+     "g.jsonl: invalid grades file: line 4: field 'correct'"),
+    ("g.jsonl", b'{"item_id": "0", "correct": true, "correct": false}\n',
+     "g.jsonl: invalid grades file: line 1: field 'correct': key 'correct' appears twice"),
+    ("g.jsonl", b'{"item_id": "0", "correct": true}\n[1]\n', "g.jsonl: invalid grades file: line 2: expected a JSON object"),
+    ("g.csv", b"item_id,seed,correct\n0,0,1\n1,x,0\n", "g.csv: invalid grades file: line 3: field 'seed'"),
+])
+def test_a_malformed_grade_is_one_line_naming_file_line_and_field(worker, tmp_path, name, body, where):
+    path = tmp_path / name
+    path.write_bytes(body)
+    with pytest.raises(CallFailed) as err:
+        _grades_summary(worker, path)
+    assert err.value.kind == "LoadError" and where in err.value.message, err.value.message
