@@ -280,28 +280,28 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_grades(args: argparse.Namespace) -> int:
     from lengthlens.data.grading.harness import lm_eval_grades
     from lengthlens.data.readers.common import parse_arm_items
+    from lengthlens.report.output import check_file_out, write_file
 
-    out = Path(args.out)
-    if out.suffix.lower() not in (".csv", ".jsonl", ".parquet"):
-        print(f"lengthlens grades: --out must end in .csv, .jsonl or .parquet, not {out.name!r}", file=sys.stderr)
+    suffix = Path(args.out).suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".parquet"):
+        print(f"lengthlens grades: --out must end in .csv, .jsonl or .parquet, not {Path(args.out).name!r}", file=sys.stderr)
         return EXIT_INPUT
+    # Before reading: a link, a FIFO, a folder or one of the samples files is refused, as for import.
+    out = check_file_out(args.out, args.samples, command="lengthlens grades")
     try:
         arm = parse_arm_items(args.arm or [])
         frames = [lm_eval_grades(f, metric=args.metric, filter=args.filter, arm=arm) for f in args.samples]
     except (ValueError, OSError, UnicodeDecodeError) as exc:
-        print(f"lengthlens grades: {exc}", file=sys.stderr)
+        print(f"lengthlens grades: {printable(exc)}", file=sys.stderr)
         return EXIT_INPUT
     import pandas as pd
 
     table = pd.concat(frames, ignore_index=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".csv":
-        table.to_csv(out, index=False)
-    elif out.suffix.lower() == ".jsonl":
-        table.to_json(out, orient="records", lines=True)
-    else:
-        table.to_parquet(out, index=False)
-    print(f"{len(table)} grades written to {out} (use it with --grades {out})")
+    writer = {".csv": lambda p: table.to_csv(p, index=False),
+              ".jsonl": lambda p: table.to_json(p, orient="records", lines=True),
+              ".parquet": lambda p: table.to_parquet(p, index=False)}[suffix]
+    write_file(out, writer)  # beside the target, then renamed: a full disk leaves the old file as it was
+    print(f"{len(table)} grades written to {printable(out)} (use it with --grades {printable(out)})")
     return EXIT_OK
 
 

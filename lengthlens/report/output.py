@@ -575,8 +575,10 @@ def _commit(tmp: Path, out: Path, known: frozenset[str], inputs: Iterable[str | 
 # One file (``lengthlens import``): checked first, written beside the target, renamed into place.
 # ------------------------------------------------------------------------------------------------
 
-def check_file_out(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = ()) -> Path:
-    """The file ``lengthlens import`` may write, checked before anything is read; InputError in one line otherwise.
+def check_file_out(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = (),
+                   command: str = "lengthlens import") -> Path:
+    """The file ``lengthlens import`` (or ``command``) may write, checked before anything is read; InputError in one
+    line otherwise.
 
     Refused: a symbolic link (the write would land wherever it points), a folder, a FIFO or device (a
     write would block or go nowhere), and a path that is one of ``inputs`` or inside an input folder.
@@ -596,7 +598,7 @@ def check_file_out(out: str | os.PathLike[str], inputs: Iterable[str | os.PathLi
     except OSError as exc:
         raise InputError(f"--out {out}: cannot be used ({exc.strerror})") from None
     if st is not None and stat.S_ISLNK(st.st_mode):
-        raise InputError(f"--out {out} is a symbolic link (to {os.readlink(path)}); lengthlens import does not write "
+        raise InputError(f"--out {out} is a symbolic link (to {os.readlink(path)}); {command} does not write "
                          f"through links it did not make: give the file itself")
     if st is not None and not stat.S_ISREG(st.st_mode):
         raise InputError(f"--out {out} is {_kind(st.st_mode)}, not a file; choose another --out")
