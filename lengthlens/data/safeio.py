@@ -286,6 +286,14 @@ def _second_key_line(text: str, key: str) -> int | None:
     return None if second is None else text.count("\n", 0, second.start()) + 1
 
 
+_JSON_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+def kind_of(value: Any) -> str:
+    """What a JSON value is, in words (``a list``, ``a string``, ``a number``): for reasons that name a field's type."""
+    return _JSON_KINDS.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
+
+
 def decode_json(text: str | bytes) -> Any:
     """Parse one JSON document; :class:`JSONProblem` for invalid JSON, a duplicated key, too deep nesting or a huge number.
 

@@ -39,6 +39,7 @@ from lengthlens.data.safeio import (
     decode_json,
     display_path,
     iter_lines,
+    kind_of,
     os_reason,
     read_input,
 )
@@ -160,14 +161,6 @@ def json_lines(path: Path) -> Iterator[tuple[int | None, Any, str | None]]:
 def where_in(path: Path, lineno: int | None) -> str:
     """``file:line``, or the file alone for what concerns it whole."""
     return str(path) if lineno is None else f"{path}:{lineno}"
-
-
-_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-
-
-def kind_of(value: Any) -> str:
-    """What a JSON value is, in words (``a list``, ``a string``, ``a number``)."""
-    return _KINDS.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
 def mapping(value: Any, field: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, iter_lines
+from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, iter_lines, kind_of
 
 #: (line number, parsed JSON or None, reason when unreadable) as the response readers take them; no line number for
 #: what concerns the whole file.
@@ -45,22 +45,15 @@ def _text_piece(choice: dict[str, Any]) -> tuple[str | None, str | None]:
     """A chunk's piece of text and of reasoning; ValueError naming the field that holds something else than text."""
     delta = choice.get("delta")
     if delta is not None and not isinstance(delta, dict):
-        raise ValueError(f"field 'choices[].delta' is {_kind(delta)}, not an object")
+        raise ValueError(f"field 'choices[].delta' is {kind_of(delta)}, not an object")
     if isinstance(delta, dict):
         reasoning_key = "reasoning" if delta.get("reasoning") is not None else "reasoning_content"
         for key in ("content", reasoning_key):
             if delta.get(key) is not None and not isinstance(delta[key], str):
-                raise ValueError(f"field 'choices[].delta.{key}' is {_kind(delta[key])}, not text")
+                raise ValueError(f"field 'choices[].delta.{key}' is {kind_of(delta[key])}, not text")
         return delta.get("content"), delta.get(reasoning_key)
     text = choice.get("text")
     return (text if isinstance(text, str) else None), None
-
-
-def _kind(value: Any) -> str:
-    """What a JSON value is, in words."""
-    from lengthlens.data.readers.common import kind_of
-
-    return kind_of(value)
 
 
 def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -90,7 +83,7 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     """
     for c in chunks:
         if c.get("choices") is not None and not isinstance(c["choices"], list):
-            raise ValueError(f"field 'choices' is {_kind(c['choices'])}, not a list")
+            raise ValueError(f"field 'choices' is {kind_of(c['choices'])}, not a list")
     chat = any(c.get("object") in CHUNK_OBJECTS or any(isinstance(x, dict) and "delta" in x for x in c.get("choices") or [])
                for c in chunks)
     texts: dict[int, list[str]] = {}
@@ -104,10 +97,10 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
                 out[key] = c[key]
         for choice in c.get("choices") or []:
             if not isinstance(choice, dict):
-                raise ValueError(f"field 'choices' holds {_kind(choice)}, not an object")
+                raise ValueError(f"field 'choices' holds {kind_of(choice)}, not an object")
             i = choice.get("index") if choice.get("index") is not None else 0
             if isinstance(i, bool) or not isinstance(i, int):
-                raise ValueError(f"field 'choices[].index' is {_kind(i)}, not a whole number")
+                raise ValueError(f"field 'choices[].index' is {kind_of(i)}, not a whole number")
             text, reasoning = _text_piece(choice)
             texts.setdefault(i, [])
             if text:
