@@ -137,7 +137,10 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any]]]:
 
     jobs: list[tuple[str, Callable[[], Any]]] = []
     cells = analysis.tables["cells"]
+    vk = F.visual_key(analysis)  # one legend key for every figure of the report
     for key, (fn, _caption) in F.FIGURES.items():
+        if not F.shown(key, analysis):
+            continue
         if key == "attribution" and "attribution" not in analysis.tables:
             continue
         if key == "serving" and analysis.tables.get("serving") is None:
@@ -150,11 +153,11 @@ def _figure_jobs(analysis: Analysis) -> list[tuple[str, Callable[[], Any]]]:
             continue
         if key == "lambda_forest" and not cells.empty:
             for ds in sorted(cells["dataset"].unique()):
-                jobs.append((f"{key}:{ds}", lambda fn=fn, ds=ds: fn(cells, dataset=ds)))
+                jobs.append((f"{key}:{ds}", lambda fn=fn, ds=ds: fn(cells, dataset=ds, key=vk)))
             continue
         if not _plottable(cells, _FIGURE_NEEDS.get(key, ())):
             continue
-        jobs.append((key, lambda fn=fn: fn(analysis)))
+        jobs.append((key, lambda fn=fn: fn(analysis, key=vk)))
     return jobs
 
 
@@ -183,17 +186,17 @@ def _figure_blocks(analysis: Analysis, sections: set[str] = frozenset()) -> dict
     from lengthlens.report import context as ctx
     from lengthlens.report import plots as F
 
-    from lengthlens.report.plot_style import caption_notes, to_svg
+    from lengthlens.report.plot_style import to_svg
 
     svgs, notes = {}, {}
     for key, make in _figure_jobs(analysis):
         fig = make()
-        notes[key] = caption_notes(fig)
+        notes[key] = F.figure_caption(key, fig)
         svgs[key] = to_svg(fig)
     blocks = {}
     for i, key in enumerate(_figure_order(list(svgs), sections), start=1):
         base, _, ds = key.partition(":")
-        caption = F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in notes[key])
+        caption = notes[key]
         blocks[key] = {"svg": Markup(svgs[key]), "caption": caption, "id": f"fig-{ctx.slug(key)}",
                        "number": str(i), "placed": base in ("gain_vs_lambda",) or (base == "attribution" and "attribution" in sections)
                        or (base == "survival" and "censoring" in sections) or (base == "serving" and "serving" in sections),
