@@ -239,17 +239,24 @@ TABLE3_COLS = [
     Col("n_measured_win_time_loses", "R/R*<1, T/T*≥1", "int", title="measured rounds win but time loses"),
 ]
 
+#: Estimates coloured against another column of their row instead of a number: ℓ̄ against its baseline's ℓ̄*
+#: (a rule moves acceptance length from its baseline's, which is 0 for some methods and above 1 for others).
+REFERENCE_COLUMNS = {"l_bar": "l_bar_star"}
+
+
 def verdict_css(name: str, lo: str | None = None, hi: str | None = None, better: str | None = None,
-                reference: float = 1.0) -> Callable[[dict[str, Any]], str]:
+                reference: float | str = 1.0) -> Callable[[dict[str, Any]], str]:
     """The one colouring rule of every estimate: "loss" when its whole interval lies on the worse side of
-    ``reference``, "win" when it lies wholly on the better side, nothing when the interval crosses it or is missing."""
+    ``reference`` (a number, or the name of the row's column holding it), "win" when it lies wholly on the better
+    side, nothing when the interval crosses it or is missing."""
     lo, hi = lo or f"{name}_lo", hi or f"{name}_hi"
 
     def css(row: dict[str, Any]) -> str:
         low, high = row.get(lo), row.get(hi)
-        if better is None or _nan(low) or _nan(high):
+        ref = row.get(reference) if isinstance(reference, str) else reference
+        if better is None or _nan(low) or _nan(high) or _nan(ref):
             return ""
-        above, below = low > reference, high < reference
+        above, below = low > ref, high < ref
         if better == "lower":
             return "loss" if above else ("win" if below else "")
         return "loss" if below else ("win" if above else "")
@@ -265,13 +272,28 @@ def cell_columns() -> list[Col]:
     for m in registry().metrics:
         if not m.table:
             continue
-        css = verdict_css(m.name, f"{m.stem}_lo", f"{m.stem}_hi", m.better, m.reference) if m.interval else None
+        ref = REFERENCE_COLUMNS.get(m.name, m.reference)
+        css = verdict_css(m.name, f"{m.stem}_lo", f"{m.stem}_hi", m.better, ref) if m.interval else None
         if m.name == "accuracy_delta_pp":
             css = _acc_css
         cols.append(Col(m.name, m.label, m.fmt, ci=m.stem if m.interval else None, css=css, title=m.description))
     return cols + [Col("n_graded", "graded", "int", css=lambda r: "partial" if r.get("graded_partial") else "",
                        title="runs graded on both sides (only these enter accuracy)"),
                    Col("accuracy_p_holm", "p Holm", "p")]
+
+
+def colour_rules() -> list[tuple[str, str, str]]:
+    """The cell table's colouring rule per coloured estimate: (label, better side, reference), from the same registry
+    rows and :data:`REFERENCE_COLUMNS` the colours come from, so that the legend states the rule in force."""
+    from lengthlens.stats.metrics import registry
+
+    labels = {m.name: m.label for m in registry().metrics}
+    out = []
+    for m in registry().metrics:
+        if m.table and m.interval and m.better and m.name != "accuracy_delta_pp":
+            ref = REFERENCE_COLUMNS.get(m.name)
+            out.append((m.label, m.better, labels.get(ref, ref) if ref else f"{m.reference:g}"))
+    return out
 
 
 def _acc_css(row: dict[str, Any]) -> str:

@@ -337,13 +337,14 @@ def key_legend(fig: Figure, handles: list[Any], *, at: tuple[float, float] | Non
         ncol = max(1, min(len(handles), int(fig.get_figwidth() / max(legend_width(handles[:1]), 1.3))))
     else:
         ncol = legend_columns(handles, height if height is not None else fig.get_figheight() - 0.3)
-    kw = dict(handles=handles, frameon=False, ncol=ncol, handletextpad=0.4, columnspacing=1.0, borderaxespad=0.2)
+    # borderaxespad: room at the canvas edge for a browser font a little wider than the one measured here
+    kw = dict(handles=handles, frameon=False, ncol=ncol, handletextpad=0.4, columnspacing=1.0, borderaxespad=1.2)
     if below:
         leg = fig.legend(loc="outside lower center", **kw)
     elif at is None:
         leg = fig.legend(loc="outside right upper", **kw)
-    else:
-        leg = fig.legend(loc="upper left", bbox_to_anchor=at, **kw)
+    else:  # the caller reserved legend_width(): the corner goes exactly there
+        leg = fig.legend(loc="upper left", bbox_to_anchor=at, **{**kw, "borderaxespad": 0.0})
     for h, t in zip(leg.legend_handles, leg.get_texts()):
         if isinstance(h, Line2D) and h.get_marker() in ("", "None", None) and h.get_linestyle() in ("", "None", "none"):
             t.set_fontweight("bold")

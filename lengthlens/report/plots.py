@@ -552,7 +552,7 @@ def fig_attribution(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) 
         d = df.assign(think=df["extra_chars_thinking"] / per, answer=(df["extra_chars"] - df["extra_chars_thinking"]) / per)
         d = d.assign(total=d["think"] + d["answer"])
         record.loads = _loads_in(d, key)
-        several = d[["target", "draft"]].drop_duplicates().shape[0] > 1
+        several = d["target"].nunique() > 1  # bars grouped by target (Spec-Bench's drafts differ by method: one target)
         order = {ld: i for i, ld in enumerate(record.loads)}
         d = d.assign(_load=[order.get(s, 0) for s in _serving(d)]).sort_values(
             ["dataset", "target", "draft", "method", "_load"], kind="mergesort")
@@ -595,7 +595,9 @@ def fig_attribution(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) 
                         ax.axvline(a - 0.5, color="#d0d5dd", lw=0.8)
             ax.grid(axis="x", visible=False)
             ax.set_title(ds, fontsize=9, pad=12 if several else 4)
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+            span = float(np.ptp(ax.get_ylim()))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}") if span >= 20 else
+                                         FuncFormatter(lambda v, _p: f"{v:g}"))
         record.panels = len(datasets)
         for ax in list(axes.flat)[len(datasets):]:
             ax.set_visible(False)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from lengthlens.analyses.analyse import Analysis
 
 __all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
+           "colour_legend",
            "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods", "serving_sentence",
            "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
@@ -386,15 +387,39 @@ def cells_note(settings: dict[str, Any]) -> str:
             "counts the units graded on both sides, the only ones accuracy uses (grey italics: fewer than half the "
             f"cell's items graded, so left out of the accuracy counts). Intervals: paired item bootstrap, "
             f"{settings.get('ci', 'percentile')} {_confidence(settings)} for the ratios (cut to the range of the item "
-            "ratios), Tango's score interval for Δacc (a t interval over items with several seeds). One colouring rule for every metric, from "
-            "intervals only: red when the whole interval lies on the worse side of break-even (above 1 for λ, R/R*, "
-            "T/T*; for the accuracy change, the cell's loss flag drop_2pp), green when it lies wholly on the better "
-            "side, no colour when it holds break-even. The rounds, time and accuracy columns are the cell's verdicts "
+            "ratios), Tango's score interval for Δacc (a t interval over items with several seeds). " + colour_legend()
+            + " The rounds, time and accuracy columns are the cell's verdicts "
             "(see “Faster, and as accurate?”). R/R* is the primary cost measure; T/T* stands beside it with time/round "
             "= (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity predicts, λ/gain_pooled. "
             "p Holm: the paired accuracy test (mid-p McNemar; the item-level sign-flip test when items have several "
             "seeds) adjusted by Holm over the report's accuracy family (graded cells of 10 or more items, fully "
             "graded); empty outside it.")
+
+
+def colour_legend() -> str:
+    """Every colouring rule of the cell table, once: the interval rule with each estimate's reference (ℓ̄ against ℓ̄*,
+    the ratios against 1), the accuracy change's, the verdicts' and the grey of partly graded cells.
+
+    Returns
+    -------
+    str
+        One paragraph, written from :func:`lengthlens.report.columns.colour_rules` (the rules the colours follow).
+
+    Examples
+    --------
+    >>> "ℓ̄ against ℓ̄*" in colour_legend()
+    True
+    """
+    from lengthlens.report.columns import colour_rules
+
+    rules = colour_rules()
+    higher = [f"{lab} against {ref}" for lab, better, ref in rules if better == "higher"]
+    lower = [f"{lab} against {ref}" for lab, better, ref in rules if better == "lower"]
+    return ("Colours, one rule for every estimate, from its interval: red when the whole interval lies on the worse side "
+            "of its reference, green when it lies wholly on the better side, none when it holds the reference. Higher is "
+            f"better for {', '.join(higher)}; lower is better for {', '.join(lower)}. The accuracy change is red when "
+            "the cell's loss flag (drop_2pp) fires and green when its interval lies above 0. Verdicts: slower or worse "
+            "in red, faster in green. Grey italics: graded on fewer than half the cell's items.")
 
 
 def arms_note(grading: str, policy: Any = None) -> str:

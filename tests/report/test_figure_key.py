@@ -210,9 +210,10 @@ def test_no_offset_notation_and_legends_stay_clear(analysis):
             if ax.get_visible():
                 assert ax.xaxis.get_offset_text().get_text() == "" and ax.yaxis.get_offset_text().get_text() == "", key
         panels = [ax.get_window_extent(r) for ax in fig.axes if ax.get_visible()]
+        slack = 0.05 * fig.dpi  # a browser's font may be a little wider than the one measured here
         for leg in fig.legends:
             box = leg.get_window_extent(r)
-            assert box.x0 >= page.x0 - 1 and box.x1 <= page.x1 + 1 and box.y0 >= page.y0 - 1 and box.y1 <= page.y1 + 1, key
+            assert box.x0 >= page.x0 and box.x1 <= page.x1 - slack and box.y0 >= page.y0 and box.y1 <= page.y1, key
             assert not any(box.overlaps(p) for p in panels), key
         for text in [fig._suptitle, *[ax.title for ax in fig.axes if ax.get_visible()]]:
             if text is not None and text.get_text():
