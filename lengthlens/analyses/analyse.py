@@ -158,6 +158,16 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     tm = time_model(units.filter(~pl.col("method").str.ends_with("_force_commit")))
     if not tm.empty:
         tables["time_model"] = tm
+    if not cells_df.empty:
+        from lengthlens.analyses.accuracy_length import accuracy_by_length
+        from lengthlens.analyses.cost_per_correct import CostPerCorrectAnalysis
+
+        # Its own pass: adding its columns to the cell table's products could move the cell table's last bits.
+        (cost,) = run_on(runs, [CostPerCorrectAnalysis()], settings, workers=workers, units=units)
+        by_length = accuracy_by_length(units, chosen, confidence_level=confidence_level)
+        for name, df in (("cost_per_correct", cost), ("accuracy_length", by_length)):
+            if not df.empty:
+                tables[name] = df
     stage("Table 4")
     t4 = table4(runs)
     if not t4.empty:
