@@ -1056,6 +1056,186 @@ def _caption_survival(d: Drawn) -> str:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Figure: accuracy against completion length
+
+
+def fig_accuracy_vs_length(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+    """Accuracy against completion length, strict and each rule: longer completions are less often right.
+
+    One panel per target and dataset (and serving condition); per arm, its accuracy in each length bin
+    (bins shared by the panel's arms: quantiles of their pooled lengths) at the arm's median length in the
+    bin, with the Wilson interval; strict in black, each rule in its colour, marker = benchmark. Takes the
+    Analysis or its ``accuracy_length`` table (:func:`lengthlens.analyses.accuracy_length.accuracy_by_length`).
+    """
+    df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("accuracy_length", pd.DataFrame())
+    key = _key(obj, key)
+    record = Drawn(unit="point")
+    with matplotlib.rc_context(RC):
+        if df is None or df.empty:
+            fig, ax = subplots(figsize=(6.4, 2))
+            return attach(empty_panel(fig, ax, "no graded runs"), record)
+        d = with_benchmark(df.reset_index(drop=True))
+        d["_s"] = _serving(d)
+        record.loads = _loads_in(d, key)
+        order = {ld: i for i, ld in enumerate(record.loads)}
+        panels = sorted(d[["dataset", "target", "_s"]].drop_duplicates().itertuples(index=False, name=None),
+                        key=lambda p: (p[0], p[1], order.get(p[2], 0)))
+        several = d["target"].nunique() > 1
+        ncol = min(3, len(panels))
+        nrow = -(-len(panels) // ncol)
+        fig, axes = subplots(nrow, ncol, figsize=(max(3.0 * ncol, 6.4), 2.4 * nrow + 0.9), layout="constrained",
+                             squeeze=False, sharey=True)
+        for ax, (ds, tg, ld) in zip(axes.flat, panels):
+            g = d[(d["dataset"] == ds) & (d["target"] == tg) & (d["_s"] == ld)]
+            marks = Marks()
+            methods = ["strict", *sorted(m for m in g["method"].unique() if m != "strict")]
+            for m in methods:
+                gm = g[(g["method"] == m) & (g["n_runs"] > 0)].sort_values("bin")
+                if gm.empty:
+                    continue
+                b = str(gm["benchmark"].iloc[0])
+                record.mark(key, m, b)
+                x, y = gm["length_median"].to_numpy(float), gm["accuracy"].to_numpy(float)
+                c = key.color(m)
+                marks.line(x, y, color=c, linewidth=1.8 if m == "strict" else 1.1)
+                marks.vbars(x, gm["accuracy_lo"], gm["accuracy_hi"], color=c, alpha=0.35, linewidth=0.8)
+                marks.points(x, y, color=c, marker=key.marker(b), size=18, edgecolor="white", linewidth=0.4)
+                record.points += len(gm)
+                record.intervals += len(gm)
+            marks.draw(ax, zorder=3, bar_zorder=2)
+            ax.autoscale_view()
+            ax.set_ylim(-0.03, 1.03)
+            ax.set_title(" · ".join(t for t in (ds, tg if several else "", ld) if t), fontsize=8.5)
+            ax.xaxis.set_major_locator(MaxNLocator(4))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:,.0f}"))
+        for ax in list(axes.flat)[len(panels):]:
+            ax.set_visible(False)
+        record.panels = len(panels)
+        n_runs = int(d["n_runs"].sum())
+        n_strict = int(d.loc[d["method"] == "strict", "n_runs"].sum())
+        n_cut = int(d["n_censored"].sum())
+        record.notes.append(f"From {n_runs:,} graded runs ({n_strict:,} strict, {n_runs - n_strict:,} relaxed"
+                            + (f"; {n_cut:,} of them cut at the budget, counted at the budget's length)." if n_cut
+                               else ")."))
+        fig.supxlabel("completion length (tokens): the arm's median in each length bin", fontsize=8.5)
+        fig.supylabel("accuracy (share of graded runs correct)", fontsize=8.5)
+        key_legend(fig, key_handles(key, record))
+        return attach(fig, record)
+
+
+def _caption_accuracy_vs_length(d: Drawn) -> str:
+    return _join(f"Accuracy against completion length, {plural(d.panels, 'panel')} (target and dataset), "
+                 f"{plural(d.points, 'point')}: each arm's accuracy in a length bin (bins shared by the panel's arms: "
+                 "quantiles of their pooled lengths) at its median length there, with the 95% Wilson interval; strict "
+                 "in black, each rule (at Table 3's α) in its colour. Where the curves fall to the right, longer "
+                 "completions are less often right, and a rule that lengthens completions moves its runs there.",
+                 _load_sentence(d, "one panel per load"), *d.notes)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Figure: cost per correct answer
+
+
+def _table3_rows(obj: Analysis | pd.DataFrame, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """Rows of a per-cell table at Table 3's cells (each rule's chosen α per dataset) when the analysis says which."""
+    if isinstance(obj, pd.DataFrame) or "alpha_selected" not in obj.tables or df.empty:
+        return df, "every row of the table"
+    sel = obj.tables["alpha_selected"].rename(columns={"params_selected": "params"})
+    on = [k for k in ("target", "draft", "dataset", "method", "params", "serving") if k in sel and k in df]
+    return df.merge(sel[on], how="inner", on=on), "Table 3's: each rule at its most aggressive complete α per dataset"
+
+
+#: Panels of the cost-per-correct figure: column, axis label.
+_PER_CORRECT = (("rounds_per_correct_ratio", "verifier rounds per correct answer,\nrelaxed / strict (log)"),
+                ("seconds_per_correct_ratio", "wall time per correct answer,\nrelaxed / strict (log)"))
+
+
+def fig_cost_per_correct(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+    """What a correct answer costs, relaxed against strict: verifier rounds and wall time per correct answer, per rule.
+
+    A row per rule, a point per cell (Table 3's cells with the Analysis; marker = benchmark, shade = load
+    where there are several) with its 95% interval, and a black bar at the rule's median. Right of the dotted
+    line at 1 a correct answer costs more than under strict decoding, however many rounds a run saved.
+    Takes the Analysis or its ``cost_per_correct`` table (:mod:`lengthlens.analyses.cost_per_correct`).
+    """
+    df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("cost_per_correct", pd.DataFrame())
+    key = _key(obj, key)
+    record = Drawn(unit="cell")
+    with matplotlib.rc_context(RC):
+        df = df if df is not None else pd.DataFrame()
+        if not df.empty:
+            df = df[~df["method"].astype(str).str.endswith("_force_commit")]
+            df, chosen = _table3_rows(obj, df)
+            small = df["n_items"] < SMALL
+            record.leave_out(f"cell{{s}} with fewer than {SMALL} items", int(small.sum()))
+            df = df[~small]
+            panels = [(c, lab) for c, lab in _PER_CORRECT if c in df and df[c].notna().any()]
+        if df.empty or not panels:
+            fig, ax = subplots(figsize=(6.4, 2))
+            return attach(empty_panel(fig, ax, "no graded cells with rounds or wall time"), record)
+        d = with_benchmark(df.reset_index(drop=True))
+        serving = _serving(d)
+        record.loads = _loads_in(d, key)
+        methods = sorted(d["method"].astype(str).unique())
+        fig, axes = subplots(1, len(panels), figsize=(8.6, 1.3 + 0.42 * len(methods) * (1.6 if record.loads else 1.0)),
+                             layout="constrained", squeeze=False, sharey=True)
+        undefined = 0
+        for ax, (col, label) in zip(axes[0], panels):
+            v = d[col].astype(float)
+            finite = np.isfinite(v.to_numpy())
+            lim = robust_log_limits([v[finite]], [d.loc[finite, f"{col}_lo"], d.loc[finite, f"{col}_hi"]])
+            marks = Marks()
+            for i, m in enumerate(methods):
+                g = d[(d["method"] == m) & finite].sort_values(["dataset", "target"], kind="mergesort")
+                if g.empty:
+                    continue
+                offs = np.linspace(-0.3, 0.3, len(g)) if len(g) > 1 else np.zeros(1)
+                y = i + offs
+                x = g[col].to_numpy(float)
+                lo, hi, _n = clip_marks(ax, g[f"{col}_lo"], g[f"{col}_hi"], y, lim, vertical=False, marks=marks,
+                                        record=record)
+                shades = [key.shade(m, s) for s in serving[g.index]]
+                for j in range(len(g)):
+                    marks.hbars(y[j:j + 1], lo[j:j + 1], hi[j:j + 1], color=shades[j], alpha=0.45, linewidth=0.9)
+                    marks.points(x[j:j + 1], y[j:j + 1], color=shades[j], marker=key.marker(g["benchmark"].iloc[j]),
+                                 size=22, edgecolor="white", linewidth=0.4)
+                    record.mark(key, m, g["benchmark"].iloc[j])
+                ax.plot([np.median(x)] * 2, [i - 0.42, i + 0.42], color="#111", lw=1.6, zorder=4)
+                if col == panels[0][0]:
+                    record.points += len(g)
+                    record.intervals += int((np.isfinite(lo) & np.isfinite(hi)).sum())
+            undefined += int((~finite).sum()) if col == panels[0][0] else 0
+            marks.draw(ax, zorder=3, bar_zorder=2)
+            ax.axvline(1, color="#98a2b3", lw=0.9, ls=":")
+            ax.set_xscale("log")
+            ax.set_xlim(*lim)
+            ratio_ticks(ax.xaxis, *lim)
+            ax.set_xlabel(label)
+            ax.grid(axis="y", visible=False)
+        record.leave_out("cell{s} without a correct answer on one side", undefined)
+        axes[0, 0].set_yticks(range(len(methods)), methods)
+        for tick, m in zip(axes[0, 0].get_yticklabels(), methods):
+            tick.set_color(key.color(m))
+        axes[0, 0].set_ylim(len(methods) - 0.5, -0.5)
+        record.panels = len(panels)
+        record.notes.append(f"The cells are {chosen}.")
+        extra = [Line2D([], [], color="#111", lw=1.6, label="the rule's median")]
+        key_legend(fig, key_handles(key, record, rules=False, load_style="shade", extra=extra))
+        fig.suptitle("What a correct answer costs, relaxed against strict", fontsize=9.5)
+        return attach(fig, record)
+
+
+def _caption_cost_per_correct(d: Drawn) -> str:
+    return _join(f"Cost per correct answer, {plural(d.points, 'cell')}, a row per rule: verifier rounds (left) and wall "
+                 "time (right) per correct answer of the relaxed runs over those of their strict runs (graded pairs; the "
+                 f"rounds ratio over the accuracy ratio), {d.intervals} with the 95% paired item-bootstrap interval; "
+                 "marker = benchmark; the black bar is the rule's median. Right of the dotted line at 1 a correct answer "
+                 "costs more than under strict decoding.",
+                 _load_sentence(d, "as shades of the rule's colour, the heaviest load darkest"),
+                 clip_sentence(d), _left_out_sentence(d), *d.notes)
+
+
+# --------------------------------------------------------------------------------------------------------------
 # The report's figures
 
 #: Report figures in the order they appear: key -> (function, caption from the figure's :class:`Drawn` record).
@@ -1066,8 +1246,10 @@ FIGURES: dict[str, tuple[Callable[..., Figure], Callable[[Drawn], str]]] = {
     "survival": (fig_survival, _caption_survival),
     "attribution": (fig_attribution, _caption_attribution),
     "accuracy_vs_gain": (fig_accuracy_vs_gain, _caption_accuracy_vs_gain),
+    "accuracy_vs_length": (fig_accuracy_vs_length, _caption_accuracy_vs_length),
     "serving": (fig_serving, _caption_serving),
     "tradeoff": (fig_tradeoff, _caption_tradeoff),
+    "cost_per_correct": (fig_cost_per_correct, _caption_cost_per_correct),
     "alpha_sweep": (fig_alpha_sweep, _caption_alpha_sweep),
     "time_model": (fig_time_model, _caption_time_model),
     "table4_costs": (fig_table4_costs, _caption_table4_costs),
@@ -1100,6 +1282,11 @@ def figure_caption(key: str, fig: Figure) -> str:
     return FIGURES[base][1](drawn(fig)) + (f" Dataset {ds}." if ds else "")
 
 
+#: Figures drawn from one analysis table each, left out of a report without it.
+_TABLE_OF = {"accuracy_vs_length": "accuracy_length", "cost_per_correct": "cost_per_correct"}
+
+
 def shown(key: str, analysis: Analysis) -> bool:
     """Whether the report draws figure ``key`` for ``analysis`` (figures whose data the analysis lacks are left out)."""
-    return True
+    table = _TABLE_OF.get(key)
+    return table is None or (table in analysis.tables and not analysis.tables[table].empty)

@@ -127,6 +127,10 @@ def _expected_marks(key: str, fig, rec) -> int | None:
         return rec.points
     if base in ("tradeoff", "time_model"):
         return 2 * rec.points  # two panels draw each cell
+    if base == "accuracy_vs_length":
+        return rec.points
+    if base == "cost_per_correct":
+        return rec.points * rec.panels
     return None
 
 
