@@ -64,7 +64,10 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                                                  "correct_before, correct_after, wrong_to_right, right_to_wrong, "
                                                  "still_capped, accuracy_p (mid-p), accuracy_test, accuracy_p_exact "
                                                  "(mcnemar_p: its old name), "
-                                                 "length_ratio, rounds_ratio, time_ratio (Σ forced / Σ base, fired pairs)"),
+                                                 "length_ratio, rounds_ratio, time_ratio (Σ forced / Σ base, fired pairs); "
+                                                 "over every run of the arm, fired or not: runs, n_graded_all, "
+                                                 "correct_before_all, correct_after_all, accuracy_before_all, "
+                                                 "accuracy_after_all"),
     "extra_tokens.csv": ("cell (runs with proposals.jsonl)", "keys, n_runs, n_runs_with_proposals, n_rows, n_proposed, "
                                                              "n_accepted, n_strict_accepted, n_lossy_only, "
                                                              "n_strict_only_rejected, lossy_only_per_proposed, "
@@ -79,6 +82,13 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                     "target, draft, dataset, method, params, series (the condition without its load part), serving, "
                     "load_axis, load, n_items, small_n, rounds_ratio, time_ratio, throughput_ratio (each +_lo/_hi), "
                     "advantage_lost_at"),
+    "cost_per_correct.csv": ("cell with runs graded on both sides", "keys, n_items, n_runs_graded, correct, correct_star, "
+                             "rounds_per_correct and seconds_per_correct (Σ R / Σ correct, Σ T / Σ correct) with `_star`, "
+                             "and their ratio relaxed / strict `rounds_per_correct_ratio`, `seconds_per_correct_ratio` "
+                             "(+_lo/_hi, paired item bootstrap)"),
+    "accuracy_length.csv": ("(target, dataset, serving) × arm (`strict` or a rule at Table 3's α) × length bin",
+                            "target, dataset, serving, method, bin, n_bins, length_lo, length_hi (the bin, shared by the "
+                            "panel's arms), length_median, n_runs, n_correct, n_censored, accuracy (+_lo/_hi: Wilson)"),
     "report.html, report.pdf": ("", "the report; `--latex` adds table3.tex, table4.tex, attribution.tex"),
 }
 

@@ -414,6 +414,8 @@ TABLE4_COLS = [
     Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
     Col("wrong_to_right", "wrong → right", "int"), Col("right_to_wrong", "right → wrong", "int"),
     Col("still_capped", "still capped", "int"), _PAIRED_P,
+    Col("accuracy_before_all", "acc. all runs: base", "pct", title="accuracy of the base arm over every graded pair"),
+    Col("accuracy_after_all", "forced", "pct", title="accuracy of the intervention arm over every graded pair, fired or not"),
 ]
 
 NO_TABLE4_TEXT = ("The logs have no force-commit arm (a <rule>_force_commit method with params alpha<a>_t<threshold>), "
