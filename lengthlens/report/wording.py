@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import Analysis
 
-__all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
-           "colour_legend",
+__all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "attribution_claim", "cards",
+           "cells_note", "colour_legend",
            "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods", "serving_sentence",
            "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
@@ -265,29 +265,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"censoring: {int((cz['censored_frac'] > 0).sum())} of {len(cz)} cells have relaxed runs cut at the budget "
                      f"({int(more)} more often than strict); median lambda {cz['lambda_plain'].median():.2f} plain vs "
                      f"{aft.median():.2f} geometric-mean ratio of the log-normal AFT (censoring-aware; not a ratio of means)")
-    at = analysis.tables.get("attribution_summary")
-    if at is not None and not at.empty:
-        for scope, label in (("all", "all cells"), ("table3", "Table 3's cells")):
-            pooled = at["target"] == "all" if "target" in at.columns else True
-            rows = at[(at["scope"] == scope) & (at["method"] == "all") & pooled]
-            if rows.empty:
-                continue
-            a = rows.iloc[0]
-            low = SHARE_THRESHOLDS[0]
-            lo_col, point_col = f"n_share_lo_ge_{round(100 * low)}", f"n_share_point_ge_{round(100 * low)}"
-            lines.append(f"attribution ({label}): of {int(a['n_cells_longer'])} cells with longer outputs, "
-                         f"{int(a['n_share_undefined'])} have an extra length whose interval includes 0 (share undefined); "
-                         f"{int(a[lo_col])} put ≥ {low:.0%} of the extra characters into thinking by the lower "
-                         f"limit ({int(a[point_col])} by the point estimate; pooled share "
-                         f"{a['thinking_share_pooled']:.2f})")
-    t4 = analysis.tables.get("table4")
-    if t4 is not None and not t4.empty:
-        r = t4.iloc[-1]
-        lines.append(f"table 4: forcing the thinking closed fired on {int(r['fired'])} runs; correct {int(r['correct_before'])} -> "
-                     f"{int(r['correct_after'])} of {int(r['n_graded'])} graded ({int(r['wrong_to_right'])} wrong->right, "
-                     f"{int(r['right_to_wrong'])} right->wrong, {int(r['still_capped'])} still capped; "
-                     f"{accuracy_test_label(r.get('accuracy_test', 'mcnemar_exact'))} p = "
-                     f"{r['accuracy_p']:.3g})")
+    for scope in ("table3", "all"):
+        if (claim := attribution_claim(analysis, scope)):
+            lines.append(f"attribution: {claim}")
+    if (claim := table4_claim(analysis)):
+        lines.append(f"table 4: {claim}")
     ex = analysis.tables.get("extra_tokens")
     if ex is not None and not ex.empty:
         withp = ex[ex["n_runs_with_proposals"] > 0]
@@ -394,6 +376,86 @@ def cells_note(settings: dict[str, Any]) -> str:
             "p Holm: the paired accuracy test (mid-p McNemar; the item-level sign-flip test when items have several "
             "seeds) adjusted by Holm over the report's accuracy family (graded cells of 10 or more items, fully "
             "graded); empty outside it.")
+
+
+def attribution_claim(analysis: Analysis, scope: str = "table3") -> str:
+    """The attribution as the paper's claim with its counts: in how many cells ≥ 90 % of the extra length is thinking.
+
+    Parameters
+    ----------
+    analysis : the Analysis (its ``attribution_summary`` table).
+    scope : ``table3`` (Table 3's cells, the default) or ``all`` (every cell).
+
+    Returns
+    -------
+    str
+        One sentence ("" without an attribution summary): cells whose completions grew, those whose share of the extra
+        length in thinking is ≥ 90 % by the interval's lower limit and by the point estimate, those where the share is
+        undefined (the extra length's interval holds 0), the pooled share, and the count per rule.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                                       # doctest: +SKIP
+    >>> attribution_claim(ll.analyse(ll.load("runs/")))                              # doctest: +SKIP
+    '≥ 90% of the extra length is in the thinking in 6 of Table 3's 24 cells whose completions grew ...'
+    """
+    at = analysis.tables.get("attribution_summary")
+    if at is None or at.empty:
+        return ""
+    pooled = at["target"] == "all" if "target" in at.columns else True
+    rows = at[(at["scope"] == scope) & pooled]
+    total = rows[rows["method"] == "all"]
+    if total.empty:
+        return ""
+    a = total.iloc[0]
+    low = SHARE_THRESHOLDS[0]
+    lo_col, point_col = f"n_share_lo_ge_{round(100 * low)}", f"n_share_point_ge_{round(100 * low)}"
+    where = "Table 3's" if scope == "table3" else "all"
+    per_rule = "; ".join(f"{r.method} {int(getattr(r, lo_col))} of {int(r.n_cells_longer)}"
+                         for r in rows[rows["method"] != "all"].itertuples())
+    return (f"≥ {low:.0%} of the extra length is in the thinking in {int(a[lo_col])} of {where} {int(a['n_cells_longer'])} "
+            f"cells whose completions grew (of {int(a['n_cells'])}), by the lower limit of the share's 95% interval "
+            f"({int(a[point_col])} by the point estimate); in {int(a['n_share_undefined'])} the extra length's interval "
+            f"holds 0, so its share is undefined; pooled over the cells that grew, {a['thinking_share_pooled']:.0%} of the extra "
+            f"characters are thinking." + (f" By rule: {per_rule}." if per_rule else ""))
+
+
+def table4_claim(analysis: Analysis) -> str:
+    """Table 4 as the paper's claim with its counts: what forcing the thinking closed did to the runs it fired on, and
+    to every run of the arms.
+
+    Returns
+    -------
+    str
+        One or two sentences ("" without intervention arms): fired runs, correct before and after with the flips and
+        the paired test, what it cost (length, rounds, time of the fired runs), and accuracy over every graded run of
+        the arms against their base arms.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                                       # doctest: +SKIP
+    >>> table4_claim(ll.analyse(ll.load("runs/")))                                   # doctest: +SKIP
+    'Forcing the thinking closed fired on 13 of 160 runs; on the 13 graded ones correct answers went from 1 to 5 ...'
+    """
+    t4 = analysis.tables.get("table4")
+    if t4 is None or t4.empty:
+        return ""
+    r = t4[t4["method"] == "all"].iloc[-1] if (t4["method"] == "all").any() else t4.iloc[-1]
+    fired, runs = int(r["fired"]), int(r["runs"]) if "runs" in r and r["runs"] == r["runs"] else None
+    out = f"Forcing the thinking closed fired on {fired:,}" + (f" of {runs:,} runs" if runs is not None else " runs")
+    if not fired:
+        return out + ": it never changed a run."
+    out += (f"; on the {int(r['n_graded']):,} graded ones correct answers went from {int(r['correct_before']):,} to "
+            f"{int(r['correct_after']):,} ({int(r['wrong_to_right']):,} wrong → right, {int(r['right_to_wrong']):,} "
+            f"right → wrong; {accuracy_test_label(r.get('accuracy_test', 'mcnemar_exact'))}: p = {r['accuracy_p']:.3g}), "
+            f"{int(r['still_capped']):,} still hit the budget")
+    costs = [f"{name} ×{r[col]:.2f}" for col, name in (("length_ratio", "length"), ("rounds_ratio", "verifier rounds"),
+                                                      ("time_ratio", "wall time")) if col in r and r[col] == r[col]]
+    out += (f", at {', '.join(costs)} of their base runs." if costs else ".")
+    if "accuracy_after_all" in r and r["n_graded_all"] == r["n_graded_all"] and r["n_graded_all"]:
+        out += (f" Over every graded run of the intervention arms ({int(r['n_graded_all']):,}), fired or not, accuracy "
+                f"{r['accuracy_before_all']:.1%} without the intervention and {r['accuracy_after_all']:.1%} with it.")
+    return out
 
 
 def colour_legend() -> str:

@@ -75,3 +75,46 @@ def test_new_figures_are_in_the_report(example_analysis, key):
     blocks = _figure_blocks(example_analysis)
     assert key in blocks
     assert blocks[key]["caption"].startswith(("Accuracy against completion length", "Cost per correct answer"))
+
+
+def test_attribution_claim_counts_the_cells(example_analysis):
+    """The claim's counts from the attribution table itself: Table 3's cells whose completions grew, those whose
+    share's lower limit is ≥ 0.9, and those whose share is undefined."""
+    from lengthlens.analyses.tables import table3_cells
+    from lengthlens.report.wording import attribution_claim
+
+    attr = example_analysis.tables["attribution"]
+    t3 = table3_cells(example_analysis.tables["cells"], "loosest")[KEYS].drop_duplicates()
+    cells = attr.merge(t3, on=KEYS)
+    longer = cells[cells["extra_chars"] > 0]
+    n_90 = int(((longer["thinking_share_lo"] >= 0.9) & longer["thinking_share"].notna()).sum())
+    undefined = int(longer["thinking_share"].isna().sum())
+    claim = attribution_claim(example_analysis)
+    assert claim.startswith(f"≥ 90% of the extra length is in the thinking in {n_90} of Table 3's {len(longer)} cells "
+                            f"whose completions grew (of {len(cells)})")
+    assert f"in {undefined} the extra length's interval holds 0" in claim
+    for m, g in longer.groupby("method"):
+        assert f"{m} {int((g['thinking_share_lo'] >= 0.9).sum())} of {len(g)}" in claim
+
+
+def test_table4_claim_gives_accuracy_over_fired_and_all_runs(example_analysis):
+    """Over all runs of the intervention arms: each forced run against the base arm's run of the same item and seed."""
+    from lengthlens.report.wording import table4_claim
+
+    t = example_analysis.runs.table.filter(pl.col("status") == "ok").to_pandas()
+    forced = t[t["method"].str.endswith("_force_commit")].copy()
+    forced["base_method"] = forced["method"].str.removesuffix("_force_commit")
+    forced["base_params"] = forced["params"].str.replace(r"_t\d+", "", regex=True)
+    base = t.rename(columns={"method": "base_method", "params": "base_params"})
+    on = ["target", "draft", "dataset", "serving", "base_method", "base_params", "item_id", "seed", "turn"]
+    both = forced.merge(base[[*on, "correct"]], on=on, suffixes=("", "_base"))
+    graded = both[both["correct"].notna() & both["correct_base"].notna()]
+    total = example_analysis.tables["table4"].iloc[-1]
+    assert (total["runs"], total["n_graded_all"]) == (len(both), len(graded))
+    before, after = graded["correct_base"].astype(bool).mean(), graded["correct"].astype(bool).mean()
+    np.testing.assert_allclose([total["accuracy_before_all"], total["accuracy_after_all"]], [before, after])
+    claim = table4_claim(example_analysis)
+    assert claim.startswith(f"Forcing the thinking closed fired on {int(total['fired'])} of {len(both)} runs; on the "
+                            f"{int(total['n_graded'])} graded ones correct answers went from {int(total['correct_before'])} "
+                            f"to {int(total['correct_after'])}")
+    assert f"accuracy {before:.1%} without the intervention and {after:.1%} with it" in claim
