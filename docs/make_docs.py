@@ -31,8 +31,10 @@ OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
                      "n_accuracy_worse (loss flag), n_accuracy_no_change, accuracy_mdd_pp_median, n_small_excluded"),
     "table3_pairs.csv": ("(target–draft pair) × rule, and `all`", "target, draft, then table3.csv's columns on the "
                          "pair's cells alone (written with several pairs)"),
-    "drilldown.csv": ("(cell, item) among the items driving it", "keys, item_id, n_runs, L, L_star, lambda_item, "
-                      "lambda_without (the cell's λ without the item), lambda_shift, correct_change, driver"),
+    "drilldown.csv": ("(cell, item) among the items driving it; cells most influenced first", "keys, item_id, n_runs, "
+                      "L, L_star, lambda_item, lambda_without (the cell's λ without the item), lambda_shift, "
+                      "correct_change, n_censored, n_censored_star (the item's runs cut at the budget), driver, "
+                      "cell_influence (the cell's largest |lambda_shift|)"),
     "time_model.csv": ("cell", "keys, n_runs, seconds_per_round, seconds_fixed (least-squares T = a + b·R over the relaxed "
                        "runs), the same _star for the baseline runs, rounds_ratio, time_ratio, time_ratio_predicted "
                        "(the arm's rounds at the baseline's fitted cost)"),

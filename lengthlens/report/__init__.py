@@ -451,12 +451,15 @@ def _drilldown_blocks(analysis: Analysis) -> Markup | None:
             Col("lambda_without", "λ without it", "f3", title="the cell's λ with this item left out"),
             Col("lambda_shift", "λ − λ without", "f3"), Col("correct_change", "Δ correct", "int",
                                                               css=lambda r: "loss" if (r.get("correct_change") or 0) < 0 else ""),
+            Col("n_censored", "cut", "int", css=lambda r: "loss" if (r.get("n_censored") or 0) else "",
+                title="relaxed runs of the item cut at the token budget (their length is a lower bound)"),
+            Col("n_censored_star", "cut*", "int", title="the baseline's runs of the item cut at the budget"),
             Col("driver", "why listed", "text", left=True)]
     # A cell's key holds its serving condition where one is logged (then the same rule has a cell per condition).
     arm = [k for k in ("target", "draft", "dataset", "method", "params", "serving") if k in d and k in analysis.tables["cells"]]
     cells = analysis.tables["cells"].set_index(arm)
     blocks = []
-    for key, g in d.groupby(arm, sort=True):
+    for key, g in d.groupby(arm, sort=False):  # drilldown.csv's order: most influenced cells first
         c = cells.loc[key] if key in cells.index else None
         lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {fmt(c['accuracy_delta_pp'], 'f1')} pp"
         extra = ""
