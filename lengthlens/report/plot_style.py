@@ -313,7 +313,8 @@ _LEGEND_ROW, _LEGEND_PAD = 0.165, 0.25
 def legend_columns(handles: list[Any], height: float) -> int:
     """Columns a legend of ``handles`` needs to fit ``height`` inches."""
     rows = max(1, int((height - _LEGEND_PAD) / _LEGEND_ROW))
-    return max(1, -(-len(handles) // rows))
+    lines = sum(1 + h.get_label().count("\n") for h in handles)
+    return max(1, -(-lines // rows))
 
 
 def legend_width(handles: list[Any], ncol: int = 1) -> float:
@@ -322,7 +323,7 @@ def legend_width(handles: list[Any], ncol: int = 1) -> float:
         return 0.0
     rows = -(-len(handles) // ncol)
     cols = [handles[i * rows:(i + 1) * rows] for i in range(ncol)]
-    return sum(max(text_width(h.get_label()) for h in c) + 0.42 for c in cols if c) + 0.15
+    return sum(max(text_width(line) for h in c for line in h.get_label().split("\n")) + 0.42 for c in cols if c) + 0.15
 
 
 def key_legend(fig: Figure, handles: list[Any], *, at: tuple[float, float] | None = None,

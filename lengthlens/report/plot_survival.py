@@ -25,8 +25,9 @@ def _thin(t: np.ndarray, s: np.ndarray, max_points: int = 200) -> tuple[np.ndarr
     return grid, s[idx]
 
 
-def _survival_panel(ax: Any, d: DatasetSurvival, ds: str, key: VisualKey, record: Drawn) -> None:
-    """One dataset's Kaplan–Meier curves (strict first), censoring marks, budget lines and labels."""
+def _survival_panel(ax: Any, d: DatasetSurvival, ds: str, key: VisualKey, record: Drawn) -> bool:
+    """One dataset's Kaplan–Meier curves (strict first), censoring marks, budget lines and labels; whether the axis
+    ends before the budget (every run far below it)."""
     budgets = d.budgets
     for m, curve in d.curves.items():
         tt, ss = _thin(curve.times, curve.survival)
@@ -39,7 +40,15 @@ def _survival_panel(ax: Any, d: DatasetSurvival, ds: str, key: VisualKey, record
             record.hollow += int(curve.censored_times.size)
     for b in budgets:
         ax.axvline(b, color="#a8322d", lw=0.8, ls="--")
-    if budgets:
+    longest = max((float(c.times[-1]) for c in d.curves.values() if c.times.size), default=0.0)
+    short = False
+    if budgets and not d.n_censored and 0 < longest < 0.5 * budgets[-1]:
+        # Every run ended far below the budget: the axis ends at the longest run and names the budget instead.
+        ax.set_xlim(0, longest * 1.05)
+        ax.text(0.98, 0.97, f"budget {budgets[-1]:,} tokens →", ha="right", va="top", fontsize=6.5, color="#a8322d",
+                transform=ax.transAxes)
+        short = True
+    elif budgets:
         ax.text(budgets[-1], 0.97, "budget ", ha="right", va="top", fontsize=6.5, color="#a8322d",
                 transform=ax.get_xaxis_transform())
         ax.set_xlim(0, budgets[-1] * 1.04)
@@ -50,6 +59,7 @@ def _survival_panel(ax: Any, d: DatasetSurvival, ds: str, key: VisualKey, record
                 color="#a8322d", transform=ax.transAxes)
     ax.set_xlabel("completion length (tokens)")
     ax.set_ylabel("P(L > x)")
+    return short
 
 
 def fig_survival(analysis: Analysis | None = None, *, data: dict[str, DatasetSurvival] | None = None,
@@ -75,8 +85,10 @@ def fig_survival(analysis: Analysis | None = None, *, data: dict[str, DatasetSur
         # At least 6.4 in wide: one panel's title and the legend below it keep their room.
         fig, axes = subplots(nrow, ncol, figsize=(max(3.3 * ncol, 6.4), 2.5 * nrow + 0.8), layout="constrained",
                              squeeze=False)
-        for ax, ds in zip(axes.flat, panels):
-            _survival_panel(ax, data[ds], ds, key, record)
+        short = sum(_survival_panel(ax, data[ds], ds, key, record) for ax, ds in zip(axes.flat, panels))
+        if short:
+            record.notes.append(f"In {short} of the {len(panels)} panels every run ended below half the token budget: "
+                                "their axis ends at the longest run and names the budget instead of drawing it.")
         for ax in list(axes.flat)[len(panels):]:
             ax.set_visible(False)
         record.panels = len(panels)

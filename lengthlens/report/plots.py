@@ -762,7 +762,7 @@ def fig_alpha_sweep(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) 
             record.mark(key, None, b)
         extra = []
         if len(pairs) > 1 and not record.loads:
-            extra += [Line2D([], [], color="#555", ls=pair_styles[p], label=f"{p[0]} ← {p[1]}") for p in pairs]
+            extra += [Line2D([], [], color="#555", ls=pair_styles[p], label=f"{p[0]} ←\n{p[1]}") for p in pairs]
         if few.any():
             extra.append(Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
                                 label=f"hollow: < {SMALL} items ({int(few.sum())})"))
