@@ -223,26 +223,6 @@ def empty_panel(fig: Figure, ax: Any, text: str) -> Figure:
     return fig
 
 
-def legends(ax: Any, colors: dict[str, str], markers: dict[str, str] | None, loc: str = "upper left",
-             outside: bool = False, extra: list[Any] | None = None) -> None:
-    """Two compact legends: colour = rule, marker = dataset (beside the axes, as figure legends, with ``outside``);
-    ``extra`` handles join the marker legend."""
-    handles = [Line2D([], [], ls="", marker="o", color=c, label=m, markersize=5) for m, c in colors.items() if m != "strict"]
-    mh = [Line2D([], [], ls="", marker=mk, color="#555", label=d, markersize=5)
-          for d, mk in (markers or {}).items()] + list(extra or [])
-    if outside:
-        # Figure legends with "outside" locations are what constrained layout reserves room for.
-        fig = ax.figure
-        fig.legend(handles=handles, title="rule", frameon=False, title_fontsize=7.5, loc="outside right upper")
-        if len(mh) > 1:
-            fig.legend(handles=mh, title="dataset", frameon=False, title_fontsize=7.5, loc="outside right lower")
-        return
-    first = ax.legend(handles=handles, title="rule", frameon=False, title_fontsize=7.5, loc=loc)
-    if len(mh) > 1:
-        ax.add_artist(first)
-        ax.legend(handles=mh, title="dataset", frameon=False, title_fontsize=7.5, loc="lower right")
-
-
 def text_width(text: str, size: float = 7.5) -> float:
     """Width of ``text`` in inches at ``size`` points in the figures' font (Agg's metrics; the SVG's agree to a few %)."""
     from matplotlib.backends.backend_agg import RendererAgg
@@ -557,19 +537,9 @@ def log_limits(values: list[pd.Series]) -> tuple[float, float]:
     return lo / 1.06, hi * 1.06
 
 
-def add_caption_note(fig: Figure, note: str) -> None:
-    """A sentence the figure's caption must carry (what was left out or clipped): the report appends it."""
-    notes = getattr(fig, "_lengthlens_notes", None)
-    if notes is None:
-        notes = []
-        fig._lengthlens_notes = notes  # type: ignore[attr-defined]
-    if note not in notes:
-        notes.append(note)
-
-
 def caption_notes(fig: Figure) -> list[str]:
-    """The sentences :func:`add_caption_note` attached to ``fig`` and the notes of its :class:`Drawn` record."""
-    return list(getattr(fig, "_lengthlens_notes", [])) + list(drawn(fig).notes)
+    """The further sentences of ``fig``'s caption that only the figure knows (its :class:`Drawn` record's notes)."""
+    return list(drawn(fig).notes)
 
 
 #: A robust axis holds the point estimates and interval limits up to this factor beyond the points' range.
