@@ -310,9 +310,10 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
         lo, hi, _n = clip_marks(ax, np.where(few, np.nan, g["lambda_lo"].to_numpy(float)),
                                 np.where(few, np.nan, g["lambda_hi"].to_numpy(float)), y, lim, vertical=False,
                                 marks=marks, record=record)
-        for (m, b), at in sorted(g.groupby(["method", "benchmark"]).indices.items()):
+        g["_s"] = _serving(g)
+        for (m, b, sv), at in sorted(g.groupby(["method", "benchmark", "_s"]).indices.items()):
             record.mark(key, m, b)
-            c, mk = key.color(m), key.marker(b)
+            c, mk = key.shade(m, sv), key.marker(b)
             full, hollow = at[~few[at]], at[few[at]]
             bars = full[np.isfinite(lo[full]) & np.isfinite(hi[full])]
             marks.hbars(y[bars], lo[bars], hi[bars], color=c, alpha=0.8, linewidth=1.1)
@@ -348,7 +349,8 @@ def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, 
         ax.set_xlabel("λ with its 95% interval (log scale)")
         extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
                          label=f"hollow: < {SMALL} items ({record.hollow})")] if record.hollow else [])
-        handles = [h for h in key_handles(key, record, datasets=False, extra=extra) if h.get_marker() not in ("", None)]
+        handles = [h for h in key_handles(key, record, datasets=False, extra=extra, load_style="shade")
+                   if h.get_marker() not in ("", None)]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(5, len(handles)), frameon=False)
         return attach(fig, record)
 
@@ -358,7 +360,8 @@ def _caption_lambda_forest(d: Drawn) -> str:
                  f"({d.intervals} intervals drawn); colour is the rule, marker the benchmark.",
                  (f"{plural(d.hollow, 'cell')} with fewer than {SMALL} items {verb(d.hollow, 'is', 'are')} hollow, "
                   "without an interval." if d.hollow else ""),
-                 _load_sentence(d, "the load named on each row"), clip_sentence(d), *d.notes)
+                 _load_sentence(d, "named on each row and shaded, the heaviest load darkest"), clip_sentence(d),
+                 *d.notes)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -566,7 +569,7 @@ def fig_attribution(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) 
         for ax, ds in zip(axes.flat, datasets):
             g = d[d["dataset"] == ds]
             x = np.arange(len(g))
-            colors = [key.color(m) for m in g["method"]]
+            colors = [key.shade(m, sv) for m, sv in zip(g["method"], _serving(g))]
             think, ans = g["think"].to_numpy(float), g["answer"].to_numpy(float)
             ax.bar(x, think, 0.75, color=colors)
             # The answer part sits on the thinking part when both go the same way, else from zero.
@@ -606,7 +609,9 @@ def fig_attribution(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) 
                    Rectangle((0, 0), 1, 1, color="#888", alpha=0.35, hatch="///", label="answer")]
         if ci:
             handles.append(Line2D([], [], color="#333", lw=0.8, marker="_", ms=6, label="95% interval of the total"))
-        fig.legend(handles=handles, frameon=False, loc="outside lower center", ncol=len(handles))
+        handles += [h for h in key_handles(key, record, rules=False, datasets=False, load_style="shade")
+                    if h.get_marker() not in ("", None)]  # the loads' shades, where there are several
+        fig.legend(handles=handles, frameon=False, loc="outside lower center", ncol=min(len(handles), 7))
         fig.suptitle("Extra characters per run: thinking (solid) and answer (hatched)", fontsize=9.5)
         return attach(fig, record)
 
@@ -616,7 +621,8 @@ def _caption_attribution(d: Drawn) -> str:
                  "labelled with its rule), split into the thinking part (solid; GPT-OSS's analysis channel, or a <think> "
                  f"block) and the answer (hatched); {d.intervals} bars carry the 95% interval of the total extra "
                  "characters per run. Panel titles are datasets; colour is the rule.",
-                 _load_sentence(d, "the load named under each bar"), *d.notes, _left_out_sentence(d))
+                 _load_sentence(d, "named under each bar and shaded, the heaviest load darkest"), *d.notes,
+                 _left_out_sentence(d))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -931,7 +937,7 @@ def fig_table4_costs(obj: Analysis | pd.DataFrame, key: VisualKey | None = None)
                   f"{r.params}" + (f" · {r.serving}" if loads else "") for r in d.itertuples()]
         fig, axes = subplots(1, 3, figsize=(8.6, 1.0 + 0.24 * len(d)), layout="constrained", sharey=True, squeeze=False)
         y = np.arange(len(d))
-        colors = [key.color(m) for m in d["method"]]
+        colors = [key.shade(m, sv) for m, sv in zip(d["method"], _serving(d))]
         for m in d["method"]:
             record.mark(key, m)
         values = pd.concat([d[c] for c, _ in cols]).astype(float)
@@ -951,7 +957,7 @@ def fig_table4_costs(obj: Analysis | pd.DataFrame, key: VisualKey | None = None)
         record.points = len(d)
         record.panels = 3
         axes[0, 1].set_xlabel("forced over base runs (Σ forced / Σ base over the fired pairs); dashed: 1")
-        key_legend(fig, key_handles(key, record), below=True)
+        key_legend(fig, key_handles(key, record, load_style="shade"), below=True)
         return attach(fig, record)
 
 
@@ -959,7 +965,8 @@ def _caption_table4_costs(d: Drawn) -> str:
     return _join(f"Table 4's costs, {plural(d.points, 'intervention arm')} that fired: completion length, verifier "
                  "rounds and wall time of the forced runs over their base runs (ratios of sums over the fired pairs); "
                  "colour is the rule. Below the dashed line at 1 forcing the thinking closed saved that much.",
-                 _load_sentence(d, "the load named on each row"), _left_out_sentence(d), *d.notes)
+                 _load_sentence(d, "named on each row and shaded, the heaviest load darkest"), _left_out_sentence(d),
+                 *d.notes)
 
 
 # --------------------------------------------------------------------------------------------------------------
