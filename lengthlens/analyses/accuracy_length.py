@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table
 from lengthlens.data.schema import UNIT_KEY
 from lengthlens.results import frame
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ACCURACY_LENGTH_COLUMNS", "accuracy_by_length", "wilson_interval"]
+__all__ = ["ACCURACY_LENGTH_COLUMNS", "AccuracyLengthReport", "accuracy_by_length", "wilson_interval"]
 
 #: At most this many length bins a panel; fewer where an arm has fewer than RUNS_PER_BIN runs a bin.
 MAX_BINS = 5
@@ -126,3 +127,35 @@ def accuracy_by_length(units: pl.DataFrame, arms: pd.DataFrame | None = None, *,
                              "n_runs": n, "n_correct": k, "n_censored": int(gb.get_column("cut").sum()) if n else 0,
                              "accuracy": k / n if n else math.nan, "accuracy_lo": lo, "accuracy_hi": hi})
     return frame(rows, columns=ACCURACY_LENGTH_COLUMNS)
+
+
+class AccuracyLengthReport(ReportAnalysis):
+    """accuracy_length.csv and its figure: accuracy by completion length, strict and each rule at Table 3's α."""
+
+    name = "accuracy by length"
+    stage = "lossless check, method pairs"
+    reads = ("output_tokens", "correct", "censored", "source")
+    outputs = Outputs(
+        tables=(Table("accuracy_length", "(target, dataset, serving) × arm (`strict` or a rule at Table 3's α) × length bin", (
+            Column("target", "the target model"), Column("dataset", "the dataset (benchmark folder)"),
+            Column("serving", "the serving condition (empty when none is logged)"),
+            Column("method", "the rule at Table 3's α, or `strict` for the baseline runs (each once)"),
+            Column("bin", "the length bin (0: shortest)"), Column("n_bins", "length bins of the panel"),
+            Column("length_{lo,hi}", "the bin's completion-length range, shared by the panel's arms"),
+            Column("length_median", "the arm's median completion length in the bin"),
+            Column("n_runs", "graded runs of the arm in the bin"), Column("n_correct", "of those, correct"),
+            Column("n_censored", "of those, cut at the token budget (counted at the budget)"),
+            Column("accuracy", "n_correct / n_runs with its Wilson interval", interval=True)),
+            written="when cells have graded runs on both sides"),),
+        sections=(Section("accuracy_length", "Accuracy and completion length", (
+            "Longer completions are less often right, and relaxed rules make completions longer: the graded runs of "
+            "each rule's Table 3 arm and of its strict baseline, in length bins shared by both arms, with Wilson "
+            "intervals; accuracy_length.csv has every bin."), order=57, tables=(), landscape=False),),
+        figures=(Figure("accuracy_vs_length", section="accuracy_length"),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        chosen = ctx.results.get("table3_cells")
+        if chosen is None:  # no cells
+            return {}
+        by_length = accuracy_by_length(ctx.units, chosen, confidence_level=ctx.settings.confidence_level)
+        return {} if by_length.empty else {"accuracy_length": by_length}

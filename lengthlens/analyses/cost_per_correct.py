@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.data.pairing import CELL_KEY
 from lengthlens.results import frame
 from lengthlens.stats.intervals import Ratio
@@ -22,7 +23,7 @@ from lengthlens.stats.intervals import Ratio
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COST_COLUMNS", "CostPerCorrectAnalysis", "cost_per_correct"]
+__all__ = ["COST_COLUMNS", "CostPerCorrectAnalysis", "CostPerCorrectReport", "cost_per_correct"]
 
 
 def _rounds_per_correct(s):
@@ -121,3 +122,44 @@ def cost_per_correct(runs, settings: Settings | None = None):
 
     (table,) = run_on(runs, [CostPerCorrectAnalysis()], settings or Settings())
     return table
+
+
+class CostPerCorrectReport(ReportAnalysis):
+    """cost_per_correct.csv and its figure: rounds and seconds per correct answer, relaxed over strict, per cell."""
+
+    name = "cost per correct answer"
+    stage = "lossless check, method pairs"
+    reads = ("draft_rounds", "wall_time_s", "correct")
+    outputs = Outputs(
+        tables=(Table("cost_per_correct", "cell with runs graded on both sides", (
+            *keys("dataset", "method", "params"),
+            Column("n_items", "items with runs graded on both sides", label="items", fmt="int"),
+            Column("n_runs_graded", "paired runs graded on both sides", label="graded runs", fmt="int"),
+            Column("correct", "correct relaxed runs among them", label="correct", fmt="int"),
+            Column("correct_star", "correct baseline runs among them", label="correct*", fmt="int"),
+            Column("rounds_per_correct", "Σ R / Σ correct of the relaxed runs", label="rounds/correct", fmt="f1"),
+            Column("rounds_per_correct_star", "the same of the baseline runs", label="rounds/correct*", fmt="f1"),
+            Column("rounds_per_correct_ratio", "rounds per correct answer, relaxed over strict (paired item bootstrap)",
+                   label="ratio", fmt="f3", interval=True, better="lower"),
+            Column("seconds_per_correct", "Σ T / Σ correct of the relaxed runs (wall time)", label="s/correct", fmt="f2"),
+            Column("seconds_per_correct_star", "the same of the baseline runs", label="s/correct*", fmt="f2"),
+            Column("seconds_per_correct_ratio", "seconds per correct answer, relaxed over strict (paired item bootstrap)",
+                   label="ratio", fmt="f3", interval=True, better="lower")),
+            written="when cells have runs graded on both sides"),),
+        sections=(Section("cost_per_correct", "Cost per correct answer", (
+            "A rule that saves rounds per run but loses answers can still spend more per correct answer: per cell, "
+            "verifier rounds and wall time per correct answer over the runs graded on both sides, relaxed over strict, "
+            "with paired item-bootstrap intervals (coloured where the interval lies wholly above or below 1)."),
+            order=55),),
+        figures=(Figure("cost_per_correct", section="cost_per_correct"),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        from lengthlens.analyses.engine import run_on
+
+        if ctx.tables["cells"].empty:
+            return {}
+        # Its own pass, not the report's shared one: its columns among the cell table's products could move the cell
+        # table's last bits.
+        (cost,) = run_on(ctx.runs, [CostPerCorrectAnalysis()], ctx.settings, workers=ctx.options.get("workers", 1),
+                         units=ctx.units)
+        return {} if cost.empty else {"cost_per_correct": cost}

@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lengthlens.analyses.analyse import Analysis
+    from lengthlens.analyses.analyse import AnalysisResult
 
 STRICT_COLOR = "#222222"
 #: Okabe–Ito colours (colour-blind safe), then tab10 for more rules than eight.
@@ -63,7 +63,7 @@ def subplots(nrows: int = 1, ncols: int = 1, *, figsize: tuple[float, float], sq
     return fig, fig.subplots(nrows, ncols, squeeze=squeeze, **kw)
 
 
-def cells_of(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
+def cells_of(obj: AnalysisResult | pd.DataFrame) -> pd.DataFrame:
     if isinstance(obj, pd.DataFrame):
         return obj
     return obj.tables["cells"]
@@ -110,13 +110,13 @@ class VisualKey:
         return styles[(len(self.loads) - 1 - self.loads.index(serving)) % len(styles)]
 
 
-def visual_key(obj: Analysis | pd.DataFrame | None) -> VisualKey:
+def visual_key(obj: AnalysisResult | pd.DataFrame | None) -> VisualKey:
     """The report's :class:`VisualKey`: every rule and benchmark of every table (and survival curve) of the analysis,
     or of one frame; colours and markers in sorted-name order, so two reports of the same names agree too.
 
     Parameters
     ----------
-    obj : the Analysis behind a report, or one of its tables (a figure drawn from a frame keys that frame).
+    obj : the AnalysisResult behind a report, or one of its tables (a figure drawn from a frame keys that frame).
 
     Returns
     -------

@@ -12,7 +12,7 @@ from matplotlib.lines import Line2D
 from lengthlens.report.plot_style import RC, Drawn, VisualKey, attach, empty_panel, subplots, visual_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lengthlens.analyses.analyse import Analysis
+    from lengthlens.analyses.analyse import AnalysisResult
     from lengthlens.analyses.censoring import DatasetSurvival
 
 
@@ -62,7 +62,7 @@ def _survival_panel(ax: Any, d: DatasetSurvival, ds: str, key: VisualKey, record
     return short
 
 
-def fig_survival(analysis: Analysis | None = None, *, data: dict[str, DatasetSurvival] | None = None,
+def fig_survival(analysis: AnalysisResult | None = None, *, data: dict[str, DatasetSurvival] | None = None,
                  key: VisualKey | None = None) -> Figure:
     """Completion-length survival P(L > x), strict against each rule, one panel per dataset (and serving condition).
 

@@ -1,6 +1,6 @@
 """The report's figures as matplotlib Figures (Agg backend): returned for notebooks, inlined as SVG in the report.
 
-Every function takes an :class:`~lengthlens.analyses.analyse.Analysis` (or, where noted, the DataFrame it
+Every function takes an :class:`~lengthlens.analyses.analyse.AnalysisResult` (or, where noted, the DataFrame it
 needs, e.g. ``analysis.tables["cells"]``) and an optional :class:`~lengthlens.report.plot_style.VisualKey`
 (the report computes one and passes it to every figure, so that a colour or marker means the same in
 each), and returns a new :class:`matplotlib.figure.Figure`; nothing is shown or saved. Each figure
@@ -23,12 +23,12 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 if TYPE_CHECKING:  # pragma: no cover
-    from lengthlens.analyses.analyse import Analysis
+    from lengthlens.analyses.analyse import AnalysisResult
 
 __all__ = ["FIGURES", "Drawn", "VisualKey", "drawn", "fig_accuracy_vs_gain", "fig_accuracy_vs_length", "fig_alpha_sweep",
            "fig_attribution", "fig_cost_per_correct", "fig_gain_vs_lambda", "fig_lambda_forest", "fig_rounds_vs_time",
            "fig_serving", "fig_survival", "fig_table4_costs", "fig_time_model", "fig_tradeoff", "few_items",
-           "figure_caption", "method_colors", "shown", "to_svg", "visual_key", "with_benchmark"]
+           "figure_caption", "method_colors", "to_svg", "visual_key", "with_benchmark"]
 
 from lengthlens.report.plot_style import (
     RC,
@@ -106,7 +106,7 @@ def _join(*sentences: str) -> str:
     return " ".join(s for s in sentences if s)
 
 
-def _table3_keys(obj: Analysis | pd.DataFrame) -> set[tuple] | None:
+def _table3_keys(obj: AnalysisResult | pd.DataFrame) -> set[tuple] | None:
     """(target, draft, dataset, method, params, serving) of the cells Table 3 summarises (None: not known)."""
     from lengthlens.analyses.tables import table3_cells
 
@@ -147,7 +147,7 @@ def _graded(df: pd.DataFrame, record: Drawn, small_out: bool = False) -> pd.Data
 # Figure: gain against λ
 
 
-def fig_gain_vs_lambda(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_gain_vs_lambda(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """Per cell, the per-round gain against the length ratio on log axes; above the line lambda = gain measured rounds lose.
 
     R/R* = lambda / gain, so a cell breaks even in verifier rounds exactly on the diagonal: the
@@ -280,7 +280,7 @@ def _caption_gain_vs_lambda(d: Drawn) -> str:
 # Figure: forest of λ per dataset
 
 
-def fig_lambda_forest(obj: Analysis | pd.DataFrame, dataset: str | None = None, max_labels: int = 44,
+def fig_lambda_forest(obj: AnalysisResult | pd.DataFrame, dataset: str | None = None, max_labels: int = 44,
                       key: VisualKey | None = None) -> Figure:
     """Forest plot of one dataset: lambda with its bootstrap interval per cell, sorted by lambda (log axis).
 
@@ -388,7 +388,7 @@ def _scatter_facets(df: pd.DataFrame, key: VisualKey, record: Drawn, title: str,
     return fig, out
 
 
-def fig_rounds_vs_time(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_rounds_vs_time(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """Measured rounds ratio R/R* against wall-time ratio T/T*: fewer rounds do not always mean less time.
 
     One panel, or one per serving condition; colour = rule, marker = benchmark; every α of each rule.
@@ -454,7 +454,7 @@ def _caption_rounds_vs_time(d: Drawn) -> str:
 # Figure: accuracy against gain
 
 
-def fig_accuracy_vs_gain(obj: Analysis | pd.DataFrame, drop_pp: float = 2.0, key: VisualKey | None = None) -> Figure:
+def fig_accuracy_vs_gain(obj: AnalysisResult | pd.DataFrame, drop_pp: float = 2.0, key: VisualKey | None = None) -> Figure:
     """Accuracy change (percentage points, graded cells) against the per-round gain; the dashed line is the 2-point drop.
 
     One panel, or one per serving condition; intervals drawn up to 60 cells a panel.
@@ -516,7 +516,7 @@ def _caption_accuracy_vs_gain(d: Drawn) -> str:
 # Figure: where the extra characters go
 
 
-def _attribution_cells(obj: Analysis | pd.DataFrame, record: Drawn) -> tuple[pd.DataFrame, str]:
+def _attribution_cells(obj: AnalysisResult | pd.DataFrame, record: Drawn) -> tuple[pd.DataFrame, str]:
     """The attribution rows the figure draws (Table 3's cells when the analysis says which) and how they were chosen."""
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("attribution")
     chosen = "every row of the table (every α of each rule)"
@@ -535,12 +535,12 @@ def _attribution_cells(obj: Analysis | pd.DataFrame, record: Drawn) -> tuple[pd.
     return df.reset_index(drop=True), chosen
 
 
-def fig_attribution(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_attribution(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """Where the extra characters go: extra characters per run (relaxed − strict) split into thinking and answer.
 
     One small panel per dataset (three to a row, so that labels keep their size at the study's
     twelve datasets), a bar per cell labelled with its rule (and target, and load, where there are
-    several), with the 95% interval of the extra characters per run. With the Analysis, the cells
+    several), with the 95% interval of the extra characters per run. With the AnalysisResult, the cells
     are Table 3's (one α per rule); with a frame, every row of it.
     """
     key = _key(obj, key)
@@ -629,7 +629,7 @@ def _caption_attribution(d: Drawn) -> str:
 # Figure: the speed–accuracy trade-off
 
 
-def _rule_cells(obj: Analysis | pd.DataFrame) -> pd.DataFrame:
+def _rule_cells(obj: AnalysisResult | pd.DataFrame) -> pd.DataFrame:
     """Cells of relaxed rules (interventions are Table 4's)."""
     df = cells_of(obj)
     if df.empty:
@@ -651,7 +651,7 @@ def _right_margin(handles: list, height: float, top: float) -> float:
     return legend_width(handles, legend_columns(handles, height - top - 0.2)) + 0.15 if handles else 0.3
 
 
-def fig_tradeoff(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_tradeoff(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """The speed–accuracy trade-off: R/R* (top) and T/T* (bottom) against the accuracy change, with both intervals, per rule.
 
     One column per rule; marker = benchmark; serving conditions (where several) are shades of the rule's
@@ -739,7 +739,7 @@ _SWEEP = (("gain", "gain", True), ("lambda", "λ", True), ("rounds_ratio", "R/R*
           ("accuracy_delta_pp", "Δacc pp", False))
 
 
-def fig_alpha_sweep(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_alpha_sweep(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """The α sweep: gain, λ, R/R*, T/T* and the accuracy change against α, one column per rule, a line per dataset.
 
     Every α run is drawn; cells with few items (e.g. calibration probes) are hollow and drawn without
@@ -843,7 +843,7 @@ def _caption_alpha_sweep(d: Drawn) -> str:
 # Figure: the time model
 
 
-def fig_time_model(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_time_model(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """The time model, T/T* = R/R* × time per round: each arm's fitted seconds per verifier round against its
     baseline's (left), and T/T* predicted from the rounds at the baseline's cost against the measured T/T* (right)."""
     from lengthlens.analyses.cells import SMALL_N_ITEMS
@@ -912,7 +912,7 @@ def _caption_time_model(d: Drawn) -> str:
 # Figure: Table 4's costs
 
 
-def fig_table4_costs(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_table4_costs(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """Table 4's costs: length, verifier rounds and wall time of the forced runs over their base runs, per intervention arm.
 
     Three panels side by side (length, rounds, time), a bar per intervention arm that fired, coloured by its rule.
@@ -979,14 +979,14 @@ _SERVING_PANELS = (("rounds_ratio", "R/R* (verifier rounds)"), ("time_ratio", "T
 SERVING_MAX_ROWS = 6
 
 
-def fig_serving(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_serving(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """R/R*, T/T* and the tokens-per-second ratio of every rule against the load (concurrency, request rate or batch size).
 
     One row of panels per (target, draft, dataset[, fixed part of the condition]) up to
     :data:`SERVING_MAX_ROWS`; one line per rule and params with its intervals (colour = rule, marker =
     benchmark, line style = params where a rule has several); loads in their numeric order on a log axis.
     The dotted line is 1: where T/T* climbs over it (or tokens/s falls under it) the rule's advantage is gone.
-    Takes the Analysis or its ``serving`` table (:func:`lengthlens.analyses.serving.serving_table`).
+    Takes the AnalysisResult or its ``serving`` table (:func:`lengthlens.analyses.serving.serving_table`).
     """
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("serving", pd.DataFrame())
     key = _key(obj, key)
@@ -1066,13 +1066,13 @@ def _caption_survival(d: Drawn) -> str:
 # Figure: accuracy against completion length
 
 
-def fig_accuracy_vs_length(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_accuracy_vs_length(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """Accuracy against completion length, strict and each rule: longer completions are less often right.
 
     One panel per target and dataset (and serving condition); per arm, its accuracy in each length bin
     (bins shared by the panel's arms: quantiles of their pooled lengths) at the arm's median length in the
     bin, with the Wilson interval; strict in black, each rule in its colour, marker = benchmark. Takes the
-    Analysis or its ``accuracy_length`` table (:func:`lengthlens.analyses.accuracy_length.accuracy_by_length`).
+    AnalysisResult or its ``accuracy_length`` table (:func:`lengthlens.analyses.accuracy_length.accuracy_by_length`).
     """
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("accuracy_length", pd.DataFrame())
     key = _key(obj, key)
@@ -1143,7 +1143,7 @@ def _caption_accuracy_vs_length(d: Drawn) -> str:
 # Figure: cost per correct answer
 
 
-def _table3_rows(obj: Analysis | pd.DataFrame, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+def _table3_rows(obj: AnalysisResult | pd.DataFrame, df: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """Rows of a per-cell table at Table 3's cells (each rule's chosen α per dataset) when the analysis says which."""
     if isinstance(obj, pd.DataFrame) or "alpha_selected" not in obj.tables or df.empty:
         return df, "every row of the table"
@@ -1157,13 +1157,13 @@ _PER_CORRECT = (("rounds_per_correct_ratio", "verifier rounds per correct answer
                 ("seconds_per_correct_ratio", "wall time per correct answer,\nrelaxed / strict (log)"))
 
 
-def fig_cost_per_correct(obj: Analysis | pd.DataFrame, key: VisualKey | None = None) -> Figure:
+def fig_cost_per_correct(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = None) -> Figure:
     """What a correct answer costs, relaxed against strict: verifier rounds and wall time per correct answer, per rule.
 
-    A row per rule, a point per cell (Table 3's cells with the Analysis; marker = benchmark, shade = load
+    A row per rule, a point per cell (Table 3's cells with the AnalysisResult; marker = benchmark, shade = load
     where there are several) with its 95% interval, and a black bar at the rule's median. Right of the dotted
     line at 1 a correct answer costs more than under strict decoding, however many rounds a run saved.
-    Takes the Analysis or its ``cost_per_correct`` table (:mod:`lengthlens.analyses.cost_per_correct`).
+    Takes the AnalysisResult or its ``cost_per_correct`` table (:mod:`lengthlens.analyses.cost_per_correct`).
     """
     df = obj if isinstance(obj, pd.DataFrame) else obj.tables.get("cost_per_correct", pd.DataFrame())
     key = _key(obj, key)
@@ -1287,13 +1287,3 @@ def figure_caption(key: str, fig: Figure) -> str:
     """
     base, _, ds = key.partition(":")
     return FIGURES[base][1](drawn(fig)) + (f" Dataset {ds}." if ds else "")
-
-
-#: Figures drawn from one analysis table each, left out of a report without it.
-_TABLE_OF = {"accuracy_vs_length": "accuracy_length", "cost_per_correct": "cost_per_correct"}
-
-
-def shown(key: str, analysis: Analysis) -> bool:
-    """Whether the report draws figure ``key`` for ``analysis`` (figures whose data the analysis lacks are left out)."""
-    table = _TABLE_OF.get(key)
-    return table is None or (table in analysis.tables and not analysis.tables[table].empty)

@@ -1,4 +1,4 @@
-"""What the report and the terminal say in words: the headline and the summary lines, from an Analysis.
+"""What the report and the terminal say in words: the headline and the summary lines, from an AnalysisResult.
 
 Every number here comes from the analysis' tables, and every threshold a sentence states is read
 from the constant that defines it.
@@ -6,6 +6,7 @@ from the constant that defines it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from lengthlens.stats.paired_test import accuracy_test_label
 if TYPE_CHECKING:
     import pandas as pd
 
-    from lengthlens.analyses.analyse import Analysis
+    from lengthlens.analyses.analyse import AnalysisResult
 
 __all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "attribution_claim", "cards",
            "cells_note", "colour_legend",
@@ -56,12 +57,13 @@ def grading_name(analysis: Any) -> str:
 
 def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
     """A warning naming the cells whose arm covers fewer than 95 % of its baseline's items (not the method's full result)."""
+    never = _not_run_sentence(analysis)
     cells = analysis.tables.get("cells")
     if cells is None or cells.empty or "complete" not in cells:
-        return None
+        return never
     bad = cells[~cells["complete"].astype(bool)]
     if bad.empty:
-        return None
+        return never
     # Cells large enough for Table 3 first: a probe of a few items is left out of it anyway.
     small = bad["small_n"].astype(bool) if "small_n" in bad else pd.Series(False, index=bad.index)
     big = bad[~small]
@@ -74,7 +76,23 @@ def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
     return (f"{len(bad)} of {len(cells)} cells cover fewer than {COMPLETE_SHARE:.0%} of their baseline's items, so their "
             "numbers are not the method's on the whole benchmark" + (f": {listed}" if listed else "")
             + (f". {probes[0].upper() + probes[1:]}" if probes else "") + ". They are marked in cells.csv (complete), "
-            "Table 3 (n_incomplete), the λ forest plots and the survival curves.")
+            "Table 3 (n_incomplete), the λ forest plots and the survival curves." + (f" {never}" if never else ""))
+
+
+def _not_run_sentence(analysis: Any) -> str | None:
+    """The datasets each method never reached though its target had a baseline there (no cell, coverage 0)."""
+    runs = getattr(analysis, "runs", None)
+    if runs is None:
+        return None
+    from lengthlens.data.coverage import not_run
+
+    missing = not_run(runs)
+    if not missing.height:
+        return None
+    parts = [f"{method} on {', '.join(part['dataset'].to_list())}"
+             for (method,), part in missing.partition_by(["method"], as_dict=True, maintain_order=True).items()]
+    return (f"Never run (no cell, coverage 0): {'; '.join(parts)}; the other cells of these methods are not their "
+            "result on the whole benchmark.")
 
 
 def grading_warning(analysis: Any) -> str | None:
@@ -184,7 +202,7 @@ def _headline_sentence(a: Any, which: str) -> str:
     return head
 
 
-def headline(analysis: Analysis) -> str:
+def headline(analysis: AnalysisResult) -> str:
     """One sentence: what acceptance length promised against what happened (Table 3's cells)."""
     t3 = analysis.tables["table3"]
     if t3.empty:
@@ -236,7 +254,7 @@ def time_caveats(cells: pd.DataFrame) -> list[str]:
     return [TIME_CONDITIONAL, TIME_PER_ROUND_BIAS]
 
 
-def serving_sentence(analysis: Analysis, most: int = 6) -> str:
+def serving_sentence(analysis: AnalysisResult, most: int = 6) -> str:
     """Where each rule's wall-time advantage disappears as the load grows ("" without several serving conditions)."""
     sv = analysis.tables.get("serving")
     if sv is None or sv.empty:
@@ -255,7 +273,7 @@ def serving_sentence(analysis: Analysis, most: int = 6) -> str:
     return head + f"; {len(lost)} lose it as the load grows: " + "; ".join(named) + more + "."
 
 
-def summary_lines(analysis: Analysis) -> list[str]:
+def summary_lines(analysis: AnalysisResult) -> list[str]:
     """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
     lines: list[str] = [f"verdict: {sentence}" for tg, _d, _m, sentence in verdict_sentences(analysis) if tg == "all"]
     cz = analysis.tables.get("censoring")
@@ -362,14 +380,15 @@ def table3_note(settings: dict[str, Any], grading: str) -> str:
 TABLE3_PAIRS_NOTE = "The same summary on each pair's cells alone (table3_pairs.csv): the rows above pool the pairs."
 
 
-def cells_note(settings: dict[str, Any]) -> str:
-    """What a row of the Cells table is and how it is coloured (the note above the table)."""
+def cells_note(settings: dict[str, Any], rules: Sequence[tuple[str, str, str]]) -> str:
+    """What a row of the Cells table is and how it is coloured (the note above the table); ``rules``: the colouring
+    rules in force (:func:`lengthlens.report.columns.colour_rules`), stated once by :func:`colour_legend`."""
     return ("A cell is one relaxed arm (or speculative method) against its baseline (strict, or plain autoregressive "
             "decoding) on the items where both runs finished; grouped by target–draft pair and dataset; “graded” "
             "counts the units graded on both sides, the only ones accuracy uses (grey italics: fewer than half the "
             f"cell's items graded, so left out of the accuracy counts). Intervals: paired item bootstrap, "
             f"{settings.get('ci', 'percentile')} {_confidence(settings)} for the ratios (cut to the range of the item "
-            "ratios), Tango's score interval for Δacc (a t interval over items with several seeds). " + colour_legend()
+            "ratios), Tango's score interval for Δacc (a t interval over items with several seeds). " + colour_legend(rules)
             + " The rounds, time and accuracy columns are the cell's verdicts "
             "(see “Faster, and as accurate?”). R/R* is the primary cost measure; T/T* stands beside it with time/round "
             "= (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity predicts, λ/gain_pooled. "
@@ -378,12 +397,12 @@ def cells_note(settings: dict[str, Any]) -> str:
             "graded); empty outside it.")
 
 
-def attribution_claim(analysis: Analysis, scope: str = "table3") -> str:
+def attribution_claim(analysis: AnalysisResult, scope: str = "table3") -> str:
     """The attribution as the paper's claim with its counts: in how many cells ≥ 90 % of the extra length is thinking.
 
     Parameters
     ----------
-    analysis : the Analysis (its ``attribution_summary`` table).
+    analysis : the AnalysisResult (its ``attribution_summary`` table).
     scope : ``table3`` (Table 3's cells, the default) or ``all`` (every cell).
 
     Returns
@@ -420,7 +439,7 @@ def attribution_claim(analysis: Analysis, scope: str = "table3") -> str:
             f"characters are thinking." + (f" By rule: {per_rule}." if per_rule else ""))
 
 
-def table4_claim(analysis: Analysis) -> str:
+def table4_claim(analysis: AnalysisResult) -> str:
     """Table 4 as the paper's claim with its counts: what forcing the thinking closed did to the runs it fired on, and
     to every run of the arms.
 
@@ -458,23 +477,25 @@ def table4_claim(analysis: Analysis) -> str:
     return out
 
 
-def colour_legend() -> str:
+def colour_legend(rules: Sequence[tuple[str, str, str]]) -> str:
     """Every colouring rule of the cell table, once: the interval rule with each estimate's reference (ℓ̄ against ℓ̄*,
     the ratios against 1), the accuracy change's, the verdicts' and the grey of partly graded cells.
+
+    Parameters
+    ----------
+    rules : (label, better side, reference) per coloured estimate, as :func:`lengthlens.report.columns.colour_rules`
+        gives them (the rules the colours follow; passed in, since the columns' module words its notes from here).
 
     Returns
     -------
     str
-        One paragraph, written from :func:`lengthlens.report.columns.colour_rules` (the rules the colours follow).
+        One paragraph.
 
     Examples
     --------
-    >>> "ℓ̄ against ℓ̄*" in colour_legend()
+    >>> "ℓ̄ against ℓ̄*" in colour_legend([("ℓ̄", "higher", "ℓ̄*"), ("λ", "lower", "1")])
     True
     """
-    from lengthlens.report.columns import colour_rules
-
-    rules = colour_rules()
     higher = [f"{lab} against {ref}" for lab, better, ref in rules if better == "higher"]
     lower = [f"{lab} against {ref}" for lab, better, ref in rules if better == "lower"]
     return ("Colours, one rule for every estimate, from its interval: red when the whole interval lies on the worse side "

@@ -24,10 +24,10 @@ def test_l_bar_is_coloured_against_the_baselines_l_bar():
 
 
 def test_the_legend_states_each_rule_once_as_applied():
-    legend = colour_legend()
     rules = colour_rules()
+    legend = colour_legend(rules)
     assert ("ℓ̄", "higher", "ℓ̄*") in rules and REFERENCE_COLUMNS["l_bar"] == "l_bar_star"
     for label, _better, ref in rules:
         assert legend.count(f" {label} against {ref}") == 1, label  # " gain", not "λ/gain"
     assert "ℓ̄ against 1" not in legend and "loss flag" in legend and "Grey italics" in legend
-    assert cells_note({"ci": "studentized", "confidence_level": 0.95}).count(legend) == 1
+    assert cells_note({"ci": "studentized", "confidence_level": 0.95}, rules).count(legend) == 1

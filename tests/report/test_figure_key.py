@@ -20,7 +20,7 @@ from matplotlib.colors import to_hex, to_rgb
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
 
-from lengthlens.report import _figure_jobs
+from lengthlens.report.model import figure_jobs
 from lengthlens.report import plots as F
 from lengthlens.report.plot_style import CLIP_GLYPHS, CLIPS_LABEL, POINTS_LABEL, plural
 
@@ -55,7 +55,7 @@ def analysis(request):
 
 
 def _figures(analysis):
-    return [(key, make()) for key, make in _figure_jobs(analysis)]
+    return [(key, make()) for key, _spec, make in figure_jobs(analysis)]
 
 
 def _marker_path(marker: str) -> bytes:
