@@ -109,7 +109,7 @@ class DrilldownReport(ReportAnalysis):
                    fmt="int", tone="loss_if_positive"),
             Column("n_censored_star", "its baseline runs cut at the token budget", label="cut*", fmt="int"),
             Column("driver", "why listed: λ, accuracy or both", label="why listed", fmt="text"),
-            Column("cell_influence", "the cell's largest |λ − λ without| over its items (cells most influenced first)"),
+            Column("cell_influence", "the cell's largest absolute λ − λ without over its items (cells most influenced first)"),
             *keys(also=("target", "draft", "dataset", "method", "params", "serving"))),
             per="(cell, item) among the items driving it; cells most influenced first", written="when there are cells"),),
         sections=(Section("drilldown", "Per-item drill-down", order=85, landscape=False, new_page=False),))
