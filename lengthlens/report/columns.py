@@ -288,7 +288,8 @@ def described_columns(name: str, df: pd.DataFrame, analysis: Any = None) -> list
     declaration order; every column (intervals folded) where none is declared."""
     spec = [col_of(c) for c in _declared(name, getattr(analysis, "analyses", None)) if c.name in df.columns]
     if spec:
-        return spec
+        shown = {c.name for c in spec}
+        return serving_first(spec, df, after="params" if "params" in shown else None)
     return auto_columns(df, first=("target", "draft", "dataset", "method", "params"),
                         skip=[c for c in _NOISE if c in df.columns])
 
@@ -297,13 +298,41 @@ declared_columns = described_columns
 
 
 def serving_first(cols: list[Col], df: pd.DataFrame, *, after: str | None = None) -> list[Col]:
-    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several."""
-    from lengthlens.data.serving import serving_conditions
-
-    if "serving" not in df or df.empty or len(serving_conditions(df["serving"])) < 2:
+    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several: rows
+    under different loads are different cells and must not read as repeats of one."""
+    if not several_loads(df) or any(c.name == "serving" for c in cols):
         return cols
     at = next((k + 1 for k, c in enumerate(cols) if c.name == after), 0)
     return [*cols[:at], Col("serving", "serving", "text", left=True), *cols[at:]]
+
+
+def several_loads(df: pd.DataFrame) -> bool:
+    """Whether the rows of ``df`` come under more than one serving condition."""
+    from lengthlens.data.serving import serving_conditions
+
+    return "serving" in df and not df.empty and len(serving_conditions(df["serving"].fillna(""))) > 1
+
+
+def by_load(df: pd.DataFrame) -> pd.DataFrame:
+    """``df``'s rows with the serving conditions in load order (c=1, 4, 16, 64, not the text's c=1, 16, 4, 64) within
+    each target, draft and dataset, rows of one load in their order; ``df`` itself with one condition or none.
+
+    Examples
+    --------
+    >>> d = pd.DataFrame({"dataset": "x", "method": ["a", "a", "a"], "serving": ["c=1", "c=16", "c=4"]})
+    >>> by_load(d)["serving"].tolist()
+    ['c=1', 'c=4', 'c=16']
+    """
+    from lengthlens.data.serving import serving_conditions
+
+    if not several_loads(df):
+        return df
+    serving = df["serving"].fillna("").astype(str)
+    rank = serving.map({s: i for i, s in enumerate(serving_conditions(serving))})
+    outer = [c for c in ("target", "draft", "dataset") if c in df.columns]
+    group = df.groupby(outer, sort=False, dropna=False).ngroup() if outer else 0
+    order = pd.DataFrame({"g": group, "r": rank}, index=df.index).sort_values(["g", "r"], kind="stable").index
+    return df.loc[order]
 
 
 def table3_columns(t3: pd.DataFrame, analysis: Any = None) -> list[Col]:

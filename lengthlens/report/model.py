@@ -103,8 +103,12 @@ def table(df: pd.DataFrame, cols: Sequence[Col], *, bold: Callable[[dict[str, An
 
 def grouped(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] = ("target", "draft"),
             sub: str | None = "dataset", open_first: bool = True, bold: Callable[[dict[str, Any]], bool] | None = None,
-            css: str = "cells", **hints: Any) -> list[Block]:
-    """A per-cell table split by target–draft pair (one collapsible block each), a header row per dataset inside."""
+            css: str = "cells", keep_order: bool = False, **hints: Any) -> list[Block]:
+    """A per-cell table split by target–draft pair (one collapsible block each), a header row per dataset inside; rows
+    under several serving conditions in load order (:func:`~lengthlens.report.columns.by_load`) unless ``keep_order``."""
+    from lengthlens.report.columns import by_load
+
+    df = df if keep_order else by_load(df)
     group = [g for g in group if g in df.columns]
     shown = [c for c in cols if c.name not in group]
     if df.empty:
@@ -278,7 +282,8 @@ def _default(p: _Parts, spec: Section, lead: list[Block] | None = None) -> list[
         if "target" not in df.columns:
             blocks.append(table(df, cols, bold=_bold_total))
         else:
-            blocks += grouped(df, cols)
+            # The serving table lists each arm's loads in a row already (its curve): its order is kept.
+            blocks += grouped(df, cols, keep_order=name == "serving")
     return blocks
 
 
@@ -350,7 +355,7 @@ def _table3(p: _Parts, spec: Section) -> list[Block] | Block:
     if pairs is not None and not pairs.empty:
         blocks += [subheading("Table 3 per target–draft pair", id="table3-pairs"), paragraph(p.notes["table3_pairs"], muted=True)]
         blocks += grouped(pairs, table3_columns(pairs, p.analysis), sub=None, open_first=False, bold=_bold_all, css="t3",
-                          fit=True)
+                          fit=True, keep_order=True)  # Table 3's order: loads in order, the total row last
     return {"blocks": blocks, "title_in_caption": True}
 
 
@@ -524,9 +529,9 @@ def _arms(p: _Parts, spec: Section) -> list[Block]:
     """The arms appendix: the runs the cells use (collapsed on screen), then the runs left out of every cell."""
     import pandas as pd
 
-    from lengthlens.report.columns import declared_columns
+    from lengthlens.report.columns import by_load, declared_columns
 
-    arms = p.analysis.tables.get("arms", pd.DataFrame())
+    arms = by_load(p.analysis.tables.get("arms", pd.DataFrame()))
     blocks = [paragraph(p.notes["arms"], muted=True)]
     if not arms.empty:
         blocks.append(collapsible(f"{len(arms)} arms: means over the runs the cells use",
