@@ -607,7 +607,8 @@ def build(analysis: AnalysisResult, figures: Mapping[str, Block] | None = None, 
         sections.append({"id": spec.id, "title": spec.title, "landscape": spec.landscape, "new_page": spec.new_page,
                          "title_in_caption": False, **hints})
     prov = parts["provenance"]
-    boxes = [{"id": "grading-warning", "label": "Grading", "text": w} for w in [wording.grading_warning(analysis)] if w]
+    boxes = [{"id": "ungraded-warning", "label": "Ungraded", "text": w} for w in [wording.ungraded_warning(analysis)] if w]
+    boxes += [{"id": "grading-warning", "label": "Grading", "text": w} for w in [wording.grading_warning(analysis)] if w]
     boxes += [{"id": "incomplete-warning", "label": "Incomplete arms", "text": w}
               for w in [wording.incomplete_warning(analysis)] if w]
     return {

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "attribution_claim", "cards",
            "cells_note", "colour_legend",
            "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods", "serving_sentence",
+           "ungraded_warning",
            "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
@@ -107,6 +108,54 @@ def grading_warning(analysis: Any) -> str | None:
             f"{g.n_regraded:,} runs lengthlens' graders judged ({g.disagree_share:.0%}, above the "
             f"{GRADING_DISAGREEMENT_SHARE:.0%} this report tolerates silently), in {arms.height} arms; the arms appendix shows "
             f"each arm's accuracy under both ({g.policy} used here; --grading {g.other} for the other).")
+
+
+def ungraded_warning(analysis: Any) -> str | None:
+    """How many ok runs of benchmarks lengthlens grades were left ungraded, why, and the flag that grades them; None
+    when every such run has a verdict (the report's box and the terminal's line say this exactly then).
+
+    Parameters
+    ----------
+    analysis : what :func:`lengthlens.analyse` computed (its runs and their load warnings).
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                                      # doctest: +SKIP
+    >>> ungraded_warning(ll.analyse(ll.load("runs/")))                               # doctest: +SKIP
+    '23 runs of graded benchmarks (humaneval 23) were left ungraded and are kept out of accuracy: …'
+    """
+    import polars as pl
+
+    from lengthlens.data.grading import grader_name
+    from lengthlens.data.grading.correctness import not_executed_counts
+
+    runs = getattr(analysis, "runs", None)
+    t = getattr(runs, "table", None)
+    if t is None or not t.height or not {"correct", "status", "dataset"} <= set(t.columns):
+        return None
+    if "shared_baseline" in t.columns:  # a shared baseline's copies are not runs of their own
+        t = t.filter(~pl.col("shared_baseline"))
+    graded = [d for d in t.get_column("dataset").unique().to_list() if grader_name(str(d)) not in (None, "mtbench")]
+    u = t.filter((pl.col("status") == "ok") & pl.col("correct").is_null() & pl.col("dataset").is_in(graded))
+    if not u.height:
+        return None
+    per = ", ".join(f"{d} {n:,}" for d, n in sorted(u.group_by("dataset").len().iter_rows()))
+    why = []
+    not_run = min(u.height, sum(not_executed_counts(runs.warnings).values()))
+    if not_run:
+        why.append(f"{not_run:,} because their code was not executed (pass --execute-code to run it in a sandbox; "
+                   "docs/execution.md)")
+    rest = u.height - not_run
+    if rest:
+        why.append(f"{rest:,} because the grader could not decide them (tests or problems unavailable: pass --problems "
+                   "FILE; no text logged: pass a grades file with --grades FILE; the load warnings under Provenance "
+                   "name the cause)")
+    return (f"{u.height:,} runs of graded benchmarks ({per}) were left ungraded and are kept out of accuracy: "
+            f"{'; '.join(why)}. Cells with those runs count fewer graded pairs, or none.")
 
 
 def _n(k: int, one: str, many: str | None = None) -> str:
@@ -304,6 +353,8 @@ def summary_lines(analysis: AnalysisResult) -> list[str]:
                      f"{len(lo)} cells (lossless.csv)")
     if (said := serving_sentence(analysis)):
         lines.append(f"serving: {said}")
+    if (ungraded := ungraded_warning(analysis)):
+        lines.append(f"ungraded: {ungraded}")
     for warn in (grading_warning(analysis), incomplete_warning(analysis)):
         if warn:
             lines.append(f"warning: {warn}")
