@@ -382,7 +382,11 @@ def _attribution(p: _Parts, spec: Section) -> list[Block]:
     from lengthlens.report import context as ctx
     from lengthlens.report.columns import described_columns
 
-    lead = []
+    from lengthlens.report import wording
+
+    # The paper's claim with its counts first (Table 3's cells, then all), then the tables it is counted from.
+    lead = [paragraph(claim) for claim in (wording.attribution_claim(p.analysis, scope) for scope in ("table3", "all"))
+            if claim]
     for level, title, g in _attribution_frames(p.analysis):
         lead += [subheading(title, level),
                  table(g, described_columns("attribution_summary", g, p.analysis), bold=_bold_all)]
@@ -447,8 +451,12 @@ def _table4(p: _Parts, spec: Section) -> list[Block] | Block:
     parts = table4_parts(p.analysis.tables.get("table4"))
     if parts is None:
         return {"blocks": [paragraph(spec.intro, muted=True), paragraph(NO_TABLE4_TEXT)], "new_page": False}
+    from lengthlens.report import wording
+
     fired, total, never, n_arms = parts
     blocks = [paragraph(spec.intro, muted=True)]
+    if (claim := wording.table4_claim(p.analysis)):  # the paper's statement with its counts, above the table
+        blocks.append(paragraph(claim))
     if len(fired):
         cols = table4_columns(p.analysis)
         rows: list[Block] = []

@@ -118,3 +118,16 @@ def test_table4_claim_gives_accuracy_over_fired_and_all_runs(example_analysis):
                             f"{int(total['n_graded'])} graded ones correct answers went from {int(total['correct_before'])} "
                             f"to {int(total['correct_after'])}")
     assert f"accuracy {before:.1%} without the intervention and {after:.1%} with it" in claim
+
+
+def test_the_claims_open_their_sections(example_analysis):
+    """The attribution and Table 4 claims stand at the top of their sections, right under the intro, above the tables."""
+    from lengthlens.report import model as M
+    from lengthlens.report.wording import attribution_claim, table4_claim
+
+    sections = {s["id"]: s["blocks"] for s in M.build(example_analysis, figures={})["sections"]}
+    attribution = [b.get("text") for b in sections["attribution"][1:3]]
+    assert attribution == [attribution_claim(example_analysis, "table3"), attribution_claim(example_analysis, "all")]
+    assert sections["table4"][1] == {"type": "paragraph", "text": table4_claim(example_analysis), "muted": False,
+                                     "aside": ""}
+    assert sections["table4"][2]["type"] == "table"
