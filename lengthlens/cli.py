@@ -116,7 +116,9 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
 def _example_runs(out: Path) -> list[Path]:
     from lengthlens import synth
 
-    root = out / "example-runs"
+    # Named as the user would write it (relative below the working folder): the report lists the roots it read.
+    cwd = Path.cwd()
+    root = (out.relative_to(cwd) if out.is_relative_to(cwd) else out) / "example-runs"
     # Token traces for gsm8k only, as in the study: enough for the extra-tokens table, small on disk.
     synth.write_raw(synth.example(), root, seed=0, proposals=("gsm8k",))
     return [root]
