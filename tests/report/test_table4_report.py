@@ -53,7 +53,7 @@ def test_table4_html_pairs_once_and_never_fired_arms_in_a_line(tmp_path):
     assert "r_fuzzy" not in body and ">cactus<" in body
     header = [re.sub(r"<[^>]+>", "", th) for th in re.findall(r"<th[^>]*>(.*?)</th>", body.split("</thead>")[0])]
     assert header == ["dataset", "rule", "params", "fired", "graded", "correct before", "correct after", "wrong → right",
-                      "right → wrong", "still capped", "paired p"]
+                      "right → wrong", "still capped", "paired p", "acc. all runs: base", "forced"]
     tail = html.split("</table>")[1]
     assert "1 of 2 intervention arms never fired" in tail and "T aime r_fuzzy alpha0.3_t60" in tail
 
@@ -107,7 +107,7 @@ def test_methods_definitions_fit_the_pdf_page(example_report):
 
 
 def test_table4_summary_line_names_the_test_its_p_comes_from():
-    from lengthlens.stats.paired_test import accuracy_test_label
+    from lengthlens.stats.signflip import accuracy_test_label
 
     assert accuracy_test_label("mcnemar_exact") == "McNemar"
     assert accuracy_test_label("sign_flip_exact") == "sign-flip"
