@@ -46,6 +46,24 @@ SIGNIFICANCE = 0.05
 _LOSS = (f"loss of more than {ACCURACY_DROP_PP:g} points: one-sided test at {ALPHA_ONE_SIDED:.1%} of H0 "
          f"change ≥ −{ACCURACY_DROP_PP:g} points")
 
+def _influence_columns(reg: metrics.Registry) -> dict[str, str]:
+    """cells.csv's influence columns of the registry's metrics marked ``influence`` (and the flag they set), described."""
+    inf = reg.influence_metrics
+    labels = {m: reg.metric(m).label for m in inf}
+    out = {}
+    for m, (x, y) in inf.items():
+        out.update({f"{m}_item_min": f"{labels[m]}: smallest item ratio (an item's seeds added up)",
+                    f"{m}_item_max": f"{labels[m]}: largest item ratio; no resample, and no default interval, leaves this range",
+                    f"{m}_loo_lo": f"{labels[m]}: smallest value with one item left out",
+                    f"{m}_loo_hi": f"{labels[m]}: largest value with one item left out"})
+        if m != "lambda":
+            out[f"{m}_top_share"] = f"the largest share one item has of either sum of {labels[m]} ({x} or {y})"
+    names = ", ".join(labels.values())
+    out["influential"] = (f"one item carries more than {INFLUENTIAL_SHARE:.0%} of either sum of {names}, or one of them has "
+                          "an interval excluding 1 while leaving one item out puts it on the other side of 1")
+    return out
+
+
 #: What each of cells.csv's columns beside the metrics holds (the metrics' own come from the registry).
 CELL_COLUMNS: dict[str, str] = {
     "target": "the target model", "draft": "the draft model (empty for plain autoregressive decoding)",
@@ -73,8 +91,6 @@ CELL_COLUMNS: dict[str, str] = {
     "accuracy_p_smallest": "the smallest accuracy_p the cell's test could give at its size (every unit flipped one way)",
     "in_accuracy_family": "counts in the family the multiplicity columns adjust over: graded, not partly graded, "
                           f"at least {SMALL_N_ITEMS} items",
-    "rounds_ratio_median_item": "median over items of the item's mean per-run R/R*",
-    "time_ratio_median_item": "median over items of the item's mean per-run T/T*",
     "budget": "the relaxed runs' token budget (max_new_tokens)", "n_items_baseline": "items of the group's baseline",
     "coverage": "n_items / n_items_baseline: the share of its baseline's items the cell covers",
     "complete": f"coverage of at least {COMPLETE_SHARE:.0%}; an incomplete arm (say an answer file cut short) is marked "
@@ -86,17 +102,8 @@ CELL_COLUMNS: dict[str, str] = {
                          "item-ratio range: percentile interval'; the bootstrap-t unbounded, or past the item ratios)",
     "unbounded": "metrics whose interval is still unbounded or undefined at a defined estimate, each with the reason",
     "percentile_fallback": "old form of interval_fallback: the metrics' names only (kept for one release)",
-    "influence_top_share": "the largest share one item has of the cell's output-token sum (relaxed or baseline)",
-    **{f"{m}_{part}": f"{words}: {what}" for m, words in (("lambda", "λ"), ("rounds_ratio", "R/R*"), ("time_ratio", "T/T*"))
-       for part, what in (("item_min", "smallest item ratio (an item's seeds added up)"),
-                          ("item_max", "largest item ratio; no resample, and no default interval, leaves this range"),
-                          ("loo_lo", "smallest value with one item left out"),
-                          ("loo_hi", "largest value with one item left out"))},
-    "rounds_ratio_top_share": "the largest share one item has of the cell's verifier-round sum (either arm)",
-    "time_ratio_top_share": "the largest share one item has of the cell's wall-time sum (either arm)",
-    "influential": f"one item carries more than {INFLUENTIAL_SHARE:.0%} of the output-token, round or wall-time sum "
-                   "of either arm, or λ, R/R* or T/T* has an interval excluding 1 while leaving one item out puts it "
-                   "on the other side of 1",
+    "influence_top_share": "the largest share one item has of either sum of λ (output tokens, relaxed or baseline)",
+    **_influence_columns(metrics.REGISTRY),
     "n_graded_items": "items with at least one pair graded on both sides",
     "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
     "accuracy_p_holm": "accuracy_p adjusted by Holm over the cells in_accuracy_family (family-wise); empty outside it",
@@ -112,9 +119,6 @@ CELL_COLUMNS: dict[str, str] = {
 }
 
 _NAN = float("nan")
-
-#: The ratios of sums whose items' influence each cell reports, with the sums they are made of.
-INFLUENCE_METRICS = {"lambda": ("L", "L_star"), "rounds_ratio": ("R", "R_star"), "time_ratio": ("T", "T_star")}
 
 
 def is_partly_graded(n_graded_items: int, n_items: int) -> bool:
@@ -165,11 +169,10 @@ class Cell:
     accuracy_mdd_pp: float = _NAN
     accuracy_p_holm: float | None = None
     accuracy_q_bh: float | None = None
-    rounds_ratio_median_item: float = _NAN
-    time_ratio_median_item: float = _NAN
-    #: λ, R/R* and T/T*: single items' weight in them (absent where the metric is unavailable).
+    #: The registry's metrics marked ``influence`` (λ, R/R*, T/T*): single items' weight in them (absent where the
+    #: metric is unavailable).
     influence: Mapping[str, RatioInfluence] = field(default_factory=dict)
-    #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`.
+    #: The cell's items and their totals (seeds added up) of the sums of those metrics, for :meth:`items_frame`.
     items: tuple[str, ...] = field(default=(), repr=False, compare=False)
     item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
     #: The serving condition (:mod:`lengthlens.data.serving`), "" when none is logged.
@@ -177,6 +180,18 @@ class Cell:
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
+
+    @property
+    def rounds_ratio_median_item(self) -> float:
+        """The median over items of the item's mean per-run R/R* (a registry metric over items)."""
+        e = self.estimates.get("rounds_ratio_median_item")
+        return _NAN if e is None else e.point
+
+    @property
+    def time_ratio_median_item(self) -> float:
+        """The median over items of the item's mean per-run T/T* (a registry metric over items)."""
+        e = self.estimates.get("time_ratio_median_item")
+        return _NAN if e is None else e.point
 
     @property
     def key(self) -> dict[str, Any]:
@@ -298,7 +313,6 @@ class Cell:
             "accuracy_p": self.accuracy_p, "accuracy_test": None if test is None else test.method,
             "accuracy_p_exact": self.accuracy_p_exact, "accuracy_p_smallest": self.accuracy_p_smallest,
             "in_accuracy_family": self.in_accuracy_family,
-            "rounds_ratio_median_item": self.rounds_ratio_median_item, "time_ratio_median_item": self.time_ratio_median_item,
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
             "coverage": self.coverage, "complete": self.complete,
             "unavailable": _unavailable_note(self.unavailable) or None, "small_n": self.small_n,
@@ -310,7 +324,7 @@ class Cell:
             "n_graded_items": self.n_graded_items, "graded_partial": self.graded_partial,
             "accuracy_p_holm": self.accuracy_p_holm, "accuracy_q_bh": self.accuracy_q_bh,
         })
-        for m in INFLUENCE_METRICS:
+        for m in reg.influence_metrics:
             inf = self.influence.get(m)
             for part in ("item_min", "item_max", "loo_lo", "loo_hi"):
                 row[f"{m}_{part}"] = _NAN if inf is None else getattr(inf, part)
@@ -326,7 +340,7 @@ class Cell:
         each sum and the cell's ratio without it (largest share first)."""
         rows: dict[str, Any] = {"item_id": list(self.items)}
         first = None
-        for m, (x, y) in INFLUENCE_METRICS.items():
+        for m, (x, y) in metrics.registry().influence_metrics.items():
             if m not in self.influence or x not in self.item_totals:
                 continue
             a, b = self.item_totals[x], self.item_totals[y]
@@ -435,7 +449,6 @@ class _CellData:
     item_sums: dict[str, np.ndarray]
     missing: dict[str, int]
     budget: float
-    ratios: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -459,10 +472,8 @@ class CellsAnalysis:
         resampled = tuple(dict.fromkeys(q for name in interval for q in reg.sums_of(name)))
         missing = {f: int(np.sum(_missing(cell, f))) for f in reg.inputs}
         budget = cell.fields.get("max_new_tokens")
-        ratios = {"rounds_ratio": _item_means(cell, cell.fields["draft_rounds"] / cell.fields["draft_rounds_star"]),
-                  "time_ratio": _item_means(cell, cell.fields["wall_time_s"] / cell.fields["wall_time_s_star"])}
         known = budget[~np.isnan(budget)] if budget is not None else np.empty(0)
-        data = _CellData(item_sums, missing, float(known.max()) if known.size else _NAN, ratios)
+        data = _CellData(item_sums, missing, float(known.max()) if known.size else _NAN)
         return Plan(cell, {q: item_sums[q] for q in resampled}, interval, data)
 
     def finish(self, results: list[CellResult], settings: Settings) -> list[tuple[Cell, dict[str, np.ndarray]]]:
@@ -479,6 +490,7 @@ class CellsAnalysis:
         cell, data = r.cell, r.plan.data
         why = reg.unavailable(data.missing, cell.n_runs)
         point = reg.evaluate({q: v.sum() for q, v in data.item_sums.items()})
+        point.update(reg.evaluate_items(data.item_sums, [m for m in reg.item_metrics if m not in why]))
         ests: dict[str, Estimate] = {}
         for m in reg.metrics:
             if m.name in why:
@@ -510,10 +522,8 @@ class CellsAnalysis:
             wrong_to_right=int(s["w2r"].sum()) if graded else None, right_to_wrong=int(s["r2w"].sum()) if graded else None,
             drop_2pp=bool(loss.pvalue < ALPHA_ONE_SIDED) if loss is not None else None,
             drop_2pp_point=drop_2pp_point(delta.point) if flagged else None,
-            rounds_ratio_median_item=_NAN if "rounds_ratio" in why else data.ratios["rounds_ratio"],
-            time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
-            influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
-            items=cell.items, item_totals={q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
+            influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in reg.influence_metrics.items() if m not in why},
+            items=cell.items, item_totals={q: s[q] for m, pair in reg.influence_metrics.items() if m not in why for q in pair},
             serving=key.get("serving") or "",
         )
 
@@ -524,16 +534,6 @@ def _missing(cell: CellRuns, f: str) -> np.ndarray:
     if a is None or b is None:
         return np.ones(cell.n_runs, dtype=bool)
     return np.isnan(a) | np.isnan(b)
-
-
-def _item_means(cell: CellRuns, per_run: np.ndarray) -> float:
-    """The median over items of the mean of a per-run quantity over the item's runs (seeds): items count once each."""
-    with np.errstate(all="ignore"):
-        known = ~np.isnan(per_run)
-        n = np.bincount(cell.item[known], minlength=cell.n_items)
-        total = np.bincount(cell.item[known], weights=per_run[known], minlength=cell.n_items)
-        means = total[n > 0] / n[n > 0]
-    return float(np.median(means)) if means.size else _NAN
 
 
 def _score_estimate(point: float, s: Mapping[str, np.ndarray], level: float) -> Estimate:

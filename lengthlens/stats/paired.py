@@ -32,7 +32,7 @@ from scipy import optimize, special
 
 from lengthlens.results import TestResult
 from lengthlens.stats.mcnemar import mcnemar_midp
-from lengthlens.stats.metrics import ACCURACY_DROP_PP
+from lengthlens.stats.margin import ACCURACY_DROP_PP
 
 __all__ = ["ALPHA_ONE_SIDED", "accuracy_change_interval", "bootstrap_percentile_interval", "accuracy_loss_test", "accuracy_mdd_pp", "ASSUMED_DISCORDANCE", "MARGIN", "exact_coverage", "flag_power",
            "exact_rejection_rate", "item_interval", "item_noninferiority_test", "mcnemar_midp",
