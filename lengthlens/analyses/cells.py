@@ -20,7 +20,7 @@ from lengthlens.stats import metrics
 from lengthlens.stats.influence import INFLUENTIAL_SHARE, RatioInfluence, ratio_influence
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
-from lengthlens.stats.paired import (ALPHA_ONE_SIDED, accuracy_change_interval, accuracy_loss_test, accuracy_mdd_pp,
+from lengthlens.stats.paired import (ALPHA_ONE_SIDED, accuracy_loss_test, accuracy_mdd_pp,
                                      smallest_attainable_p)
 from lengthlens.stats.paired_test import paired_accuracy_test
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
@@ -135,8 +135,9 @@ class Cell:
     """One relaxed arm paired with its strict baseline on the items where both runs are ok.
 
     ``estimates`` maps each registry metric to its :class:`~lengthlens.results.Estimate` (NaN where its
-    inputs are not logged: ``unavailable`` says why); the accuracy change's default interval is Tango's
-    score interval (one graded pair per item) or a t interval over items (several seeds). ``accuracy_test``
+    inputs are not logged: ``unavailable`` says why), with the interval its registry row declares (the
+    accuracy change's: Tango's score interval, one graded pair per item, or a t interval over items with
+    several seeds). ``accuracy_test``
     is the paired accuracy test, mid-p (McNemar with one run per item, the item-level sign-flip test
     with several seeds), ``accuracy_test_exact`` the same test's exact p; None when nothing is graded;
     ``accuracy_p_holm``/``accuracy_q_bh`` adjust the mid-p over the cells ``in_accuracy_family``.
@@ -504,8 +505,6 @@ class CellsAnalysis:
         n_graded_items = int(np.sum(s["n_graded"] > 0))
         graded = bool(n_graded)
         partial = graded and is_partly_graded(n_graded_items, cell.n_items)
-        if graded and settings.ci == "studentized" and "accuracy_delta_pp" not in why:
-            ests["accuracy_delta_pp"] = _score_estimate(ests["accuracy_delta_pp"].point, s, settings.confidence_level)
         delta = ests["accuracy_delta_pp"]
         test = paired_accuracy_test(s["n_graded"], s["c"], s["c_star"]) if graded else None
         exact = paired_accuracy_test(s["n_graded"], s["c"], s["c_star"], mid_p=False) if graded else None
@@ -534,13 +533,6 @@ def _missing(cell: CellRuns, f: str) -> np.ndarray:
     if a is None or b is None:
         return np.ones(cell.n_runs, dtype=bool)
     return np.isnan(a) | np.isnan(b)
-
-
-def _score_estimate(point: float, s: Mapping[str, np.ndarray], level: float) -> Estimate:
-    """The accuracy change's default estimate: Tango's score interval, or the t interval over items with seeds (points)."""
-    lo, hi, se, how = accuracy_change_interval(s["n_graded"], s["c"], s["c_star"], level)
-    return Estimate(point, ConfidenceInterval(100.0 * lo, 100.0 * hi), standard_error=100.0 * se, method=how,
-                    confidence_level=level)
 
 
 def _adjust_across_cells(cells_: list[Cell]) -> tuple[Cell, ...]:
@@ -599,7 +591,7 @@ def family_can_reject(cells_: CellTable | Iterable[Cell] | pd.DataFrame) -> bool
 
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
           ci: Literal["studentized", "percentile", "bca"] = "studentized",
-          confidence_level: float = DEFAULT_CONFIDENCE, workers: int = 1) -> CellTable:
+          confidence_level: float = DEFAULT_CONFIDENCE, workers: int = 1, keep_replicates: bool = False) -> CellTable:
     """Every cell (relaxed arm × its baseline on shared items) with item-level paired bootstrap intervals.
 
     Parameters
@@ -607,11 +599,13 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     runs : loaded runs (:func:`lengthlens.load`).
     n_resamples : bootstrap resamples per group (the same draws serve every arm of the group).
     seed : with the group's names, fixes the draws: same seed, same numbers, bit for bit.
-    ci : ``studentized`` (default: bootstrap-t on the log scale with the delta-method SE for ratio
-        metrics; percentile for the accuracy change), ``percentile``, or ``bca`` (bias-corrected
-        and accelerated, jackknife over items).
+    ci : ``studentized`` (default: each metric's declared interval, as docs/outputs.md lists them:
+        bootstrap-t on the log scale with the delta-method SE for the ratios, Tango's score interval for
+        the accuracy change, a t interval over items where an item has several graded seeds),
+        ``percentile``, or ``bca`` (bias-corrected and accelerated, jackknife over items), for every metric.
     confidence_level : the intervals' level.
     workers : worker processes for large inputs (the numbers do not depend on it).
+    keep_replicates : keep each interval's bootstrap distribution (:attr:`Estimate.replicates`, n_resamples values).
 
     Returns
     -------
@@ -624,6 +618,7 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     >>> runs = ll.load(ll.synth.example_path())                 # doctest: +SKIP
     >>> ll.cells(runs).get(dataset="gsm8k", method="cactus", params="alpha0.35")["lambda"]   # doctest: +SKIP
     """
-    settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
+    settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
+                        keep_replicates=keep_replicates)
     (table,) = run_on(runs, [CellsAnalysis()], settings, workers=workers)
     return table

@@ -46,12 +46,14 @@ PROCESS_MIN_RUNS = 20_000
 
 @dataclass(frozen=True)
 class Settings:
-    """How the resampled analyses are done: resamples, seed, interval method and level."""
+    """How the resampled analyses are done: resamples, seed, interval method and level, and whether every estimate
+    keeps its bootstrap distribution (:attr:`~lengthlens.results.Estimate.replicates`)."""
 
     n_resamples: int = DEFAULT_N_RESAMPLES
     seed: int = DEFAULT_SEED
     ci: str = "studentized"
     confidence_level: float = DEFAULT_CONFIDENCE
+    keep_replicates: bool = False
 
     def __post_init__(self) -> None:
         if self.ci not in CI_METHODS:
@@ -302,7 +304,8 @@ def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], b
     """A cell's result from its plan and the resampled sums of its columns (rows of ``boot``, in ``names`` order)."""
     r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
                   strata=plan.cell.strata)
-    est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level)
+    est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level,
+                          keep_replicates=settings.keep_replicates)
     return CellResult(plan, est, reps, r)
 
 

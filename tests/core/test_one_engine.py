@@ -1,0 +1,109 @@
+"""One engine for every resampled statistic: statistics of sums and of the items themselves share a cell's draws and
+the interval code, each interval declared with its statistic, ``ci=`` honoured by all of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lengthlens as ll
+from lengthlens import synth
+from lengthlens.stats import metrics
+from lengthlens.stats.intervals import Resampled, Weighted, estimates, expanded_percentile_levels
+from lengthlens.stats.metrics import REGISTRY, ItemInterval, Metric
+from lengthlens.stats.resample import item_counts
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    path = synth.write_flat(synth.example(), tmp_path_factory.mktemp("one_engine") / "ex.parquet")
+    return ll.load(path, run_graders=False)
+
+
+def test_the_accuracy_change_interval_is_the_one_its_row_declares_and_the_docs_name(runs):
+    """Tango's score interval is declared in the registry row, so outputs.md names it and every graded cell has it."""
+    row = REGISTRY.metric("accuracy_delta_pp")
+    assert row.default_ci is metrics.ACCURACY_CHANGE_CI and "Tango's score interval" in row.interval_method
+    line = next(x for x in (DOCS / "outputs.md").read_text().splitlines() if x.startswith("| `accuracy_delta_pp` |"))
+    assert f"({row.interval_method})" in line and "percentile" not in line
+    table = ll.cells(runs, n_resamples=300)
+    graded = [c for c in table if c.n_graded]
+    assert graded
+    for c in graded:
+        assert c["accuracy_delta_pp"].method in ("tango_score", "item_t", "tango_items"), c["accuracy_delta_pp"].method
+    # ci="percentile" asks for the percentile interval of every metric, the accuracy change's included
+    assert {c["accuracy_delta_pp"].method for c in ll.cells(runs, n_resamples=300, ci="percentile") if c.n_graded} \
+        == {"percentile"}
+
+
+def test_a_declared_default_interval_is_used_by_the_engine_for_any_row():
+    """A row's own default_ci (here a made-up interval from the item columns) is what ci='studentized' gives."""
+    def spread(items, level):
+        x = items.L / items.L_star
+        return float(x.min()), float(x.max()), float(x.std()), "item_range"
+
+    row = Metric("lambda_range", lambda s: s.L / s.L_star, "λr", "ΣL/ΣL*", "λ with the item range as its interval",
+                 default_ci=ItemInterval(spread, "the range of the item ratios"))
+    assert row.interval_method == "the range of the item ratios"
+    L, Ls = np.array([10.0, 30.0, 20.0, 40.0]), np.array([10.0, 20.0, 20.0, 20.0])
+    counts = item_counts(4, 200, np.random.default_rng(0))
+    r = Resampled({"L": L, "L_star": Ls}, {"L": counts @ L, "L_star": counts @ Ls}, counts)
+    est, reps = estimates({"x": row}, r)
+    assert (est["x"].method, est["x"].low, est["x"].high, est["x"].point) == ("item_range", 1.0, 2.0, 100.0 / 70.0)
+    est, _ = estimates({"x": row}, r, ci="percentile")
+    assert est["x"].method == "percentile" and est["x"].low == pytest.approx(np.nanpercentile(reps["x"], 2.5))
+
+
+def test_an_estimate_keeps_its_bootstrap_distribution_when_asked(runs):
+    kept = ll.cells(runs, n_resamples=400, ci="percentile", keep_replicates=True)
+    plain = ll.cells(runs, n_resamples=400, ci="percentile")
+    for c, d in zip(kept, plain):
+        e = c["lambda"]
+        assert e.replicates.shape == (400,) and d["lambda"].replicates is None
+        assert (e.low, e.high) == pytest.approx(tuple(np.nanpercentile(e.replicates, [2.5, 97.5])), rel=1e-14)
+        assert e == d["lambda"]  # the distribution is carried, not compared
+    assert c["l_bar_star"].replicates is None  # no interval, nothing resampled
+
+
+def _median_of(x):
+    """The weighted median (first value whose cumulative weight reaches half) of x, per row of item weights."""
+    order = np.argsort(x, kind="stable")
+
+    def of(w):
+        c = np.cumsum(np.asarray(w, dtype=float)[:, order], axis=1)
+        return x[order][np.argmax(c >= c[:, -1:] / 2, axis=1)]
+    return of
+
+
+def test_a_statistic_of_the_items_gets_the_interval_ci_asks_for():
+    """A weighted median over the cell's draws: its declared default (expanded percentile at n items), the plain
+    percentile interval, and BCa from the leave-one-item-out jackknife, against direct computations."""
+    rng = np.random.default_rng(2)
+    x = rng.lognormal(5, 0.7, 15)
+    counts = item_counts(15, 2000, rng)
+    r = Resampled({}, {}, counts)
+    of = _median_of(x)
+    med = of(counts)
+    st = Weighted(of)
+    est, reps = estimates({"m": st}, r)
+    levels = expanded_percentile_levels(15, 0.95)
+    assert est["m"].method == "expanded_percentile" and np.array_equal(reps["m"], med)
+    assert (est["m"].low, est["m"].high) == tuple(np.quantile(med, levels))
+    assert est["m"].point == of(np.ones((1, 15)))[0]
+    est, _ = estimates({"m": st}, r, ci="percentile")
+    assert est["m"].method == "percentile" and (est["m"].low, est["m"].high) == tuple(np.quantile(med, [0.025, 0.975]))
+    from scipy import special
+    est, _ = estimates({"m": st}, r, ci="bca")
+    jack = of(1.0 - np.eye(15))
+    z0 = special.ndtri(np.mean(med < est["m"].point))
+    d = jack.mean() - jack
+    acc = np.sum(d ** 3) / (6 * np.sum(d ** 2) ** 1.5)
+    q = [special.ndtr(z0 + (z0 + z) / (1 - acc * (z0 + z))) for z in special.ndtri([0.025, 0.975])]
+    assert est["m"].method == "bca" and (est["m"].low, est["m"].high) == pytest.approx(tuple(np.percentile(med, 100 * np.array(q))), rel=1e-12)
+    # a costly statistic on the first draws only
+    est, reps = estimates({"m": Weighted(of, "percentile", max_resamples=300)}, r)
+    assert reps["m"].shape == (300,) and est["m"].low == np.quantile(med[:300], 0.025)
