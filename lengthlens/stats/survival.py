@@ -5,7 +5,8 @@ Kaplan–Meier (KM) survival of completion length gives the median and quartiles
 Brookmeyer–Crowley intervals (log-log transform, as statsmodels' ``SurvfuncRight.quantile_ci``), or
 ``None`` with the reason when too much is censored to identify them. Those treat every run as
 independent; a cell's quartiles get intervals from resampling items instead
-(:func:`cluster_quantile_intervals`: a weighted KM curve per resample, an item's seeds together). With one budget per arm, KM
+(:func:`km_quantiles_weighted`: a statistic of the items on the engine, every resample's weighted KM curve
+computed at once, an item's seeds together). With one budget per arm, KM
 below the budget *is* the empirical distribution and the restricted mean up to the budget *is*
 ``mean(min(L, budget))``: they add information only when budgets differ between runs or arms.
 """
@@ -13,26 +14,25 @@ below the budget *is* the empirical distribution and the restricted mean up to t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special
 
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
-from lengthlens.stats.intervals import expanded_percentile_levels, quantiles_with_inf
+from lengthlens.stats.intervals import Weighted
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["KM_CLUSTER_CI", "KaplanMeier", "cluster_quantile_intervals", "kaplan_meier", "km_quantiles_many",
-           "restricted_means_many"]
+__all__ = ["KaplanMeier", "kaplan_meier", "km_quantiles_many", "km_quantiles_weighted", "restricted_means_many",
+           "with_item_intervals"]
 
 #: The interval method of Kaplan–Meier quantiles (Brookmeyer–Crowley, log-log), as statsmodels names it.
 KM_QUANTILE_CI = "brookmeyer_crowley"
-#: The default interval of the quantiles in a cell: expanded percentile interval over item resamples (an item's runs
-#: together).
-KM_CLUSTER_CI = "item_percentile"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,8 +121,8 @@ class KaplanMeier:
                       for p, q in zip((0.25, 0.5, 0.75), self.quantiles)])
 
     def _repr_html_(self) -> str:
-        how = ("item-resampled percentile" if self.median.method == KM_CLUSTER_CI
-               else "Brookmeyer–Crowley (log-log)")
+        how = ("Brookmeyer–Crowley (log-log)" if self.median.method == KM_QUANTILE_CI
+               else f"item-resampled {self.median.method.replace('_', ' ')}")
         note = f"n={self.n_obs:g}, censored={self.n_censored:g}; {self.confidence_level:.0%} {how} intervals."
         return frame_html(self.quantile_frame(), "Kaplan–Meier quantiles of completion length") + f"<p><small>{note}</small></p>"
 
@@ -235,91 +235,133 @@ def kaplan_meier(
     )
 
 
-def restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, tau: float) -> np.ndarray:
-    """Weighted-KM restricted means up to ``tau`` for every row of the weight matrix ``W`` (B, N).
-
-    A resample whose last drawn run is censored before ``tau`` has S carried flat from there (the
-    usual convention; ``tau`` is identified on the full data, so this affects only such rows).
-    """
+def _time_order(time: np.ndarray, event: np.ndarray, item: np.ndarray | None):
+    """Runs in time order: the weight column each reads, the first run of each distinct time, the distinct times,
+    and each run's event indicator in that order."""
+    time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
     order = np.argsort(time, kind="stable")
     ts = time[order]
     starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
-    utime = ts[starts]
-    B = W.shape[0]
-    # Per distinct time: weighted events and weighted counts, then reverse cumulative risk sets.
-    Ws = W[:, order]
-    d = np.add.reduceat(Ws * event[order], starts, axis=1)
-    n = np.cumsum(np.add.reduceat(Ws, starts, axis=1)[:, ::-1], axis=1)[:, ::-1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(n > 0, 1.0 - d / n, 1.0)
-    surv = np.cumprod(factor, axis=1)
-    t = utime[utime < tau]
-    edges = np.diff(np.concatenate(([0.0], t, [tau])))
-    s = np.concatenate((np.ones((B, 1)), surv[:, : len(t)]), axis=1)
-    return s @ edges
+    columns = order if item is None else np.asarray(item, dtype=np.intp)[order]
+    return columns, starts, ts[starts], event[order]
 
 
-def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tuple[float, ...] = (0.25, 0.5, 0.75),
-                      block: int = 256) -> np.ndarray:
-    """Weighted-KM quantiles (:class:`KaplanMeier`'s rule) for every row of the weight matrix ``W`` (B, N): (B, len(ps)).
+def _risk_blocks(time: np.ndarray, event: np.ndarray, W: np.ndarray, item: np.ndarray | None, block: int):
+    """Per block of weight rows: (rows, weights, events d and risk sets n at each distinct time (rows x K), times).
 
-    A row whose curve never falls below 1 - p has the p-quantile ``inf`` (beyond its last event time),
-    an all-zero row NaN. Rows are done ``block`` at a time, so memory stays at block x N.
+    ``W`` weighs runs (B, N), or items (B, n_items) when ``item`` gives each run's item (one gather, no
+    (B, N) copy of run weights for the whole matrix). Rows go ``block`` at a time, so memory stays at
+    block x N.
     """
-    time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
-    order = np.argsort(time, kind="stable")
-    ts, ev = time[order], event[order]
-    starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
-    utime = ts[starts]
-    ties = starts.size < ts.size  # without ties each run is its own time: no grouping needed
+    columns, starts, utime, ev = _time_order(time, event, item)
+    ties = starts.size < columns.size  # without ties each run is its own time: no grouping needed
     W = np.asarray(W)
-    out = np.empty((W.shape[0], len(ps)))
     for b0 in range(0, W.shape[0], block):
-        Ws = np.asarray(W[b0:b0 + block][:, order], dtype=float)
+        Ws = np.asarray(W[b0:b0 + block][:, columns], dtype=np.float64)
         d = Ws * ev
-        at_risk = Ws
+        m = Ws
         if ties:
-            d, at_risk = np.add.reduceat(d, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
-        n = np.cumsum(at_risk[:, ::-1], axis=1)[:, ::-1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            surv = np.cumprod(np.where(n > 0, 1.0 - d / n, 1.0), axis=1)
-        for j, p in enumerate(ps):
-            target = 1.0 - p
-            below = surv < target - 1e-12
-            at = (np.abs(surv - target) <= 1e-12) & (d > 0)
-            has_below, has_at = below.any(axis=1), at.any(axis=1)
-            k_below, k_at = below.argmax(axis=1), at.argmax(axis=1)
-            first = np.where(has_below, utime[k_below], np.inf)
-            # S sits at 1 - p on a step: the midpoint of that step (the next event time is where S falls below)
-            mid = np.where(has_below, (utime[k_at] + first) / 2, utime[k_at])
-            out[b0:b0 + len(Ws), j] = np.where(has_at & (~has_below | (k_at < k_below)), mid, first)
-        out[b0:b0 + len(Ws)][Ws.sum(axis=1) == 0] = np.nan
+            d, m = np.add.reduceat(d, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
+        # n_k = the weight still at risk at time k: the total less what ended (event or censored) before it
+        n = np.cumsum(m[:, ::-1], axis=1)[:, ::-1]
+        yield slice(b0, b0 + len(Ws)), n[:, 0], d, n, utime
+
+
+def _survival(d: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Kaplan–Meier survival at each distinct time, per row: the product of (1 - d/n), 1 where none is at risk."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = 1.0 - d / n
+    factor[n <= 0] = 1.0
+    return np.cumprod(factor, axis=1, out=factor)
+
+
+def restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, tau: float, *,
+                          item: np.ndarray | None = None, block: int = 1024) -> np.ndarray:
+    """Weighted-KM restricted means up to ``tau`` for every row of the weight matrix ``W``: (B,).
+
+    ``W`` weighs runs (B, N), or items (B, n_items) with ``item`` each run's item. A resample whose last
+    drawn run is censored before ``tau`` has S carried flat from there (the usual convention; ``tau`` is
+    identified on the full data, so this affects only such rows).
+    """
+    W = np.asarray(W)
+    out = np.empty(W.shape[0])
+    for rows, _, d, n, utime in _risk_blocks(time, event, W, item, block):
+        surv = _survival(d, n)
+        t = utime[utime < tau]
+        edges = np.diff(np.concatenate(([0.0], t, [tau])))
+        out[rows] = np.concatenate((np.ones((surv.shape[0], 1)), surv[:, : len(t)]), axis=1) @ edges
     return out
 
 
-def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndarray, W: np.ndarray,
-                               n_items: int | None = None) -> KaplanMeier:
-    """``km`` with its quartiles' intervals from resampling items: percentile intervals of the weighted-KM quantiles,
-    expanded for ``n_items`` items (:func:`~lengthlens.stats.intervals.expanded_percentile_levels`; None: plain).
+def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tuple[float, ...] = (0.25, 0.5, 0.75),
+                      block: int = 256, *, item: np.ndarray | None = None) -> np.ndarray:
+    """Weighted-KM quantiles (:class:`KaplanMeier`'s rule) for every row of the weight matrix ``W``: (B, len(ps)).
 
-    ``W`` (B, N) weights each run by how often its item is drawn, so the seeds of one item move
-    together; the Brookmeyer–Crowley intervals treat every run as independent and under-cover when an
-    item has several seeds. A resample whose curve stays above 1 - p makes that limit unbounded
-    (reported as not identified, as the Brookmeyer–Crowley upper limit beyond the last event time).
+    ``W`` weighs runs (B, N), or items (B, n_items) with ``item`` each run's item (a resample of items
+    weighs each of its runs by how often the item is drawn). A row whose curve never falls below 1 - p
+    has the p-quantile ``inf`` (beyond its last event time), an all-zero row NaN. Every row's curve is
+    computed at once, ``block`` rows at a time (memory block x N); S never rises, so the first time it
+    falls below 1 - p, or onto 1 - p, is a count of the times it lies above.
+
+    Examples
+    --------
+    >>> L = np.array([10.0, 20.0, 30.0, 40.0])
+    >>> km_quantiles_many(L, np.array([1.0, 1.0, 1.0, 0.0]), np.array([[1, 1, 1, 1], [0, 3, 1, 0]]), (0.5,)).ravel().tolist()
+    [25.0, 20.0]
     """
-    q = km_quantiles_many(time, event, W)
-    a = (1 - km.confidence_level) / 2
-    levels = (a, 1 - a) if n_items is None else expanded_percentile_levels(n_items, km.confidence_level)
-    lo, hi = quantiles_with_inf(q, levels)
+    W = np.asarray(W)
+    out = np.empty((W.shape[0], len(ps)))
+    for rows, total, d, n, utime in _risk_blocks(time, event, W, item, block):
+        surv = _survival(d, n)
+        K = surv.shape[1]
+        for j, p in enumerate(ps):
+            target = 1.0 - p
+            # S falls below 1 - p at the first time where it lies under the tolerance band around 1 - p; it lies in
+            # the band (S = 1 - p on a step) from the first time it is not above the band: an event time, as S
+            # changes only there. There the quantile is the midpoint of that step (R's survival, SAS).
+            k_below = np.count_nonzero(surv >= target - 1e-12, axis=1)
+            k_at = np.count_nonzero(surv > target + 1e-12, axis=1)
+            has_below = k_below < K
+            first = np.where(has_below, utime[np.minimum(k_below, K - 1)], np.inf)
+            has_at = k_at < k_below
+            at_time = utime[np.minimum(k_at, K - 1)]
+            mid = np.where(has_below, (at_time + first) / 2, at_time)
+            out[rows, j] = np.where(has_at, mid, first)
+        out[rows][total == 0] = np.nan
+    return out
+
+
+def km_quantiles_weighted(km: KaplanMeier, time: np.ndarray, event: np.ndarray, item: np.ndarray,
+                          max_resamples: int | None = None, names: str = "{}") -> Weighted:
+    """The quartiles of a cell's Kaplan–Meier curve as a statistic of its items (:class:`Weighted`): each resample
+    weighs a run by how often its item is drawn, so the seeds of one item move together (the Brookmeyer–Crowley
+    intervals treat every run as independent and under-cover when an item has several seeds). Its default interval
+    is the expanded percentile interval; ``km`` gives the point estimates; ``names`` formats the outputs' names
+    (``q25``, ``median``, ``q75``)."""
+    return Weighted(partial(km_quantiles_many, np.asarray(time, dtype=float), np.asarray(event, dtype=float),
+                            item=np.asarray(item, dtype=np.intp)),
+                    "expanded_percentile", max_resamples, tuple(names.format(q) for q in ("q25", "median", "q75")),
+                    point=[np.inf if np.isnan(q.point) else q.point for q in km.quantiles])
+
+
+def with_item_intervals(km: KaplanMeier, estimates: Mapping[str, Estimate]) -> KaplanMeier:
+    """``km`` with its quartiles' intervals from resampling items (``estimates`` of :func:`km_quantiles_weighted`).
+
+    A resample whose curve stays above 1 - p makes that limit unbounded: reported, with the reason, as not
+    identified (as the Brookmeyer–Crowley upper limit beyond the last event time).
+    """
     nan = float("nan")
     new = {}
-    for j, (name, est) in enumerate(zip(("q25", "median", "q75"), km.quantiles)):
+    for name, est in zip(("q25", "median", "q75"), km.quantiles):
+        e = estimates[name]
         reasons = [r for r in est.note.split("; ") if r.startswith("not identified")]
-        low, high = float(lo[j]), float(hi[j])
+        low, high = e.low, e.high
         if not np.isfinite(high):
             reasons.append("upper confidence limit not identified: resamples of the items put it beyond the last event time")
         if not np.isfinite(low):
             reasons.append("interval not identified: too many resamples put the quantile beyond the last event time")
-        new[name] = Estimate(est.point, ConfidenceInterval(low if np.isfinite(low) else nan, high if np.isfinite(high) else nan),
-                             method=KM_CLUSTER_CI, confidence_level=km.confidence_level, note="; ".join(reasons))
+        new[name] = replace(e, point=est.point,
+                            confidence_interval=ConfidenceInterval(low if np.isfinite(low) else nan,
+                                                                   high if np.isfinite(high) else nan),
+                            note="; ".join(reasons))
     return replace(km, **new)

@@ -107,3 +107,45 @@ def test_a_statistic_of_the_items_gets_the_interval_ci_asks_for():
     # a costly statistic on the first draws only
     est, reps = estimates({"m": Weighted(of, "percentile", max_resamples=300)}, r)
     assert reps["m"].shape == (300,) and est["m"].low == np.quantile(med[:300], 0.025)
+
+
+def test_censoring_intervals_are_declared_statistics_that_honour_ci():
+    """The Kaplan–Meier quartiles, the restricted-mean ratio with censoring before the horizon and the AFT refits were
+    intervals built by hand with three percentile rules, ci= ignored; each now gets what ci asks for from the cell's
+    draws: its declared default, the plain percentile interval, or BCa."""
+    from lengthlens.analyses.censoring import KM_RESAMPLES, censoring_cell
+    from lengthlens.stats.survival import kaplan_meier, restricted_means_many
+
+    rng = np.random.default_rng(6)
+    n = 14
+    L, Ls = np.round(rng.lognormal(6, 0.6, n)), np.round(rng.lognormal(5.8, 0.6, n))
+    budget = np.where(np.arange(n) % 2, 600.0, 900.0)  # two budgets: censoring comes before the horizon
+    cut, cut_s = L >= budget, Ls >= budget
+    L, Ls = np.minimum(L, budget), np.minimum(Ls, budget)
+    counts = item_counts(n, 1500, rng)
+    medians = np.array([kaplan_meier(L, cut, weights=c).median.point for c in counts[:KM_RESAMPLES]])
+    medians = np.where(np.isnan(medians), np.inf, medians)
+    default = censoring_cell(L, cut, budget, Ls, cut_s, budget, counts, aft_ci="bootstrap", n_resamples_aft=200)
+    plain = censoring_cell(L, cut, budget, Ls, cut_s, budget, counts, ci="percentile", aft_ci="bootstrap",
+                           n_resamples_aft=200)
+    bca = censoring_cell(L, cut, budget, Ls, cut_s, budget, counts, ci="bca")
+    lv = expanded_percentile_levels(n, 0.95)
+    assert default.km.median.method == "expanded_percentile"
+    assert (default.km.median.low, default.km.median.high) == pytest.approx(tuple(np.quantile(medians, lv)), rel=1e-14)
+    assert plain.km.median.method == "percentile"
+    assert (plain.km.median.low, plain.km.median.high) == pytest.approx(tuple(np.quantile(medians, [0.025, 0.975])),
+                                                                        rel=1e-14)
+    assert bca.km.median.method == "bca" and bca.km.median.point == default.km.median.point
+    tau = default.rmst_tau
+    assert np.any(cut & (L < tau)) or np.any(cut_s & (Ls < tau))  # the weighted restricted means are used
+    ratio = (restricted_means_many(L, (~cut).astype(float), counts, tau)
+             / restricted_means_many(Ls, (~cut_s).astype(float), counts, tau))
+    assert default.rmst_ratio.method == "expanded_percentile" and default.rmst_ratio.note
+    assert (default.rmst_ratio.low, default.rmst_ratio.high) == pytest.approx(tuple(np.quantile(ratio, lv)), rel=1e-14)
+    assert plain.rmst_ratio.method == "percentile"
+    assert plain.rmst_ratio.low == pytest.approx(np.quantile(ratio, 0.025), rel=1e-14)
+    aft = default.gm_ratio_aft["lognormal"]
+    beta = default.aft_boot["lognormal"].beta
+    assert aft.method == "percentile" and beta.shape == (200,) and aft.undefined_resamples == int(np.isnan(beta).sum())
+    assert (aft.low, aft.high) == pytest.approx(tuple(np.quantile(np.exp(beta[np.isfinite(beta)]), [0.025, 0.975])),
+                                                rel=1e-12)
