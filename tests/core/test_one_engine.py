@@ -149,3 +149,71 @@ def test_censoring_intervals_are_declared_statistics_that_honour_ci():
     assert aft.method == "percentile" and beta.shape == (200,) and aft.undefined_resamples == int(np.isnan(beta).sum())
     assert (aft.low, aft.high) == pytest.approx(tuple(np.quantile(np.exp(beta[np.isfinite(beta)]), [0.025, 0.975])),
                                                 rel=1e-12)
+
+
+def _same_cell(c, cell):
+    assert (c.n_items, c.n_runs, c.n_items_baseline) == (cell.n_items, cell.n_runs, cell.n_items_baseline)
+    for m in ("lambda", "rounds_ratio"):
+        assert (c[m].point, c[m].low, c[m].high, c[m].method) == (cell[m].point, cell[m].low, cell[m].high,
+                                                                   cell[m].method), m
+    for m, e in cell.estimates.items():
+        assert c[m].method == e.method, m
+        np.testing.assert_allclose([c[m].point, c[m].low, c[m].high], [e.point, e.low, e.high], rtol=1e-12, atol=0.0,
+                                   err_msg=m)
+    assert c.accuracy_test == cell.accuracy_test and c.drop_2pp_test == cell.drop_2pp_test
+
+
+def test_compare_gives_an_arm_against_its_baseline_the_cell_tables_intervals(runs):
+    """The same arm pair from compare() and from cells(), same seed and resamples: the same items, the same draws (the
+    group's; a cell on fewer items draws its own, keyed by them), the same limits. λ and R/R* are ratios of integer
+    sums, exact in any order: identical to the bit; sums of non-integer values (wall times, per-run ℓ̄) may be added
+    in another order in the cell table's wider count-matrix product, so those agree to the last bits."""
+    import polars as pl
+
+    from lengthlens.analyses.cells import CellsAnalysis
+    from lengthlens.analyses.engine import Settings, run_on
+    from lengthlens.data.pairing import cell_units
+
+    table = ll.cells(runs, n_resamples=1000)
+    for cell in list(table)[:3]:
+        arm = {"target": cell.target, "draft": cell.draft, "dataset": cell.dataset, "method": cell.method,
+               "params": cell.params}
+        _same_cell(ll.compare(runs, arm, {**arm, "method": "strict", "params": "strict"}, n_resamples=1000).cell, cell)
+    # an arm missing three of its baseline's items: the cell table draws over its own items, and so does compare()
+    units = cell_units(runs.paired)
+    is_arm = pl.all_horizontal([pl.col(k) == v for k, v in arm.items()])
+    dropped = sorted(units.filter(is_arm).get_column("item_id").unique().to_list())[:3]
+    (short,) = run_on(runs, [CellsAnalysis()], Settings(n_resamples=1000),
+                      units=units.filter(~(is_arm & pl.col("item_id").is_in(dropped))))
+    cell = short.get(**arm)
+    assert cell.n_items == cell.n_items_baseline - 3
+    kept = [it for it in runs.paired.filter(is_arm).get_column("item_id").unique().to_list() if it not in dropped]
+    _same_cell(ll.compare(runs, {**arm, "item_id": kept}, {**arm, "method": "strict", "params": "strict"},
+                          n_resamples=1000).cell, cell)
+
+
+def test_compare_pools_groups_each_drawn_as_its_cell(runs):
+    """A comparison pooling two datasets resamples each dataset's items with that group's draws: its sums in every
+    resample are the two cells' sums added."""
+    from lengthlens.analyses.cells import CellsAnalysis
+    from lengthlens.analyses.compare import _ok_runs, select
+    from lengthlens.analyses.engine import Settings, _counts, group_items, groups_of, pooled_group
+    from lengthlens.data.pairing import cell_units, pair
+    from lengthlens.data.schema import GROUP_KEY, UNIT_KEY
+
+    cell = next(c for c in ll.cells(runs, n_resamples=50) if c.n_items == c.n_items_baseline)
+    arm = {"target": cell.target, "draft": cell.draft, "method": cell.method, "params": cell.params}
+    t = _ok_runs(runs)
+    units = pair(select(t, arm), select(t, {**arm, "method": "strict", "params": "strict"}), on=(*GROUP_KEY, *UNIT_KEY))
+    items = group_items(runs)
+    pooled = pooled_group(units, CellsAnalysis().fields, {"target": cell.target}, GROUP_KEY, items)
+    settings = Settings(n_resamples=300)
+    counts = _counts(pooled, pooled.cells[0], settings)
+    by_group = {g.names: g for g in groups_of(cell_units(runs.paired), ("output_tokens",), items)}
+    assert len(pooled.stratum_names) > 1
+    for s, names in enumerate(pooled.stratum_names):
+        inside = pooled.cells[0].strata == s
+        full = next(g for n, g in by_group.items() if tuple(v for v in n if v) == names)
+        mine = next(c for c in full.cells if c.key["method"] == cell.method and c.key["params"] == cell.params)
+        assert tuple(np.array(pooled.cells[0].items)[inside]) == mine.items
+        np.testing.assert_array_equal(counts[:, inside], _counts(full, mine, settings))
