@@ -16,7 +16,7 @@ from lengthlens._version import __version__
 # Names are imported on first use (PEP 562), so that ``import lengthlens`` and ``lengthlens --help``
 # do not pay for numpy, polars, pandas, scipy, pydantic, matplotlib or Typst before they are needed.
 _LAZY = {
-    "load": "lengthlens.data.loading", "record": "lengthlens.data.record", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
+    "load": "lengthlens.data.loading", "record": "lengthlens.data.readers.record", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
     "cells": "lengthlens.analyses.cells", "Cell": "lengthlens.analyses.cells", "CellTable": "lengthlens.analyses.cells",
     "ConfidenceInterval": "lengthlens.results", "Estimate": "lengthlens.results", "TestResult": "lengthlens.results",
     "arms": "lengthlens.analyses.tables", "table3": "lengthlens.analyses.tables", "alpha_selected": "lengthlens.analyses.tables",
@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers
     from lengthlens.analyses.tables import alpha_selected, arms, table3, table3_by_pair
     from lengthlens.analyses.verdicts import Verdicts, verdicts
     from lengthlens.data.loading import LoadError, RunSet, load
-    from lengthlens.data.record import record
+    from lengthlens.data.readers.record import record
     from lengthlens.results import ConfidenceInterval, Estimate, TestResult
 
 

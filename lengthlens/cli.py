@@ -141,11 +141,11 @@ def _format_options(args: argparse.Namespace) -> dict:
     if getattr(args, "max_new_tokens", None):
         out["max_new_tokens"] = args.max_new_tokens
     if getattr(args, "arm", None):
-        from lengthlens.data.engine_common import parse_arm_items
+        from lengthlens.data.readers.common import parse_arm_items
 
         out["arm"] = parse_arm_items(args.arm)
     if getattr(args, "method_map", None):
-        from lengthlens.data.specbench import parse_method_map
+        from lengthlens.data.readers.specbench import parse_method_map
 
         out["method_map"] = parse_method_map(args.method_map)
     return out

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import polars as pl
 
-from lengthlens.data.raw import unreadable_traces
+from lengthlens.data.readers.raw import unreadable_traces
 from lengthlens.data.schema import ARM_KEY
 from lengthlens.data.serving import with_serving
 

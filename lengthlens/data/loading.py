@@ -13,16 +13,16 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from lengthlens.data.flat import flat_kind, flat_parts, read_flat, read_flat_frame, read_parquet_parts
-from lengthlens.data.rawroot import load_raw_root
-from lengthlens.data.records import field_failure, reattach, resolve, validate_records
+from lengthlens.data.readers.flat import flat_kind, flat_parts, read_flat, read_flat_frame, read_parquet_parts
+from lengthlens.data.readers.rawroot import load_raw_root
+from lengthlens.data.validation.records import field_failure, reattach, resolve, validate_records
 from lengthlens.data.runset import LoadError, RunSet  # noqa: F401  (public here: ll.load returns a RunSet)
 from lengthlens.data import safeio
 from lengthlens.data.safeio import display_path, os_reason
 from lengthlens.data.schema import POLARS_SCHEMA, RunRecord, validate_record
-from lengthlens.data.screen import screen_frame
+from lengthlens.data.validation.screen import screen_frame
 from lengthlens.data.serving import with_serving
-from lengthlens.data.validate import (
+from lengthlens.data.validation.table import (
     drop_duplicates,
     drop_mixed_alphas,
     finish_reason_warnings,
@@ -148,7 +148,7 @@ def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, wit
                  format_options: dict[str, Any] | None, max_bytes: int,
                  options: dict[str, Any], execute_code: bool | str = False) -> tuple[pl.DataFrame, list, int, list[str]]:
     """One source read and validated, with verdicts resolved: (table, failures, runs found, warnings)."""
-    from lengthlens.data.correctness import find_grade_files
+    from lengthlens.data.grading.correctness import find_grade_files
 
     _check_source(p)
     if format is not None:
@@ -317,7 +317,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         warnings.extend(warn)
         n_found += found
     _raise_if_strict(strict, failures)
-    from lengthlens.data.correctness import merge_not_executed
+    from lengthlens.data.grading.correctness import merge_not_executed
 
     warnings = merge_not_executed(warnings)
     table, skipped = _checked_table(frames, failures, warnings)

@@ -24,7 +24,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from lengthlens.data.plausibility import LENGTH_FINISH_REASONS, violations
+from lengthlens.data.validation.plausibility import LENGTH_FINISH_REASONS, violations
 
 SCHEMA_VERSION = "1"
 

@@ -16,7 +16,7 @@ lossless speculative methods), and a campaign may run vLLM's FLy as an arm (``{r
   bias for a higher acceptance rate";
 - ``medusa_typical`` / ``hydra_typical``: Medusa's and Hydra's typical acceptance (``posterior_threshold``,
   ``posterior_alpha``), which their ``evaluate_posterior`` uses at any temperature above 0
-  (:mod:`lengthlens.data.specbench_ids` names Spec-Bench arms so).
+  (:mod:`lengthlens.data.readers.specbench_ids` names Spec-Bench arms so).
 
 vLLM's ``block`` verification (Sun et al.) is lossless and is not listed.
 """

@@ -8,7 +8,7 @@ schedules them ``max_num_seqs`` at a time (``vllm.max_num_seqs``, passed to ``vl
 
 Counters per request come from vLLM's per-request speculative metrics (0.29.0 and later; the
 engine is started with ``per_request_spec_decode_metrics="summary"``): ``CompletionOutput.
-spec_decode_metrics`` mapped as :mod:`lengthlens.data.vllm_records` maps it, so a run written here
+spec_decode_metrics`` mapped as :mod:`lengthlens.data.readers.vllm_records` maps it, so a run written here
 and a response read from a server are counted alike. On a vLLM without them (0.26.0) the engine's
 counters are totals over the whole batch, so ``draft_rounds`` / ``accepted_tokens`` / ``draft_tokens``
 are not recorded (the runs give λ, T/T* and accuracy, not gain or R/R*), and the backend says so
@@ -23,7 +23,7 @@ import dataclasses
 import logging
 from typing import Any
 
-from lengthlens.data.vllm_records import from_request_output
+from lengthlens.data.readers.vllm_records import from_request_output
 from lengthlens.generate.config import Arm, GenerateConfig
 from lengthlens.generate.layout import CLOSE_MARKERS, RunResult, thinking_open
 from lengthlens.generate.vllm_backend import VLLMBackend

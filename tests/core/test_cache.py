@@ -15,7 +15,7 @@ import pytest
 
 import lengthlens as ll
 from lengthlens.data import cache
-from lengthlens.data.rawroot import OPTIONS_OUTSIDE_KEY
+from lengthlens.data.readers.rawroot import OPTIONS_OUTSIDE_KEY
 
 from .minitree import write_run
 
@@ -186,8 +186,8 @@ def test_no_pickle_is_ever_loaded(cache_dir, root, tmp_path):
     ll.load(root, cache=True)
     assert not trap.exists()
     assert not list(cache_dir.glob("*.pkl")) and not list(cache_dir.glob("*.arrow"))  # the former cache's files go
-    for module in ("cache", "rawroot", "loading", "raw", "safeio"):
-        src = Path(cache.__file__).with_name(f"{module}.py").read_text()
+    for module in ("cache", "readers/rawroot", "loading", "readers/raw", "safeio"):
+        src = (Path(cache.__file__).parent / f"{module}.py").read_text()
         assert not re.search(r"import pickle|pickle\.load|from pickle", src), module
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lengthlens as ll
-from lengthlens.data.plausibility import RULE_FIELDS, RULES, violated, violations
+from lengthlens.data.validation.plausibility import RULE_FIELDS, RULES, violated, violations
 from lengthlens.data.schema import POLARS_SCHEMA, check_params, validate_record
 
 from .minitree import write_run

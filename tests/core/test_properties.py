@@ -11,7 +11,7 @@ import lengthlens as ll
 from lengthlens.data.loading import RunSet
 from lengthlens.data.pairing import cell_units
 from lengthlens.data.schema import POLARS_SCHEMA
-from lengthlens.data.validate import pairing_checks
+from lengthlens.data.validation.table import pairing_checks
 from lengthlens.stats.resample import counts_for_group, item_counts
 
 

@@ -182,7 +182,7 @@ def test_sglang_cells_equal_a_pandas_computation(sglang_runs, method):
 
 
 def test_sglang_accept_length_conversion_by_hand(tmp_path):
-    from lengthlens.data.sglang import from_meta_info, l_bar_from_accept_length
+    from lengthlens.data.readers.sglang import from_meta_info, l_bar_from_accept_length
 
     # 40 steps accepting 60 drafts: completion = 1 (prefill) + 60 + 40 (bonus) = 101 tokens, so SGLang's
     # spec_accept_length = 101 / 40 = 2.525, and lengthlens' l_bar = 60 / 40 = 1.5 = 2.525 - 1 - 1/40.
@@ -277,7 +277,7 @@ def test_vllm_bench_cells_pooled_counters_said_plainly():
 
 
 def test_vllm_bench_run_summary():
-    from lengthlens.data.vllm_bench import run_summary
+    from lengthlens.data.readers.vllm_bench import run_summary
 
     s = run_summary(ROOT / "vllm_bench").sort("method")
     raw = [json.loads(p.read_text()) for p in sorted((ROOT / "vllm_bench").glob("*.json"))]

@@ -1,4 +1,4 @@
-"""lengthlens.data.record: one arm's engine outputs as flat records that lengthlens.load reads.
+"""lengthlens.data.readers.record: one arm's engine outputs as flat records that lengthlens.load reads.
 
 The outputs are the fixture responses of test_readers_engines.py (vLLM 0.33.0 and SGLang 0.5.23
 structures, see engine_fixtures.py); the oracle is the reader of the same files: a record made by
@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 import lengthlens as ll
-from lengthlens.data.record import record_outputs, write_records
+from lengthlens.data.readers.record import record_outputs, write_records
 
 from .engine_fixtures import ROOT
 

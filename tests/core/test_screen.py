@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lengthlens.data.schema import POLARS_SCHEMA, RunRecord
-from lengthlens.data.screen import screen_frame
+from lengthlens.data.validation.screen import screen_frame
 
 N = 6
 ints = st.one_of(st.none(), st.integers(-3, 5000))

@@ -20,7 +20,7 @@ import pytest
 
 import lengthlens as ll
 from lengthlens.cli import main
-from lengthlens.data.specbench import parse_model_id
+from lengthlens.data.readers.specbench import parse_model_id
 from lengthlens.analyses.engine import group_items as all_group_items
 from lengthlens.report import wording
 

@@ -261,8 +261,8 @@ def test_plausibility_named_skips_others_loaded(tmp_path):
 
 
 def test_method_ids_of_eval_sh_and_the_methods_own_scripts():
-    from lengthlens.data.specbench import parse_model_id
-    from lengthlens.data.specbench_ids import parse_method_map, resolve_id
+    from lengthlens.data.readers.specbench import parse_model_id
+    from lengthlens.data.readers.specbench_ids import parse_method_map, resolve_id
 
     assert parse_model_id("vicuna-7b-v1.3-recycling")["method"] == "recycling"
     lade = parse_model_id("vicuna-7b-v1.3-lade-level-5-win-7-guess-7-float16")

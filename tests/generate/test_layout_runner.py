@@ -162,7 +162,7 @@ def test_campaign_writes_readable_tree_and_resumes(tmp_path):
 
 
 def test_written_tree_goes_through_the_reader(tmp_path):
-    raw = pytest.importorskip("lengthlens.data.raw")
+    raw = pytest.importorskip("lengthlens.data.readers.raw")
     cfg = load_config(_campaign(tmp_path))
     out = tmp_path / "out"
     run_campaign(cfg, out, backend=FakeBackend(), log=lambda m: None)

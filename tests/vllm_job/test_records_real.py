@@ -31,8 +31,8 @@ if not hasattr(stats, "RequestSpecDecodeMetrics"):
 
 from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 
-from lengthlens.data.record import record_outputs  # noqa: E402
-from lengthlens.data.vllm_records import from_openai_response, spec_fields  # noqa: E402
+from lengthlens.data.readers.record import record_outputs  # noqa: E402
+from lengthlens.data.readers.vllm_records import from_openai_response, spec_fields  # noqa: E402
 from lengthlens.generate.config import config_from_dict  # noqa: E402
 from lengthlens.generate.vllm_batched import (  # noqa: E402
     VLLMBatchedBackend,

@@ -9,7 +9,7 @@ Medusa's and Hydra's own scripts write ``idxs`` (the 0-based index of the last v
 instead of ``decoding_steps`` and no ``accept_lengths``. The mapping to run records:
 
 - the arm (target, method, draft, params, temperature) from the model id
-  (:mod:`lengthlens.data.specbench_ids`; ``method_map`` for ids it cannot read); ``vanilla`` is
+  (:mod:`lengthlens.data.readers.specbench_ids`; ``method_map`` for ids it cannot read); ``vanilla`` is
   plain autoregressive decoding, the baseline of every draft of its model and task;
 - **the task is the dataset**: on Spec-Bench's main set (the bench folder ``spec_bench``, or
   questions spanning several of its tasks) the question's category gives the task, MT-Bench's eight
@@ -39,9 +39,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.engine_common import cap_warnings, json_lines, whole
+from lengthlens.data.readers.common import cap_warnings, json_lines, whole
 from lengthlens.data.readers import ReadResult, Record
-from lengthlens.data.specbench_ids import (  # noqa: F401  (parse_model_id, KNOWN_METHODS: public here)
+from lengthlens.data.readers.specbench_ids import (  # noqa: F401  (parse_model_id, KNOWN_METHODS: public here)
     KNOWN_METHODS,
     check_method_map,
     parse_method_map,

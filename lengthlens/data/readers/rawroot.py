@@ -25,8 +25,8 @@ from lengthlens.data.cache import (
     stamp,
     write_entry,
 )
-from lengthlens.data.raw import READER_VERSION, RawResult, discover, note_warnings, read_output, read_runs, tree_fingerprint
-from lengthlens.data.records import resolve, validate_dicts
+from lengthlens.data.readers.raw import READER_VERSION, RawResult, discover, note_warnings, read_output, read_runs, tree_fingerprint
+from lengthlens.data.validation.records import resolve, validate_dicts
 from lengthlens.data.schema import POLARS_SCHEMA, SCHEMA_VERSION
 
 #: Options of :func:`lengthlens.load` that change no loaded table (left out of the cache key); every other one is in it.

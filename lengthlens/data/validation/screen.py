@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from lengthlens.data.plausibility import violated
+from lengthlens.data.validation.plausibility import violated
 from lengthlens.data.schema import (
     AUTOREGRESSIVE_METHODS,
     POLARS_SCHEMA,

@@ -26,7 +26,7 @@ for ``n > 1``; ``SpecTokensDetails`` in ``sglang/srt/entrypoints/openai/protocol
   (``stop`` / ``length``; ``abort`` gives status ``error``);
 - ``wall_time_s`` = ``e2e_latency`` (seconds from the request's arrival at the tokenizer manager to
   its last output: queueing included). The OpenAI response has no time without ``meta_info``;
-- identity, item and seed as for the other engine readers (:mod:`lengthlens.data.engine_common`);
+- identity, item and seed as for the other engine readers (:mod:`lengthlens.data.readers.common`);
   ``target`` = the OpenAI response's ``model`` unless given.
 """
 
@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.engine_common import engine_model, place, read_response_files, seconds, unwrap, whole
+from lengthlens.data.readers.common import engine_model, place, read_response_files, seconds, unwrap, whole
 from lengthlens.data.readers import ReadResult
 
 _ACCEPTED = ("spec_num_correct_drafts", "spec_accept_token_num")

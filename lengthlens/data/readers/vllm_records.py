@@ -28,7 +28,7 @@ mapping (docs/readers.md has the table):
 - ``text`` = the message content; a separate ``reasoning`` (``reasoning_content`` before 0.33) is
   put back in front as ``<think>...</think>`` so the thinking attribution sees both parts;
 - ``target`` = the response's ``model`` unless given; the rest of the arm from ``arm.json`` or
-  ``arm=`` (:mod:`lengthlens.data.engine_common`); ``item_id`` from the wrapper, else the line's
+  ``arm=`` (:mod:`lengthlens.data.readers.common`); ``item_id`` from the wrapper, else the line's
   position among the file's records (warned: then every arm's file must list the items in one order).
 """
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.engine_common import engine_model, place, read_response_files, seconds, unwrap, whole
+from lengthlens.data.readers.common import engine_model, place, read_response_files, seconds, unwrap, whole
 from lengthlens.data.readers import ReadResult
 
 #: finish_reason values that mean the request did not finish (vLLM's FinishReason ABORT / ERROR).

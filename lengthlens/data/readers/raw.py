@@ -3,7 +3,7 @@
 Layout: ``<dataset>/<method>/<params>/case_NNN/seed_K/{run.json, config.json, output.txt[, proposals.jsonl]}``.
 A root may be any folder above run folders: ``runs/``, one dataset folder, one arm folder, or a
 folder holding several such trees. Every ``seed_K`` folder found under a ``case_*`` folder is a
-run (:mod:`lengthlens.data.discover`): it is turned into a record, or reported as skipped with the
+run (:mod:`lengthlens.data.readers.discover`): it is turned into a record, or reported as skipped with the
 reason. Files are read through :mod:`lengthlens.data.safeio`: regular files only, each under the
 size cap, JSON with no key given twice.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from lengthlens.execution import iter_ordered, map_ordered
-from lengthlens.data.discover import CASE_PATTERN, SEED_PATTERN, RunDir, discover
+from lengthlens.data.readers.discover import CASE_PATTERN, SEED_PATTERN, RunDir, discover
 from lengthlens.data.safeio import (
     DEFAULT_MAX_FILE_BYTES,
     JSONProblem,

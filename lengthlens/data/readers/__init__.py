@@ -4,7 +4,7 @@ A reader turns one path (a file or a folder, as the format has it) into run-reco
 loader then validates them exactly like flat-file rows, resolves correctness and pairs them. To
 add a format:
 
-1. write a module in ``lengthlens/data/`` with a function ``read(path: Path, **options) -> ReadResult``
+1. write a module in ``lengthlens/data/readers/`` with a function ``read(path: Path, **options) -> ReadResult``
    that yields one mapping per run (per turn for multi-turn logs) with the fields of
    :class:`lengthlens.data.schema.RunRecord` (leave out what the format does not log: every
    metric is computed where its inputs exist), one failure per unreadable line naming file and
@@ -41,11 +41,11 @@ ReadFn = Callable[..., ReadResult]
 
 #: Built-in readers, imported when first used (docs/readers.md describes each: fields, metrics, assumptions).
 BUILTIN: dict[str, str] = {
-    "specbench": "lengthlens.data.specbench:read",
-    "vllm": "lengthlens.data.vllm_records:read",
-    "sglang": "lengthlens.data.sglang:read",
-    "aiperf": "lengthlens.data.aiperf:read",
-    "vllm-bench": "lengthlens.data.vllm_bench:read",
+    "specbench": "lengthlens.data.readers.specbench:read",
+    "vllm": "lengthlens.data.readers.vllm_records:read",
+    "sglang": "lengthlens.data.readers.sglang:read",
+    "aiperf": "lengthlens.data.readers.aiperf:read",
+    "vllm-bench": "lengthlens.data.readers.vllm_bench:read",
 }
 _REGISTERED: dict[str, ReadFn] = {}
 

@@ -6,11 +6,11 @@ outputs) with the arm's identity, and get one validated record per request (per 
 ``n > 1``), written to JSONL, CSV or Parquet if asked::
 
     outs = llm.generate(prompts, SamplingParams(max_tokens=2048, seed=0))
-    lengthlens.data.record.record_outputs(outs, target="Qwen3-8B", draft="Qwen3-0.6B", method="strict",
+    lengthlens.data.readers.record.record_outputs(outs, target="Qwen3-8B", draft="Qwen3-0.6B", method="strict",
                                           params="strict", dataset="gsm8k", item_ids=ids, out="strict.jsonl")
 
 The counters come from the engines' per-request metrics through the readers' mappings
-(:mod:`lengthlens.data.vllm_records`, :mod:`lengthlens.data.sglang`), so a record made here and one
+(:mod:`lengthlens.data.readers.vllm_records`, :mod:`lengthlens.data.readers.sglang`), so a record made here and one
 read from a saved response are the same.
 """
 
@@ -24,13 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.engine_common import check_arm
+from lengthlens.data.readers.common import check_arm
 from lengthlens.data.schema import validate_record
 
 
 def _fields(output: Any, wall_time: str) -> tuple[list[dict[str, Any]], list[str]]:
     """The run-record fields of one engine output, whichever engine and shape it is."""
-    from lengthlens.data import sglang, vllm_records
+    from lengthlens.data.readers import sglang, vllm_records
 
     if isinstance(output, dict):
         if "sglext" in output or "meta_info" in output or any("meta_info" in c for c in output.get("choices") or []):

@@ -36,7 +36,7 @@ from typing import Any
 
 import polars as pl
 
-from lengthlens.data.engine_common import (
+from lengthlens.data.readers.common import (
     IDENTITY,
     arm_from_files,
     check_arm,

@@ -38,7 +38,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.engine_common import (
+from lengthlens.data.readers.common import (
     arm_from_files,
     cap_warnings,
     check_arm,

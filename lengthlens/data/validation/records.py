@@ -1,7 +1,7 @@
 """Validated records into tables: record-by-record validation (naming file, line and field) and correctness on a table.
 
 Shared by every reader's path through the loader (:mod:`lengthlens.data.loading`,
-:mod:`lengthlens.data.rawroot`).
+:mod:`lengthlens.data.readers.rawroot`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def resolve(table: pl.DataFrame, grade_files: list, run_graders: bool, problems:
 
     Columns that are neither the record's nor correctness' (a reader's bookkeeping) are kept after them.
     """
-    from lengthlens.data.correctness import resolve_correctness
+    from lengthlens.data.grading.correctness import resolve_correctness
 
     table = table.with_row_index("_rid")
     texts = table.get_column("text")

@@ -1,0 +1,1 @@
+"""Validation of run records: one record's schema and plausibility, the bulk screen of flat tables, cross-record rules."""
