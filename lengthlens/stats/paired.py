@@ -347,6 +347,7 @@ def _exact_p(n: int, margin: float, z_obs: float) -> float:
     return float(np.max(_tail(_rejected_from(n, margin, z_obs), *_grid_mass(n, margin))))
 
 
+@lru_cache(maxsize=4096)  # a search over every table of n pairs: once per distinct table (b, c, n)
 def noninferiority_test(b: int, c: int, n: int, margin: float = MARGIN) -> TestResult:
     """One-sided test of an accuracy loss of more than ``margin``: H0 Δ ≥ −margin against H1 Δ < −margin.
 
@@ -491,6 +492,7 @@ def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, 
     return float(_tail(first, *_mass(int(n), p10, p01))[0])
 
 
+@lru_cache(maxsize=4096)  # a bisection of exact powers: once per distinct (n, discordance)
 def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, margin_pp: float = 2.0,
                                alpha: float = ALPHA_ONE_SIDED) -> float:
     """The smallest true drop (points) the loss flag detects with ``power`` at n pairs and this discordance.

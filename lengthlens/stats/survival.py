@@ -235,36 +235,51 @@ def kaplan_meier(
     )
 
 
-def _time_order(time: np.ndarray, event: np.ndarray, item: np.ndarray | None):
-    """Runs in time order: the weight column each reads, the first run of each distinct time, the distinct times,
-    and each run's event indicator in that order."""
+def _risk_blocks(time: np.ndarray, event: np.ndarray, W: np.ndarray, item: np.ndarray | None, block: int,
+                 event_times: bool = False):
+    """Per block of weight rows: (rows, total weight, events d and risk sets n at each distinct time (rows x K), times).
+
+    ``W`` weighs runs (B, N), or items (B, n_items) when ``item`` gives each run's item (a gather per
+    block, no (B, N) copy of run weights for the whole matrix). Rows go ``block`` at a time, so memory
+    stays at block x N. Integer weights (counts) are summed as cumulative sums over the runs in time
+    order, differenced at each time's first and last run (exact, and along rows where grouping ties
+    column by column is not), with ``event_times`` only at the times where some run ends in an event
+    (S changes nowhere else); other weights are grouped by time directly, at every distinct time.
+    """
     time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
     order = np.argsort(time, kind="stable")
-    ts = time[order]
-    starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
+    ts, ev = time[order], event[order]
     columns = order if item is None else np.asarray(item, dtype=np.intp)[order]
-    return columns, starts, ts[starts], event[order]
-
-
-def _risk_blocks(time: np.ndarray, event: np.ndarray, W: np.ndarray, item: np.ndarray | None, block: int):
-    """Per block of weight rows: (rows, weights, events d and risk sets n at each distinct time (rows x K), times).
-
-    ``W`` weighs runs (B, N), or items (B, n_items) when ``item`` gives each run's item (one gather, no
-    (B, N) copy of run weights for the whole matrix). Rows go ``block`` at a time, so memory stays at
-    block x N.
-    """
-    columns, starts, utime, ev = _time_order(time, event, item)
-    ties = starts.size < columns.size  # without ties each run is its own time: no grouping needed
+    starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
+    ends = np.r_[starts[1:], ts.size]
     W = np.asarray(W)
+    if not np.issubdtype(W.dtype, np.integer):
+        utime = ts[starts]
+        for b0 in range(0, W.shape[0], block):
+            Ws = np.asarray(W[b0:b0 + block][:, columns], dtype=np.float64)
+            d, m = np.add.reduceat(Ws * ev, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
+            # n_k = the weight still at risk at time k: the total less what ended (event or censored) before it
+            n = np.cumsum(m[:, ::-1], axis=1)[:, ::-1]
+            yield slice(b0, b0 + len(Ws)), n[:, 0], d, n, utime
+        return
+    if event_times:
+        keep = np.add.reduceat(ev, starts) > 0 if starts.size else np.zeros(0, dtype=bool)
+        starts, ends = starts[keep], ends[keep]
+    utime = ts[starts]
+    is_event = ev > 0
+    ev_columns = columns[is_event]
+    events_before = np.r_[0, np.cumsum(is_event)]  # event runs among the first j runs in time order
+    ev_lo, ev_hi = events_before[starts], events_before[ends]
     for b0 in range(0, W.shape[0], block):
-        Ws = np.asarray(W[b0:b0 + block][:, columns], dtype=np.float64)
-        d = Ws * ev
-        m = Ws
-        if ties:
-            d, m = np.add.reduceat(d, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
-        # n_k = the weight still at risk at time k: the total less what ended (event or censored) before it
-        n = np.cumsum(m[:, ::-1], axis=1)[:, ::-1]
-        yield slice(b0, b0 + len(Ws)), n[:, 0], d, n, utime
+        Wb = W[b0:b0 + block]
+        C = np.zeros((Wb.shape[0], columns.size + 1), dtype=np.int64)
+        np.cumsum(Wb[:, columns], axis=1, out=C[:, 1:])
+        E = np.zeros((Wb.shape[0], ev_columns.size + 1), dtype=np.int64)
+        np.cumsum(Wb[:, ev_columns], axis=1, out=E[:, 1:])
+        total = C[:, -1]
+        n = (total[:, None] - C[:, starts]).astype(np.float64)
+        d = (E[:, ev_hi] - E[:, ev_lo]).astype(np.float64)
+        yield slice(b0, b0 + Wb.shape[0]), total, d, n, utime
 
 
 def _survival(d: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -303,6 +318,11 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     computed at once, ``block`` rows at a time (memory block x N); S never rises, so the first time it
     falls below 1 - p, or onto 1 - p, is a count of the times it lies above.
 
+    With integer weights (counts), S at an event time no later than the first censoring time is
+    (total − events up to it) / total exactly (the product telescopes), so there the quantiles are
+    found from the cumulative event weights alone, in integers; only the rows whose quantile lies
+    beyond the first censoring time compute the product.
+
     Examples
     --------
     >>> L = np.array([10.0, 20.0, 30.0, 40.0])
@@ -311,23 +331,69 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     """
     W = np.asarray(W)
     out = np.empty((W.shape[0], len(ps)))
-    for rows, total, d, n, utime in _risk_blocks(time, event, W, item, block):
-        surv = _survival(d, n)
-        K = surv.shape[1]
+    if not np.issubdtype(W.dtype, np.integer):
+        for rows, total, d, n, utime in _risk_blocks(time, event, W, item, block):
+            out[rows] = _quantiles(_survival(d, n), utime, total, ps)
+        return out
+    time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
+    order = np.argsort(time, kind="stable")
+    ts, ev = time[order], event[order] > 0
+    columns = order if item is None else np.asarray(item, dtype=np.intp)[order]
+    ev_ts = ts[ev]
+    starts = np.flatnonzero(np.r_[True, ev_ts[1:] != ev_ts[:-1]]) if ev_ts.size else np.zeros(0, dtype=np.intp)
+    utime = ev_ts[starts]  # the event times
+    ev_hi = np.r_[starts[1:], ev_ts.size]  # event runs up to and including each event time
+    first_censored = ts[~ev].min() if (~ev).any() else np.inf
+    k_exact = int(np.searchsorted(utime, first_censored, side="right"))  # event times where S telescopes
+    multiplicity = np.bincount(columns, minlength=W.shape[1]).astype(np.float64)  # runs per weight column
+    ev_columns = columns[ev]
+    wide = np.int64 if ev_columns.size * np.iinfo(W.dtype).max >= 2 ** 31 else np.int32
+    for b0 in range(0, W.shape[0], block):
+        Wb = W[b0:b0 + block]
+        rows = slice(b0, b0 + Wb.shape[0])
+        total = Wb @ multiplicity  # integer sums: exact
+        E = np.cumsum(Wb[:, ev_columns], axis=1, dtype=wide)
+        D = E[:, ev_hi - 1][:, :k_exact] if k_exact else np.zeros((Wb.shape[0], 0), dtype=wide)
+        late = np.zeros(Wb.shape[0], dtype=bool)
         for j, p in enumerate(ps):
-            target = 1.0 - p
-            # S falls below 1 - p at the first time where it lies under the tolerance band around 1 - p; it lies in
-            # the band (S = 1 - p on a step) from the first time it is not above the band: an event time, as S
-            # changes only there. There the quantile is the midpoint of that step (R's survival, SAS).
-            k_below = np.count_nonzero(surv >= target - 1e-12, axis=1)
-            k_at = np.count_nonzero(surv > target + 1e-12, axis=1)
-            has_below = k_below < K
-            first = np.where(has_below, utime[np.minimum(k_below, K - 1)], np.inf)
-            has_at = k_at < k_below
-            at_time = utime[np.minimum(k_at, K - 1)]
-            mid = np.where(has_below, (at_time + first) / 2, at_time)
-            out[rows, j] = np.where(has_at, mid, first)
+            share = p * total[:, None]
+            # S ≥ 1 - p  ⟺  D ≤ p·total;  S > 1 - p  ⟺  D < p·total (S = 1 - p exactly on a step: the midpoint)
+            k_below = np.count_nonzero(D <= share, axis=1)
+            k_at = np.count_nonzero(D < share, axis=1)
+            out[rows, j] = _first_or_midpoint(k_below, k_at, utime, k_exact)
+            late |= k_below == k_exact
         out[rows][total == 0] = np.nan
+        if k_exact < utime.size and late.any():  # the quantile lies beyond the first censoring time: the product
+            later = np.flatnonzero(late) + b0
+            for sub, tot, d, n, ut in _risk_blocks(time, event, W[later], item, block, event_times=True):
+                out[later[sub]] = _quantiles(_survival(d, n), ut, tot, ps)
+    return out
+
+
+def _first_or_midpoint(k_below: np.ndarray, k_at: np.ndarray, utime: np.ndarray, k_max: int) -> np.ndarray:
+    """The quantile from the number of times S lies at or above 1 - p (``k_below``) and above it (``k_at``), among the
+    first ``k_max`` of ``utime``: the first time below, or the midpoint of a step at 1 - p; inf if it never falls."""
+    K = utime.size
+    if K == 0:
+        return np.full(k_below.shape, np.inf)
+    has_below = k_below < k_max
+    first = np.where(has_below, utime[np.minimum(k_below, K - 1)], np.inf)
+    at_time = utime[np.minimum(k_at, K - 1)]
+    mid = np.where(has_below, (at_time + first) / 2, at_time)
+    return np.where(k_at < k_below, mid, first)
+
+
+def _quantiles(surv: np.ndarray, utime: np.ndarray, total: np.ndarray, ps: tuple[float, ...]) -> np.ndarray:
+    """Each row's quantiles from its survival at ``utime`` (rows x K): S falls below 1 - p at the first time it lies
+    under the tolerance band around 1 - p; it lies in the band (S = 1 - p on a step) from the first time it is not
+    above it, an event time, as S changes only there."""
+    out = np.empty((surv.shape[0], len(ps)))
+    for j, p in enumerate(ps):
+        target = 1.0 - p
+        k_below = np.count_nonzero(surv >= target - 1e-12, axis=1)
+        k_at = np.count_nonzero(surv > target + 1e-12, axis=1)
+        out[:, j] = _first_or_midpoint(k_below, k_at, utime, surv.shape[1])
+    out[total == 0] = np.nan
     return out
 
 
