@@ -31,17 +31,24 @@ def test_weighted_quantiles_equal_a_loop_of_weighted_kaplan_meier_fits():
         assert q[b].tolist() == ref
 
 
-def test_item_weights_give_every_resample_s_curve_at_once_as_a_loop_of_weighted_fits_does():
+@pytest.mark.parametrize("n_items, seeds, early", [(15, 2, 0.15), (130, 3, 0.0), (130, 3, 0.1), (86, 3, 0.02)])
+def test_item_weights_give_every_resample_s_curve_at_once_as_a_loop_of_weighted_fits_does(n_items, seeds, early):
     """Item weights (B, n_items) with each run's item, all rows at once and in blocks, against one weighted KM fit per
-    resample (its survival checked against lifelines' weighted KaplanMeierFitter), censoring at and below events."""
+    resample (its survival checked against lifelines' weighted KaplanMeierFitter): censoring at the budget only (the
+    quantiles from the event counts alone), and before it too (some rows' quantiles from the product); short rows and
+    long ones (searched chunk by chunk)."""
     from lifelines import KaplanMeierFitter
 
-    rng = np.random.default_rng(11)
-    L, cut, item = _runs(rng, 15, 2, budget=500.0)
-    cut |= rng.random(L.size) < 0.15  # censoring before the budget too
-    counts = item_counts(15, 120, rng)
+    rng = np.random.default_rng(n_items + int(100 * early))
+    L, cut, item = _runs(rng, n_items, seeds, budget=500.0)
+    cut |= rng.random(L.size) < early  # censoring before the budget too
+    counts = item_counts(n_items, 120, rng).astype(np.uint8)
+    counts[5] = 0  # a row with no weight: NaN
     q = km_quantiles_many(L, ~cut, counts, item=item, block=7)
+    assert np.isnan(q[5]).all()
+    counts[5] = 1
     fitter = KaplanMeierFitter()
+    q[5] = km_quantiles_many(L, ~cut, counts[5:6], item=item)[0]
     for b in range(len(counts)):
         w = counts[b][item].astype(float)
         km = kaplan_meier(L, cut, weights=w)

@@ -320,8 +320,8 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
 
     With integer weights (counts), S at an event time no later than the first censoring time is
     (total − events up to it) / total exactly (the product telescopes), so there the quantiles are
-    found from the cumulative event weights alone, in integers; only the rows whose quantile lies
-    beyond the first censoring time compute the product.
+    found where the running event weight passes p·total (:class:`_Crossings`: integers, exact); only
+    the rows whose quantile lies beyond the first censoring time compute the product.
 
     Examples
     --------
@@ -347,19 +347,21 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     k_exact = int(np.searchsorted(utime, first_censored, side="right"))  # event times where S telescopes
     multiplicity = np.bincount(columns, minlength=W.shape[1]).astype(np.float64)  # runs per weight column
     ev_columns = columns[ev]
-    wide = np.int64 if ev_columns.size * np.iinfo(W.dtype).max >= 2 ** 31 else np.int32
-    for b0 in range(0, W.shape[0], block):
-        Wb = W[b0:b0 + block]
+    group = np.repeat(np.arange(utime.size), np.diff(np.r_[starts, ev_ts.size]))  # each event run's event time
+    group = np.r_[group, np.full(_CHUNK, utime.size)]  # past the last event run: no time
+    step = max(block, (block * 1024) // max(ev_columns.size, 1))  # rows at a time: about block x 1024 weights
+    for b0 in range(0, W.shape[0], step):
+        Wb = W[b0:b0 + step]
         rows = slice(b0, b0 + Wb.shape[0])
         total = Wb @ multiplicity  # integer sums: exact
-        E = np.cumsum(Wb[:, ev_columns], axis=1, dtype=wide)
-        D = E[:, ev_hi - 1][:, :k_exact] if k_exact else np.zeros((Wb.shape[0], 0), dtype=wide)
+        crossing = _Crossings(Wb[:, ev_columns])
         late = np.zeros(Wb.shape[0], dtype=bool)
         for j, p in enumerate(ps):
-            share = p * total[:, None]
-            # S ≥ 1 - p  ⟺  D ≤ p·total;  S > 1 - p  ⟺  D < p·total (S = 1 - p exactly on a step: the midpoint)
-            k_below = np.count_nonzero(D <= share, axis=1)
-            k_at = np.count_nonzero(D < share, axis=1)
+            share = p * total
+            # D_k = event weight up to time k: S ≥ 1 - p ⟺ D ≤ p·total, S > 1 - p ⟺ D < p·total (S = 1 - p exactly on a
+            # step: the midpoint). The times with D ≤ p·total are those before the first event run past it.
+            k_below = np.minimum(group[crossing.first(share, above=True)], k_exact)
+            k_at = np.minimum(group[crossing.first(share, above=False)], k_exact)
             out[rows, j] = _first_or_midpoint(k_below, k_at, utime, k_exact)
             late |= k_below == k_exact
         out[rows][total == 0] = np.nan
@@ -368,6 +370,47 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
             for sub, tot, d, n, ut in _risk_blocks(time, event, W[later], item, block, event_times=True):
                 out[later[sub]] = _quantiles(_survival(d, n), ut, tot, ps)
     return out
+
+
+#: Runs per chunk of :class:`_Crossings` (a row's crossing is found among the chunk sums, then within one chunk).
+_CHUNK = 64
+
+
+class _Crossings:
+    """The first position where each row's running sum of ``X`` (rows x N, non-negative integers) passes a threshold.
+
+    For long rows the running sums are not formed: each row's chunk sums (``_CHUNK`` entries each,
+    summed contiguously) locate the chunk, and one chunk per row is summed out, so a search reads
+    each entry about once instead of a cumulative sum over the whole row (sequential, and several
+    times slower); short rows are summed out whole. Sums are exact (integers).
+    """
+
+    def __init__(self, X: np.ndarray):
+        b, n = X.shape
+        self.n = n
+        self.rows = np.arange(b)
+        self.chunked = n > 4 * _CHUNK
+        if not self.chunked:
+            self.running = np.cumsum(X, axis=1, dtype=np.int64)
+            return
+        self.n_chunks = -(-n // _CHUNK)
+        padded = np.zeros((b, self.n_chunks * _CHUNK), dtype=X.dtype)
+        padded[:, :n] = X
+        self.chunks = padded.reshape(b, self.n_chunks, _CHUNK)
+        self.before = np.zeros((b, self.n_chunks + 1), dtype=np.float64)  # weight before each chunk (exact)
+        np.cumsum(self.chunks.sum(axis=2, dtype=np.int64), axis=1, out=self.before[:, 1:])
+
+    def first(self, threshold: np.ndarray, above: bool) -> np.ndarray:
+        """Per row, the first position whose running sum is > ``threshold`` (``above``) or ≥ it; ``n`` or more if none."""
+        t = threshold[:, None]
+        if not self.chunked:
+            return np.count_nonzero(self.running <= t if above else self.running < t, axis=1)
+        ends = self.before[:, 1:]
+        chunk = np.count_nonzero(ends <= t if above else ends < t, axis=1)
+        inside = np.minimum(chunk, self.n_chunks - 1)
+        running = np.cumsum(self.chunks[self.rows, inside], axis=1, dtype=np.int64) + self.before[self.rows, inside][:, None]
+        within = np.count_nonzero(running <= t if above else running < t, axis=1)
+        return np.where(chunk < self.n_chunks, inside * _CHUNK + within, self.n_chunks * _CHUNK)
 
 
 def _first_or_midpoint(k_below: np.ndarray, k_at: np.ndarray, utime: np.ndarray, k_max: int) -> np.ndarray:
