@@ -500,11 +500,15 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
     at_point = values_and_ses(fns, point_sums, r.point_strata(sums, pairs), log)
     in_boot = values_and_ses(fns, Sums({k: r.boot[k] for k in keys}), r.boot_strata(sums, pairs), log)
     out = {}
-    for name in fns:
-        (est, se), (est_b, se_b) = at_point[name], in_boot[name]
-        est_b = np.broadcast_to(est_b, (r.n_resamples,))[:, None]
-        se_b = np.broadcast_to(se_b, (r.n_resamples,))[:, None]
-        lo, hi, und, fell_back = studentized_interval(np.asarray([est]), np.asarray([se]), est_b, se_b, level)
+    names = tuple(fns)
+    # every statistic's bootstrap-t at once, column by column (the same numbers as one at a time)
+    est_b = np.column_stack([np.broadcast_to(in_boot[n][0], (r.n_resamples,)) for n in names])
+    se_b = np.column_stack([np.broadcast_to(in_boot[n][1], (r.n_resamples,)) for n in names])
+    los, his, unds, fells = studentized_interval(np.array([float(at_point[n][0]) for n in names]),
+                                                 np.array([float(at_point[n][1]) for n in names]), est_b, se_b, level)
+    for k, name in enumerate(names):
+        se = at_point[name][1]
+        lo, hi, und, fell_back = los[k:k + 1], his[k:k + 1], unds[k:k + 1], fells[k:k + 1]
         with np.errstate(over="ignore"):  # built on the log scale
             lo, hi = float(np.exp(lo[0])), float(np.exp(hi[0]))
         # The SE of the statistic itself (delta method): d f = f d log f.
