@@ -429,8 +429,8 @@ def censoring_cell(L, censored, budget, L_star, censored_star, budget_star, coun
     1.205
     """
     L = np.asarray(L, dtype=float)
-    counts = np.asarray(counts, dtype=float)
-    if counts.ndim != 2:
+    counts = np.asarray(counts)
+    if not np.issubdtype(counts.dtype, np.number) or counts.ndim != 2:
         raise ValueError("counts must be (B, n_items)")
     n_items = counts.shape[1]
     item = np.arange(len(L)) if item_index is None else np.asarray(item_index, dtype=np.int64)
