@@ -16,79 +16,41 @@ from pathlib import Path
 DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
 
-#: The columns of the outputs other than cells.csv, one line each (cells.csv's come from the registry and cells.py).
-OTHER_OUTPUTS: dict[str, tuple[str, str]] = {
-    "arms.csv": ("arm whose runs enter a cell", "target, draft, dataset, method, params, alpha, n_runs (loaded), n_ok "
-                        "(ok runs the cells use: the means are over these), n_items, mean_l_bar, "
-                        "mean_completion_length, mean_draft_rounds, mean_wall_time_s, accuracy, n_graded, censored_frac, "
-                        "budget; Kaplan–Meier `km_q25`, `km_median`, `km_q75` of completion length with `_lo`/`_hi` "
-                        "(NaN where not identified); where lengthlens' graders judged runs, `accuracy_<other policy>` "
-                        "(the same runs graded under the other policy) and n_policy_disagree"),
-    "arms_excluded.csv": ("(arm, reason) with ok runs that enter no cell", "target, draft, dataset, method, params, reason, "
-                          "n_runs, n_items, budget, mean_completion_length, accuracy"),
-    "verdicts.csv": ("scope (table3, all) × pair (or `all`) × rule", "scope, target, draft, method, n_cells, "
-                     "n_rounds_/n_time_ faster, slower, cant_tell (from the intervals of R/R* and T/T*), n_graded, "
-                     "n_accuracy_worse (loss flag), n_accuracy_no_change, accuracy_mdd_pp_median, n_small_excluded"),
-    "table3_pairs.csv": ("(target–draft pair) × rule, and `all`", "target, draft, then table3.csv's columns on the "
-                         "pair's cells alone (written with several pairs)"),
-    "drilldown.csv": ("(cell, item) among the items driving it", "keys, item_id, n_runs, L, L_star, lambda_item, "
-                      "lambda_without (the cell's λ without the item), lambda_shift, correct_change, driver"),
-    "time_model.csv": ("cell", "keys, n_runs, seconds_per_round, seconds_fixed (least-squares T = a + b·R over the relaxed "
-                       "runs), the same _star for the baseline runs, rounds_ratio, time_ratio, time_ratio_predicted "
-                       "(the arm's rounds at the baseline's fitted cost)"),
-    "table3.csv": ("rule, and `all`", "method, n_cells, gain/lambda/rounds_ratio/time_ratio/time_per_round_ratio "
-                                     "_mean and _median, n_lambda_gt_1, n_lambda_lo_gt_1, n_rounds_ratio_gt_1, "
-                                     "n_time_ratio_gt_1, n_graded, n_graded_partial, n_drop_2pp (one-sided loss test), "
-                                     "n_drop_2pp_point (point rule), n_drop_holm, n_drop_bh, accuracy_mdd_pp_median, "
-                                     "accuracy_delta_pp_mean "
-                                     "(+_lo/_hi), n_predicted_win_time_loses, n_measured_win_time_loses, n_small_excluded"),
-    "alpha_selected.csv": ("(target, draft, dataset, rule)", "alpha_selected, params_selected, n_items, n_items_baseline, "
-                                                            "complete, alphas_complete, alphas_incomplete"),
-    "skipped.csv": ("run not loaded or not paired", "path, reason, stage (read, validate, pairing)"),
-    "censoring.csv": ("cell", "keys, n_items, n_runs(_star), budget(_star), budgets_differ, censored_frac(_star); "
-                              "Kaplan–Meier `km_{q25,median,q75}[_star]` with `_lo`, `_hi`, `_reason`; restricted mean "
-                              "`rmst(_star)` up to `rmst_tau`, `rmst_ratio` (+_lo/_hi); `lambda_plain` (the cell's λ), "
-                              "`lambda_uncensored_pairs` (+_lo/_hi, n_uncensored_pairs); `gm_ratio_aft_lognormal` (and "
-                              "`gm_ratio_aft_weibull` when asked for; geometric-mean time ratios, not λ; old names "
-                              "`lambda_aft_*` kept for one release) with `_lo`, `_hi`, `_sigma`, "
-                              "`_converged`, `_boot_infinite`, `_boot_failed`, `_reason`; n_resamples, n_resamples_aft, aft_ci"),
-    "attribution.csv": ("cell", "keys, n_items, n_runs, chars_mean(_star), extra_chars = Σ(chars − chars*), "
-                                "extra_chars_thinking, extra_chars_answer, extra_chars_mean (+_lo/_hi), thinking_share = "
-                                "Σ(think − think*)/Σ(chars − chars*) (+_lo/_hi; NaN with thinking_share_reason when "
-                                "undefined), item_share_median/_q25/_q75, n_runs_share_defined"),
-    "attribution_summary.csv": ("scope (all, table3) × pair (`all`: pooled; per pair with several) × rule, and `all`",
-                                "scope, target, draft, n_cells, n_cells_longer, n_share_defined, n_share_undefined, thinking_share_median, "
-                                "thinking_share_pooled, n_share_lo_ge_90, n_share_lo_ge_92, n_share_point_ge_90, "
-                                "n_share_point_ge_92"),
-    "table4.csv": ("intervention arm, and `all`", "target, draft, dataset, method, params, threshold, fired, n_graded, "
-                                                 "correct_before, correct_after, wrong_to_right, right_to_wrong, "
-                                                 "still_capped, accuracy_p (mid-p), accuracy_test, accuracy_p_exact "
-                                                 "(mcnemar_p: its old name), "
-                                                 "length_ratio, rounds_ratio, time_ratio (Σ forced / Σ base, fired pairs)"),
-    "extra_tokens.csv": ("cell (runs with proposals.jsonl)", "keys, n_runs, n_runs_with_proposals, n_rows, n_proposed, "
-                                                             "n_accepted, n_strict_accepted, n_lossy_only, "
-                                                             "n_strict_only_rejected, lossy_only_per_proposed, "
-                                                             "lossy_only_per_accepted, p/rank _lossy_only_ and "
-                                                             "_strict_accepted_ median and mean"),
-    "lossless.csv": ("cell of a lossless speculative method", "keys, n_runs, n_outputs_differ, n_lengths_differ, lambda "
-                                                              "(+_lo/_hi), accuracy_delta_pp, verdict (in words)"),
-    "methods.csv": ("pair of speculative methods of one target and dataset", "target, dataset, x_/y_ method, params, "
-                    "draft, n_items, n_runs, lambda, rounds_ratio, time_ratio, gain, accuracy_delta_pp (each +_lo/_hi; "
-                    "ratios are x over y), accuracy_p (mid-p; mcnemar_p: the exact p), unavailable"),
-    "serving.csv": ("arm × serving condition (only with several conditions)",
-                    "target, draft, dataset, method, params, series (the condition without its load part), serving, "
-                    "load_axis, load, n_items, small_n, rounds_ratio, time_ratio, throughput_ratio (each +_lo/_hi), "
-                    "advantage_lost_at"),
-    "report.html, report.pdf": ("", "the report; `--latex` adds table3.tex, table4.tex, attribution.tex"),
-}
+#: What the report writes besides its tables (one row of the file table each).
+DOCUMENTS = {"report.html, report.pdf": "the report (the PDF unless `--no-pdf`); `--latex` adds table3.tex, table4.tex, "
+                                        "attribution.tex"}
+
+
+def _column_names(c) -> str:
+    """A declared column as the docs write it: its name (a family in braces) and its interval's columns."""
+    names = f"`{c.name}`"
+    if c.interval:
+        names += f" (+ `{c.stem or c.name}_lo`, `_hi`)"
+    return names
+
+
+def _files_md() -> list[str]:
+    """The file table and each file's columns, from the declarations of the registered analyses."""
+    from lengthlens.analyses.registry import analyses
+
+    tables = [(a, t) for a in analyses() for t in a.outputs.tables]
+    lines = ["| file | one row per | written | by |", "|---|---|---|---|"]
+    lines += [f"| `{t.file}` | {t.per} | {t.written or 'always'} | {a.name} |" for a, t in tables]
+    lines += [f"| `{', '.join(f'`{n}`' for n in names.split(', '))[1:-1]}` | | {what} | |" for names, what in DOCUMENTS.items()]
+    for _, t in tables:
+        if t.name == "cells":  # its columns are the section above
+            continue
+        lines += ["", f"### {t.file}", "", f"One row per {t.per}.", "", "| column | meaning |", "|---|---|"]
+        lines += [f"| {_column_names(c)} | {c.description} |" for c in t.all_columns()]
+    return lines
 
 
 def outputs_md() -> str:
     from lengthlens.analyses.cells import CELL_COLUMNS, DEPRECATED_COLUMNS
     from lengthlens.stats.metrics import REGISTRY
 
-    lines = ["# Outputs", "", "<!-- generated by docs/make_docs.py from lengthlens.stats.metrics and lengthlens.analyses.cells:"
-             " edit those, then run it -->", "",
+    lines = ["# Outputs", "", "<!-- generated by docs/make_docs.py from the metric registry (lengthlens.stats.metrics) and the "
+             "analyses' declared outputs (lengthlens.analyses.registry): edit those, then run it -->", "",
              "`lengthlens report RUNS --out OUT` writes these files (the CSVs are what the report shows, every row).", "",
              "## cells.csv: one row per cell", "",
              "### Metrics", "",
@@ -102,8 +64,9 @@ def outputs_md() -> str:
     lines += ["", "### Other columns", "", "| column | meaning |", "|---|---|"]
     lines += [f"| `{name}` | {text} |" for name, text in CELL_COLUMNS.items()]
     lines += ["", f"Old column names kept for one release: {', '.join(f'`{o}` (= `{n}`)' for o, n in DEPRECATED_COLUMNS.items())}.",
-              "", "## The other files", "", "| file | one row per | columns |", "|---|---|---|"]
-    lines += [f"| `{name}` | {per} | {cols} |" for name, (per, cols) in OTHER_OUTPUTS.items()]
+              "", "## The other files", "", "Each analysis declares the tables it writes with every column "
+              "(`lengthlens/analyses/outputs.py`); a column it writes without declaring it is an error.", ""]
+    lines += _files_md()
     lines += ["", "The per-run quantities the metrics sum:", "", "| quantity | per paired run | needs |", "|---|---|---|"]
     lines += [f"| `{q.name}` | {q.description} | {', '.join(f'`{f}`' for f in q.inputs) or '–'} |" for q in REGISTRY.quantities]
     return "\n".join(lines) + "\n"

@@ -24,12 +24,12 @@ _LAZY = {
     "Verdicts": "lengthlens.analyses.verdicts", "table4": "lengthlens.analyses.intervention", "compare": "lengthlens.analyses.compare",
     "Comparison": "lengthlens.analyses.compare", "method_pairs": "lengthlens.analyses.compare",
     "attribution": "lengthlens.analyses.analyse", "censoring_table": "lengthlens.analyses.analyse",
-    "analyse": "lengthlens.analyses.analyse", "Analysis": "lengthlens.analyses.analyse",
+    "analyse": "lengthlens.analyses.analyse", "AnalysisResult": "lengthlens.analyses.analyse",
     "serving_table": "lengthlens.analyses.serving",
 }
 
 if TYPE_CHECKING:  # what the names are, for type checkers and readers
-    from lengthlens.analyses.analyse import Analysis, analyse, attribution, censoring_table
+    from lengthlens.analyses.analyse import AnalysisResult, analyse, attribution, censoring_table
     from lengthlens.analyses.cells import Cell, CellTable, cells
     from lengthlens.analyses.compare import Comparison, compare, method_pairs
     from lengthlens.analyses.intervention import table4
@@ -42,6 +42,12 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers
 
 
 def __getattr__(name: str):
+    if name == "Analysis":  # the old name of AnalysisResult, kept for one release
+        import warnings
+
+        warnings.warn("lengthlens.Analysis is now lengthlens.AnalysisResult (what analyse() returns); the old name goes "
+                      "in the next release", DeprecationWarning, stacklevel=2)
+        name = "AnalysisResult"
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'lengthlens' has no attribute {name!r}")
@@ -57,5 +63,5 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["load", "record", "cells", "arms", "table3", "table3_by_pair", "verdicts", "Verdicts", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
-           "censoring_table", "serving_table", "analyse", "Analysis", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
+           "censoring_table", "serving_table", "analyse", "AnalysisResult", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
            "ConfidenceInterval", "Estimate", "TestResult", "__version__"]

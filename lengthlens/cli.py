@@ -87,7 +87,8 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alphas", choices=("loosest", "all"), default="loosest",
                    help="cells entering Table 3: the loosest alpha per rule and dataset, or all (default %(default)s)")
     p.add_argument("--grades", action="append", default=[], metavar="FILE",
-                   help="grade file(s) in the study's format (campaign/grades next to a root are found anyway)")
+                   help="grade file(s): the study's format (campaign/grades next to a root are found anyway) or "
+                        "item_id[,seed[,turn]],correct as .csv/.jsonl/.parquet, with arm columns (docs/inputs.md)")
     p.add_argument("--aft-resamples", type=_at_least(1, "--aft-resamples"), default=None, metavar="N",
                    help="resamples for the AFT bootstrap (--aft-ci bootstrap), each a likelihood fit (default: lengthlens.analyses.censoring's)")
     p.add_argument("--no-graders", action="store_true", help="do not grade runs that have no verdict from a record or grade file")
@@ -271,6 +272,34 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return EXIT_INPUT if table.height == 0 else EXIT_OK
 
 
+def _cmd_grades(args: argparse.Namespace) -> int:
+    from lengthlens.data.grading.harness import lm_eval_grades
+    from lengthlens.data.readers.common import parse_arm_items
+
+    out = Path(args.out)
+    if out.suffix.lower() not in (".csv", ".jsonl", ".parquet"):
+        print(f"lengthlens grades: --out must end in .csv, .jsonl or .parquet, not {out.name!r}", file=sys.stderr)
+        return EXIT_INPUT
+    try:
+        arm = parse_arm_items(args.arm or [])
+        frames = [lm_eval_grades(f, metric=args.metric, filter=args.filter, arm=arm) for f in args.samples]
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        print(f"lengthlens grades: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    import pandas as pd
+
+    table = pd.concat(frames, ignore_index=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".csv":
+        table.to_csv(out, index=False)
+    elif out.suffix.lower() == ".jsonl":
+        table.to_json(out, orient="records", lines=True)
+    else:
+        table.to_parquet(out, index=False)
+    print(f"{len(table)} grades written to {out} (use it with --grades {out})")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lengthlens", description="Paired, censoring-aware evaluation of lossy speculative decoding.",
                                      epilog="Exit codes: 0 success, 1 `check` found numbers that moved, 2 bad input or "
@@ -300,6 +329,16 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--out", "-o", required=True, help="output file: .parquet, .jsonl or .csv")
     _add_format_options(imp)
     imp.set_defaults(func=_cmd_import)
+
+    gr = sub.add_parser("grades", help="turn an evaluation harness's per-sample verdicts into a grades file for --grades")
+    gr.add_argument("harness", choices=["lm-eval"], help="lm-eval: lm_eval --log_samples files (samples_<task>_<date>.jsonl)")
+    gr.add_argument("samples", nargs="+", help="the harness's samples file(s)")
+    gr.add_argument("--out", "-o", required=True, help="grades file to write (.csv, .jsonl or .parquet)")
+    gr.add_argument("--arm", action="append", metavar="KEY=VALUE",
+                    help="the arm the verdicts grade (method=, params=, dataset=, ...), one column each")
+    gr.add_argument("--metric", help="the metric that decides (default: exact_match, acc, pass@1, acc_norm or em)")
+    gr.add_argument("--filter", help="the lm-eval filter whose answers count (needed where a task has several)")
+    gr.set_defaults(func=_cmd_grades)
 
     try:
         from lengthlens.generate.cli import add_parser as add_generate

@@ -55,7 +55,7 @@ def report(flat: Path, out: Path, *extra: str, tty: bool) -> str:
 
 
 STAGES = ("load", "cells, censoring, attribution", "arms and Table 3", "lossless check, method pairs", "Table 4",
-          "extra tokens", "tables (CSV)", "figures", "report.html")
+          "extra tokens", "figures", "tables (CSV), report.html")
 
 
 def test_terminal_gets_a_line_per_stage_with_its_time(flat, tmp_path):

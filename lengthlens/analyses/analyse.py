@@ -1,48 +1,48 @@
-"""Everything a report shows, computed once from a RunSet: cells, arms, Table 3 and the further analyses.
+"""Everything a report shows, computed once from a RunSet: every registered analysis, in order.
 
-:func:`analyse` pairs the runs once, runs the three resampled analyses (cells, censoring,
-attribution) on the engine in one pass over the groups, and builds the tables from their results.
-It computes; it writes no sentence (the report's wording is :mod:`lengthlens.report.wording`).
+:func:`analyse` derives the runs once (``RunSet.derived``), pairs the fields every analysis reads once,
+runs the resampled parts of all analyses in one pass of the engine, then each analysis of the registry
+(:mod:`lengthlens.analyses.registry`) in order; an analysis writes only the tables it declares
+(:mod:`lengthlens.analyses.outputs`). It computes; it writes no sentence (the report's wording is
+:mod:`lengthlens.report.wording`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-import polars as pl
-
+from lengthlens.analyses import registry
 from lengthlens.analyses.attribution import Attribution, AttributionAnalysis, attribution_result
-from lengthlens.analyses.cells import CellsAnalysis, CellTable
-from lengthlens.analyses.censoring import DEFAULT_AFT_DISTS, CensoringAnalysis, DatasetSurvival, survival_curves
+from lengthlens.analyses.cells import CellTable, unavailable_notes  # noqa: F401 (unavailable_notes: public here too)
+from lengthlens.analyses.censoring import DEFAULT_AFT_DISTS, CensoringAnalysis, DatasetSurvival
 from lengthlens.analyses.engine import Settings, run_on
-from lengthlens.analyses.grading_policies import PolicyComparison, policy_comparison
-from lengthlens.analyses.verdicts import Verdicts, verdicts
-from lengthlens.data.channel_counts import run_channels_audited
-from lengthlens.data.pairing import cell_units, with_derived
+from lengthlens.analyses.grading_policies import PolicyComparison
+from lengthlens.analyses.outputs import Context, ReportAnalysis, undeclared_columns
+from lengthlens.analyses.verdicts import Verdicts
 from lengthlens.data.runset import RunSet
-from lengthlens.data.schema import ARM_KEY, UNIT_KEY
-from lengthlens.results import frame, frame_html
+from lengthlens.results import frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Analysis", "analyse", "attribution", "censoring_table"]
+__all__ = ["AnalysisResult", "UndeclaredOutput", "analyse", "attribution", "censoring_table"]
 
 
 @dataclass(frozen=True)
-class Analysis:
+class AnalysisResult:
     """The results behind one report; ``tables`` maps an output name (``cells``, ``arms``, ...) to its DataFrame.
 
     ``survival`` holds, per dataset, the Kaplan–Meier curves the survival figure draws; ``notes`` what the
     analyses noticed (metrics not computed, logged channel counts that disagree with the texts);
     ``timings`` the seconds of each stage. ``verdicts`` is the decision view (each cell's and rule's
     verdicts); ``grading`` the accuracy of the runs the cells use under the other grading policy
-    (None when lengthlens' graders judged none of them).
+    (None when lengthlens' graders judged none of them); ``analyses`` the analyses that ran (their
+    declarations are what the report shows); ``results`` what else they computed, by name.
     """
 
     runs: RunSet
@@ -54,6 +54,8 @@ class Analysis:
     timings: dict[str, float] = field(default_factory=dict, compare=False, repr=False)
     verdicts: Verdicts | None = field(default=None, repr=False)
     grading: PolicyComparison | None = field(default=None, repr=False, compare=False)
+    analyses: tuple[ReportAnalysis, ...] = field(default=(), repr=False, compare=False)
+    results: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         return self.tables[name]
@@ -64,11 +66,26 @@ class Analysis:
         return head + (frame_html(t3, "Table 3") if t3 is not None and not t3.empty else "")
 
 
+def __getattr__(name: str) -> Any:
+    if name == "Analysis":  # the old name of AnalysisResult, kept for one release
+        import warnings
+
+        warnings.warn("lengthlens.analyses.analyse.Analysis is now AnalysisResult; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return AnalysisResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class UndeclaredOutput(RuntimeError):
+    """An analysis wrote a table, or a column, that it does not declare."""
+
+
 def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
             ci: Literal["studentized", "percentile", "bca"] = "studentized", confidence_level: float = DEFAULT_CONFIDENCE,
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
             proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
-            include_small: bool = False, progress: Callable[[str], None] | None = None, workers: int = 1) -> Analysis:
+            include_small: bool = False, progress: Callable[[str], None] | None = None, workers: int = 1,
+            analyses: Sequence[ReportAnalysis] | None = None) -> AnalysisResult:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
@@ -80,13 +97,20 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     proposals : aggregate proposals.jsonl (tokens accepted only because of the relaxation) where present.
     aft_ci : AFT intervals: ``sandwich`` (cluster-robust by item, default) or ``bootstrap`` (refits).
     include_small : keep cells with fewer than :data:`~lengthlens.analyses.cells.SMALL_N_ITEMS` items in Table 3.
-    progress : called with each stage's name as it starts; ``Analysis.timings`` keeps their seconds.
+    progress : called with each stage's name as it starts; ``AnalysisResult.timings`` keeps their seconds.
     workers : worker processes for large inputs (the numbers do not depend on it).
+    analyses : the analyses to run, in order (default: :func:`lengthlens.analyses.registry.analyses`; the
+        cells come first, every other analysis reads them).
 
     Returns
     -------
-    Analysis
+    AnalysisResult
         The cell table, every output table by name, the survival curves and the settings.
+
+    Raises
+    ------
+    UndeclaredOutput
+        When an analysis writes a table or a column it does not declare.
 
     Examples
     --------
@@ -94,94 +118,49 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     >>> a = ll.analyse(ll.load("runs/"))                         # doctest: +SKIP
     >>> a["table3"]                                              # doctest: +SKIP
     """
-    from lengthlens.analyses.extra_tokens import extra_tokens_table
-    from lengthlens.analyses.intervention import table4
-    from lengthlens.analyses.methods import lossless_check
-    from lengthlens.analyses.compare import method_pairs
-    from lengthlens.analyses.serving import serving_table
-    from lengthlens.analyses.tables import alpha_selected, arms, arms_excluded, table3, table3_by_pair, table3_cells
-
+    steps = tuple(registry.analyses() if analyses is None else analyses)
     stage = _Stages(progress)
-    stage("cells, censoring, attribution")
     settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
-    paired, disagreements, causes = run_channels_audited(runs.paired)
-    analyses = [CellsAnalysis(), CensoringAnalysis(aft_ci, n_resamples_aft), AttributionAnalysis()]
-    # Every analysis below uses these pairs: the columns the engine's analyses read, and the texts and
-    # sources the lossless check and the extra-token table read.
-    needed = [f.removesuffix("_star") for a in analyses for f in a.fields] + ["text", "source", "correct"]
-    units = cell_units(paired, needed)
-    cell_table, censoring, attribution_cells = run_on(runs, analyses, settings, workers=workers, units=units)
-    stage("arms and Table 3")
-    cells_df = cell_table.to_frame()
-    graded_both = policy_comparison(runs)
-    tables: dict[str, pd.DataFrame] = {
-        "cells": cells_df, "arms": _with_policy(arms(runs), graded_both),
-        "table3": table3(cell_table, alphas=alphas, include_small=include_small) if len(cell_table) else frame([]),
-        "alpha_selected": alpha_selected(cells_df), "skipped": runs.skipped.to_pandas(),
-    }
-    excluded = arms_excluded(runs)
-    if not excluded.empty:
-        tables["arms_excluded"] = excluded
-    # Table 3's choice of cells, small ones kept: what the verdicts and the survival curves speak of.
-    chosen = table3_cells(cells_df, alphas, include_small=True) if not cells_df.empty else None
-    decision = verdicts(cells_df, chosen) if chosen is not None else None
-    if decision is not None:
-        tables["verdicts"] = decision.to_frame()
-        if cells_df[["target", "draft"]].drop_duplicates().shape[0] > 1:
-            tables["table3_pairs"] = table3_by_pair(cell_table, alphas=alphas, include_small=include_small)
-    notes = unavailable_notes(cells_df)
-    survival: dict[str, DatasetSurvival] = {}
-    if not cells_df.empty:
-        tables["censoring"] = censoring
-        attr = attribution_result(attribution_cells, disagreements, causes,
-                                  table3_cells(cells_df, alphas, include_small=include_small))
-        tables["attribution"], tables["attribution_summary"] = attr.cells, attr.summary
-        notes.extend(attr.disagreement_notes)
-        survival = survival_curves(with_derived(runs.paired), pl.from_pandas(chosen[[*ARM_KEY, "complete"]]))
-        by_load = serving_table(cells_df)
-        if not by_load.empty:  # only where the cells come under several serving conditions
-            tables["serving"] = by_load
-    stage("lossless check, method pairs")
-    for name, df in (("lossless", lossless_check(units, cells_df)),
-                     ("methods", method_pairs(runs, n_resamples=n_resamples, seed=seed, ci=ci,
-                                              confidence_level=confidence_level))):
-        if not df.empty:
-            tables[name] = df
-    from lengthlens.analyses.drilldown import item_drivers
-
-    drivers = item_drivers(units.filter(pl.col("method").is_in(list(cells_df["method"].unique()))) if not cells_df.empty
-                           else units.head(0))
-    if not drivers.empty:
-        tables["drilldown"] = drivers
-    from lengthlens.analyses.time_model import time_model
-
-    tm = time_model(units.filter(~pl.col("method").str.ends_with("_force_commit")))
-    if not tm.empty:
-        tables["time_model"] = tm
-    stage("Table 4")
-    t4 = table4(runs)
-    if not t4.empty:
-        tables["table4"] = t4
-    if proposals:
-        stage("extra tokens")
-        extra = extra_tokens_table(runs, units.select(*ARM_KEY, *UNIT_KEY, "source", "source_star"))
-        if extra is not None:
-            tables["extra_tokens"] = extra
+    options = {"alphas": alphas, "include_small": include_small, "proposals": proposals, "aft_ci": aft_ci,
+               "n_resamples_aft": n_resamples_aft, "workers": workers}
+    ctx = Context(runs=runs, derived=runs.derived, units=None, settings=settings, options=options)  # type: ignore[arg-type]
+    resampled = [(step, tuple(step.resampled(ctx))) for step in steps]
+    stage(", ".join(step.name for step, parts in resampled if parts) or "pairs")
+    # Every analysis' fields, paired once: the engine's analyses read theirs on both sides (``_star``).
+    fields = [f.removesuffix("_star") for _, parts in resampled for a in parts for f in a.fields]
+    ctx.units = runs.derived.units([*fields, *(f for step in steps for f in step.reads)])
+    engine = [a for _, parts in resampled for a in parts]
+    if engine:
+        out = iter(run_on(runs, engine, settings, workers=workers, units=ctx.units))
+        ctx.resampled = {step.name: [next(out) for _ in parts] for step, parts in resampled}
+    for step in steps:
+        if (step.stage or step.name) != stage.current:
+            stage(step.stage or step.name)
+        produced = dict(step.run(ctx))
+        _check_declared(step, produced)
+        ctx.tables.update(produced)
     stage.stop()
     settings_out = {"n_resamples": n_resamples, "seed": seed, "ci": ci, "confidence_level": confidence_level,
                     "alphas": alphas, "aft_ci": aft_ci,
                     "n_resamples_aft": min(n_resamples_aft, n_resamples) if aft_ci == "bootstrap" else 0,
                     "include_small": include_small}
-    return Analysis(runs=runs, cells=cell_table, tables=tables, settings=settings_out, notes=tuple(notes),
-                    survival=survival, timings=stage.times, verdicts=decision, grading=graded_both)
+    return AnalysisResult(runs=runs, cells=ctx.results["cells"], tables=ctx.tables, settings=settings_out,
+                          notes=tuple(ctx.notes), survival=ctx.results.get("survival", {}), timings=stage.times,
+                          verdicts=ctx.results.get("verdicts"), grading=ctx.results.get("grading"), analyses=steps,
+                          results=dict(ctx.results))
 
 
-def _with_policy(arms_df: pd.DataFrame, comparison: PolicyComparison | None) -> pd.DataFrame:
-    """arms.csv with each arm's accuracy under the other grading policy and the runs whose verdict it changes."""
-    if comparison is None or arms_df.empty:
-        return arms_df
-    extra = comparison.arms.drop("n_regraded").to_pandas()
-    return arms_df.merge(extra, on=list(ARM_KEY), how="left")
+def _check_declared(step: ReportAnalysis, produced: Mapping[str, pd.DataFrame]) -> None:
+    """Refuse a table, or a column, that the analysis does not declare: every output is listed, documented and shown."""
+    declared = {t.name: t for t in step.outputs.tables}
+    for name, df in produced.items():
+        if name not in declared:
+            raise UndeclaredOutput(f"analysis {step.name!r} wrote table {name!r}, which its outputs do not declare "
+                                   f"(declared: {', '.join(declared) or 'none'})")
+        extra = undeclared_columns(declared[name], list(df.columns))
+        if extra:
+            raise UndeclaredOutput(f"analysis {step.name!r} wrote columns {extra} in {name}.csv, which its outputs "
+                                   "do not declare")
 
 
 def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -206,9 +185,10 @@ def attribution(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: i
     >>> import lengthlens as ll                                 # doctest: +SKIP
     >>> ll.attribution(ll.load("runs/")).summary                # doctest: +SKIP
     """
-    paired, disagreements, causes = run_channels_audited(runs.paired)
+    _, disagreements, causes = runs.derived.split
     settings = Settings(n_resamples=n_resamples, seed=seed, confidence_level=confidence_level)
-    (rows,) = run_on(runs, [AttributionAnalysis()], settings, workers=workers, units=cell_units(paired))
+    fields = [f.removesuffix("_star") for f in AttributionAnalysis.fields]
+    (rows,) = run_on(runs, [AttributionAnalysis()], settings, workers=workers, units=runs.derived.units(fields))
     return attribution_result(rows, disagreements, causes, table3_cells)
 
 
@@ -250,24 +230,16 @@ class _Stages:
         self.say = progress or (lambda _stage: None)
         self.times: dict[str, float] = {}
         self._name: str | None = None
+        self.current: str | None = None
         self._t0 = 0.0
 
     def __call__(self, name: str) -> None:
         self.stop()
         self.say(name)
-        self._name, self._t0 = name, time.perf_counter()
+        self._name = self.current = name
+        self._t0 = time.perf_counter()
 
     def stop(self) -> None:
         if self._name is not None:
             self.times[self._name] = time.perf_counter() - self._t0
             self._name = None
-
-
-def unavailable_notes(cells_df: pd.DataFrame) -> list[str]:
-    """One note per distinct reason why metrics were left empty, with how many cells it concerns."""
-    if cells_df.empty or "unavailable" not in cells_df.columns:
-        return []
-    reasons = cells_df["unavailable"].fillna("")
-    reasons = reasons[reasons != ""].str.replace(r" on \d+ of \d+ paired runs", "", regex=True)
-    return [f"not computed in {n} of {len(cells_df)} cells (inputs missing from the logs): {why}"
-            for why, n in reasons.value_counts(sort=False).items()]

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.data.channel_counts import disagreement_notes
 from lengthlens.data.pairing import CELL_KEY
 from lengthlens.data.schema import ARM_KEY
@@ -176,3 +177,82 @@ def _summary_row(d: pd.DataFrame, label: str) -> dict:
     for t in SHARE_THRESHOLDS:
         r[f"n_share_point_ge_{int(round(t * 100))}"] = int((defined["thinking_share"] >= t).sum())
     return r
+
+
+# ------------------------------------------------------------------------------------------------
+# The report's attribution section (declared outputs, :mod:`lengthlens.analyses.outputs`)
+# ------------------------------------------------------------------------------------------------
+
+def _summary_count(name: str, words: str, label: str | None = None) -> Column:
+    return Column(name, words, label=label, fmt="int")
+
+
+class AttributionReport(ReportAnalysis):
+    """attribution.csv (:class:`AttributionAnalysis` in the report's resampling pass) and its summary over cells."""
+
+    name = "attribution"
+    stage = "arms and Table 3"
+    outputs = Outputs(
+        tables=(
+            Table("attribution", "cell with texts (or logged channel counts)", (
+                *keys("dataset", "method", "params"),
+                Column("n_items", "items", label="items", fmt="int"),
+                Column("chars_mean", "mean characters per relaxed run (message content, markers excluded)", label="chars",
+                       fmt="int"),
+                Column("chars_mean_star", "the same for the baseline runs", label="chars*", fmt="int"),
+                Column("extra_chars", "Σ(chars − chars*) over the paired runs", label="extra chars", fmt="int"),
+                Column("extra_chars_thinking", "the part of it in the thinking channel", label="in thinking", fmt="int"),
+                Column("extra_chars_answer", "the part of it in the answer", label="in answer", fmt="int"),
+                Column("thinking_share", "Σ(think − think*)/Σ(chars − chars*): the share of the extra length in thinking "
+                       "(NaN with thinking_share_reason when undefined)", label="thinking share", fmt="f2", interval=True),
+                Column("thinking_share_reason", "why the share is undefined (the interval of the extra length includes 0)",
+                       label="share undefined because", fmt="text"),
+                Column("item_share_q25", "per-item share of the extra length in thinking, lower quartile",
+                       label="item share q25", fmt="f2"),
+                Column("item_share_median", "per-item share, median", label="item share median", fmt="f2"),
+                Column("item_share_q75", "per-item share, upper quartile", label="item share q75", fmt="f2"),
+                Column("n_runs", "paired runs with channels known on both sides"),
+                Column("extra_chars_mean", "mean extra characters per paired run", interval=True),
+                Column("n_runs_share_defined", "runs whose own share is defined (extra length not 0)")),
+                written="when runs have texts or logged channel counts"),
+            Table("attribution_summary", "scope (all, table3) × pair (`all`: pooled; per pair with several) × rule, "
+                  "and `all`", (
+                      Column("scope", "all (every cell) or table3 (the cells Table 3 uses)", label="cells", fmt="text"),
+                      *keys("method", also=("target", "draft")),
+                      _summary_count("n_cells", "cells", "cells"),
+                      _summary_count("n_cells_longer", "cells whose relaxed runs are longer (extra_chars > 0)",
+                                     "cells longer"),
+                      _summary_count("n_share_undefined", "longer cells whose share is undefined (the interval of the "
+                                     "extra length includes 0)", "share undefined"),
+                      Column("thinking_share_median", "median share over the cells where it is defined",
+                             label="thinking share median", fmt="f2"),
+                      Column("thinking_share_pooled", "Σ extra thinking / Σ extra over the longer cells", label="pooled",
+                             fmt="f2"),
+                      _summary_count("n_share_lo_ge_90", "cells whose share's lower limit is at least 0.90",
+                                     "share lo ≥ 0.90"),
+                      _summary_count("n_share_lo_ge_92", "cells whose share's lower limit is at least 0.92",
+                                     "share lo ≥ 0.92"),
+                      _summary_count("n_share_point_ge_90", "cells whose share is at least 0.90 (point estimate)",
+                                     "share ≥ 0.90 (point)"),
+                      _summary_count("n_share_point_ge_92", "cells whose share is at least 0.92 (point estimate)"),
+                      _summary_count("n_share_defined", "longer cells whose share is defined")),
+                  written="with attribution.csv")),
+        sections=(Section("attribution", "Thinking attribution", (
+            "Where the extra characters of relaxed runs go: into the thinking part or into the answer, per cell, "
+            "from the completion texts split into channels. The share is left undefined when the interval "
+            "of the extra length includes 0; the summary counts cells by the share's lower limit (the point-"
+            "estimate counts beside them), on all cells and on Table 3's cells."), order=56,
+            tables=("attribution_summary", "attribution")),),
+        figures=(Figure("attribution", section="attribution"),))
+
+    def resampled(self, ctx: Context) -> tuple[AttributionAnalysis]:
+        return (AttributionAnalysis(),)
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        if ctx.tables["cells"].empty:
+            return {}
+        (rows,) = ctx.resampled[self.name]
+        _, disagreements, causes = ctx.derived.split
+        attr = attribution_result(rows, disagreements, causes, ctx.results.get("table3_cells_used"))
+        ctx.notes.extend(attr.disagreement_notes)
+        return {"attribution": attr.cells, "attribution_summary": attr.summary}

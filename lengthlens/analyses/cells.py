@@ -15,6 +15,7 @@ import numpy as np
 
 from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table
 from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
 from lengthlens.stats.influence import INFLUENTIAL_SHARE, RatioInfluence, ratio_influence
@@ -622,3 +623,59 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
                         keep_replicates=keep_replicates)
     (table,) = run_on(runs, [CellsAnalysis()], settings, workers=workers)
     return table
+
+
+# ------------------------------------------------------------------------------------------------
+# The report's cell table (declared outputs, :mod:`lengthlens.analyses.outputs`)
+# ------------------------------------------------------------------------------------------------
+
+def _cell_columns() -> tuple[Column, ...]:
+    """cells.csv's columns: every metric of the registry in use, then the columns of :data:`CELL_COLUMNS`."""
+    return (*(Column(m.name, m.description, label=m.label if m.table else None, fmt=m.fmt, interval=m.interval is not None,
+                     stem=m.stem, better=m.better, reference=m.reference) for m in metrics.registry().metrics),
+            *(Column(name, text) for name, text in CELL_COLUMNS.items()))
+
+
+def unavailable_notes(cells_df: pd.DataFrame) -> list[str]:
+    """One note per distinct reason why metrics were left empty, with how many cells it concerns."""
+    if cells_df.empty or "unavailable" not in cells_df.columns:
+        return []
+    reasons = cells_df["unavailable"].fillna("")
+    reasons = reasons[reasons != ""].str.replace(r" on \d+ of \d+ paired runs", "", regex=True)
+    return [f"not computed in {n} of {len(cells_df)} cells (inputs missing from the logs): {why}"
+            for why, n in reasons.value_counts(sort=False).items()]
+
+
+def _graded(tables: Mapping[str, pd.DataFrame]) -> bool:
+    """Whether any cell is graded (the accuracy figures have something to draw)."""
+    cells_df = tables.get("cells")
+    return cells_df is not None and not cells_df.empty and bool((cells_df["n_graded"] > 0).any())
+
+
+class CellsReport(ReportAnalysis):
+    """cells.csv: :class:`CellsAnalysis` in the report's one resampling pass, its table and its notes."""
+
+    name = "cells"
+    stage = "arms and Table 3"
+    reads = ("correct",)
+    outputs = Outputs(
+        tables=(Table("cells", "cell: a relaxed arm against its baseline on their shared (item, seed, turn) units",
+                      _cell_columns),),
+        sections=(Section("illusion", "The length illusion at a glance", order=30, tables=(), landscape=False),
+                  Section("cells", "Cells", order=40)),
+        figures=(Figure("gain_vs_lambda", section="illusion", needs=("gain", "lambda")),
+                 Figure("lambda_forest", per="dataset"),
+                 Figure("rounds_vs_time", needs=("rounds_ratio", "time_ratio")),
+                 Figure("accuracy_vs_gain", needs=("gain", "accuracy_delta_pp"), when=_graded),
+                 Figure("tradeoff", needs=("rounds_ratio", "time_ratio", "accuracy_delta_pp"), when=_graded, wide=True),
+                 Figure("alpha_sweep", needs=("lambda", "alpha"), wide=True)))
+
+    def resampled(self, ctx: Context) -> tuple[CellsAnalysis]:
+        return (CellsAnalysis(),)
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        (table,) = ctx.resampled[self.name]
+        ctx.results["cells"] = table
+        df = table.to_frame()
+        ctx.notes.extend(unavailable_notes(df))
+        return {"cells": df}

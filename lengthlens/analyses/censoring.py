@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, resample_plan
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES, DISTS, AFTBootstrap, AFTFit, aft_sandwich, fit_aft, fit_aft_bootstrap, fit_aft_many
 from lengthlens.stats.intervals import Ratio, Statistic, Weighted
@@ -523,3 +524,75 @@ def survival_curves(paired: pl.DataFrame, arms: pl.DataFrame) -> dict[str, Datas
                  if "complete" in arms.columns else [])
         out[ds] = DatasetSurvival(curves, budgets, d.height, int(d.get_column("censored").sum()), tuple(short))
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The report's censoring section (declared outputs, :mod:`lengthlens.analyses.outputs`)
+# ------------------------------------------------------------------------------------------------
+
+def _censoring_columns() -> tuple[Column, ...]:
+    aft = "gm_ratio_aft_{lognormal,weibull}"
+    return (
+        *keys("dataset", "method", "params"),
+        Column("n_items", "items", label="items", fmt="int"),
+        Column("censored_frac", "share of the relaxed runs cut at the token budget", label="cens", fmt="f2"),
+        Column("censored_frac_star", "the same for the baseline runs", label="cens*", fmt="f2"),
+        Column("km_median", "Kaplan–Meier median completion length of the relaxed runs", label="KM median", fmt="int",
+               interval=True),
+        Column("km_median_star", "the same for the baseline runs", label="KM median*", fmt="int", interval=True),
+        Column("lambda_plain", "the cell's λ (censored runs counted at the budget)", label="λ plain", fmt="f2", interval=True),
+        Column("lambda_uncensored_pairs", "λ on the pairs where neither run is censored", label="λ uncensored pairs",
+               fmt="f2", interval=True),
+        Column("gm_ratio_aft_lognormal", "geometric-mean (time) ratio of the log-normal AFT fit, censored runs treated as "
+               "censored: a typical completion stretched by, not λ", label="GM ratio AFT log-normal", fmt="f2",
+               interval=True, better="lower"),
+        Column("gm_ratio_aft_weibull", "the same from the Weibull fit (when asked for; its sandwich interval "
+               "under-covers)", label="GM ratio AFT Weibull", fmt="f2", interval=True, better="lower"),
+        Column("n_runs{,_star}", "paired runs (relaxed, baseline)"),
+        Column("budget{,_star}", "token budgets (relaxed, baseline)"),
+        Column("budgets_differ", "the two sides ran under different budgets"),
+        Column("km_{q25,median,q75}{,_star}", "Kaplan–Meier quartiles of completion length (relaxed, baseline) with "
+               "item-level intervals; NaN where not identified", interval=True),
+        Column("km_{q25,median,q75}{,_star}_reason", "why a quartile or its limit is not identified"),
+        Column("rmst_tau", "the horizon of the restricted means (the smaller budget)"),
+        Column("rmst{,_star}", "restricted mean completion length up to rmst_tau (relaxed, baseline)"),
+        Column("rmst_ratio", "rmst / rmst_star", interval=True),
+        Column("n_uncensored_pairs", "pairs where neither run is censored"),
+        Column(f"{aft}_{{sigma,converged,boot_infinite,boot_failed,reason}}", "the AFT fit's scale, whether it converged, "
+               "bootstrap refits that gave an infinite ratio or failed, and why it is missing"),
+        Column("lambda_aft_{lognormal,weibull}{,_lo,_hi,_sigma,_converged,_boot_infinite,_boot_failed,_reason}",
+               "old names of the gm_ratio_aft_ columns (kept for one release)"),
+        Column("n_resamples", "item resamples of the intervals"),
+        Column("n_resamples_aft", "bootstrap refits of the AFT intervals (0: the sandwich)"),
+        Column("aft_ci", "how the AFT intervals were made: sandwich or bootstrap"),
+        Column("confidence_level", "the intervals' level"),
+    )
+
+
+class CensoringReport(ReportAnalysis):
+    """censoring.csv (:class:`CensoringAnalysis` in the report's resampling pass) and the survival curves' figure."""
+
+    name = "censoring"
+    stage = "arms and Table 3"
+    outputs = Outputs(
+        tables=(Table("censoring", "cell whose lengths and censoring are known on every run", _censoring_columns(),
+                      written="when there are cells"),),
+        sections=(Section("censoring", "Censoring", (
+            "Runs that stop at the token budget are right-censored: their true length is longer. Beside plain λ, "
+            "λ on the pairs where neither run is censored and accelerated-failure-time (AFT) length ratios that "
+            "treat censored runs as censored; Kaplan–Meier medians per side."), order=58),),
+        figures=(Figure("survival", section="censoring", wide=True),))
+
+    def resampled(self, ctx: Context) -> tuple[CensoringAnalysis]:
+        return (CensoringAnalysis(ctx.options["aft_ci"], ctx.options["n_resamples_aft"]),)
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        chosen = ctx.results.get("table3_cells")
+        if chosen is None:  # no cells
+            return {}
+        # The survival figure's curves: the baseline and the arms of Table 3's choice (small cells kept).
+        ctx.results["survival"] = survival_curves(ctx.derived.paired,
+                                                  pl.from_pandas(chosen[["target", "draft", "dataset", "method", "params",
+                                                                         "serving", "complete"]]))
+        (table,) = ctx.resampled[self.name]
+        return {"censoring": table}

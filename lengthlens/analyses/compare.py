@@ -20,7 +20,8 @@ import polars as pl
 
 from lengthlens.analyses.cells import Cell, CellsAnalysis
 from lengthlens.analyses.engine import Settings, group_items, pooled_group, run
-from lengthlens.data.pairing import pair, with_derived
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table
+from lengthlens.data.pairing import pair
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, STRICT, UNIT_KEY
 from lengthlens.results import Estimate, TestResult, frame, frame_html
@@ -91,10 +92,10 @@ class Comparison:
 
 
 def _ok_runs(runs: RunSet) -> pl.DataFrame:
-    t = runs.table.filter(pl.col("status") == "ok")
+    t = runs.derived.runs.filter(pl.col("status") == "ok")  # derived once per load
     if "shared_baseline" in t.columns:  # a shared autoregressive baseline as logged, once
         t = t.filter(~pl.col("shared_baseline"))
-    return with_derived(t)
+    return t
 
 
 def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resamples: int = DEFAULT_N_RESAMPLES,
@@ -202,3 +203,31 @@ def method_pairs(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: 
                        mcnemar_p=c.cell.accuracy_p_exact if discordant else None, unavailable=c.cell.to_row()["unavailable"])
             rows.append(row)
     return frame(rows)
+
+
+# ------------------------------------------------------------------------------------------------
+# The report's method-against-method section (declared outputs, :mod:`lengthlens.analyses.outputs`)
+# ------------------------------------------------------------------------------------------------
+
+class MethodPairsReport(ReportAnalysis):
+    """methods.csv: every two speculative methods of one target and dataset, x against y (Spec-Bench's layout)."""
+
+    name = "method pairs"
+    stage = "lossless check, method pairs"
+    outputs = Outputs(
+        tables=(Table("methods", "pair of speculative methods of one target and dataset", (
+            Column("target", "the target model"), Column("dataset", "the dataset"),
+            Column("{x,y}_{method,params,draft}", "the two arms: x against y"),
+            Column("n_items", "items both have"), Column("n_runs", "paired runs"),
+            *(Column(m, f"{m} of x against y (ratios are x over y)", interval=True) for m in _METHOD_PAIR_METRICS),
+            Column("accuracy_p", "the paired accuracy test's mid-p"), Column("mcnemar_p", "its exact p"),
+            Column("unavailable", "metrics left empty and why")),
+            written="when one target and dataset has methods with different drafts"),),
+        sections=(Section("methods", "Method against method", (
+            "Every two speculative methods of one target and dataset, paired on their shared items (item "
+            "bootstrap as for cells): ratios are x over y, so λ < 1 and R/R*, T/T* < 1 favour x."), order=52),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        s = ctx.settings
+        df = method_pairs(ctx.runs, n_resamples=s.n_resamples, seed=s.seed, ci=s.ci, confidence_level=s.confidence_level)
+        return {} if df.empty else {"methods": df}

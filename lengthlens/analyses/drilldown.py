@@ -11,10 +11,11 @@ from __future__ import annotations
 import pandas as pd
 import polars as pl
 
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.data.schema import ARM_KEY
 from lengthlens.data.serving import with_serving
 
-__all__ = ["DRILLDOWN_TOP", "item_drivers"]
+__all__ = ["DRILLDOWN_TOP", "DrilldownReport", "item_drivers"]
 
 #: Items listed per cell for each reason (λ, accuracy).
 DRILLDOWN_TOP = 3
@@ -74,3 +75,32 @@ def item_drivers(units: pl.DataFrame, top: int = DRILLDOWN_TOP) -> pd.DataFrame:
         .alias("driver"))
     out = out.sort([*ARM_KEY, "_rl"]).with_columns(pl.col("correct_change").cast(pl.Int64))
     return out.select(cols).to_pandas()
+
+
+class DrilldownReport(ReportAnalysis):
+    """drilldown.csv: per cell, the items that move its λ most and those whose correct count changed most."""
+
+    name = "drill-down"
+    stage = "lossless check, method pairs"
+    reads = ("output_tokens", "correct")
+    outputs = Outputs(
+        tables=(Table("drilldown", "(cell, item) among the items driving it", (
+            Column("item_id", "the item", label="item", fmt="text"),
+            Column("n_runs", "its paired runs", label="runs", fmt="int"),
+            Column("L", "Σ output tokens of its relaxed runs", label="L", fmt="int"),
+            Column("L_star", "the same of its baseline runs", label="L*", fmt="int"),
+            Column("lambda_item", "its own λ", label="item λ", fmt="f2"),
+            Column("lambda_without", "the cell's λ with this item left out", label="λ without it", fmt="f3"),
+            Column("lambda_shift", "the cell's λ minus λ without it", label="λ − λ without", fmt="f3"),
+            Column("correct_change", "correct relaxed runs minus correct baseline runs (graded pairs)", label="Δ correct",
+                   fmt="int", tone="loss_if_negative"),
+            Column("driver", "why listed: λ, accuracy or both", label="why listed", fmt="text"),
+            *keys(also=("target", "draft", "dataset", "method", "params", "serving"))), written="when there are cells"),),
+        sections=(Section("drilldown", "Per-item drill-down", order=85, landscape=False, new_page=False),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        cells_df = ctx.tables["cells"]
+        units = ctx.units
+        drivers = item_drivers(units.filter(pl.col("method").is_in(list(cells_df["method"].unique()))) if not cells_df.empty
+                               else units.head(0))
+        return {} if drivers.empty else {"drilldown": drivers}

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import polars as pl
 
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.data.readers.raw import unreadable_traces
 from lengthlens.data.schema import ARM_KEY
 from lengthlens.data.serving import with_serving
@@ -338,3 +339,45 @@ def extra_tokens_table(runs: "RunSet", units: pl.DataFrame) -> pd.DataFrame | No
     if stats is None or stats.is_empty() or stats["n_runs_with_proposals"].sum() == 0:
         return None
     return stats.to_pandas()
+
+
+class ExtraTokensReport(ReportAnalysis):
+    """extra_tokens.csv: per cell, the tokens the relaxation accepted that the strict test would have rejected."""
+
+    name = "extra tokens"
+    reads = ("source",)
+    outputs = Outputs(
+        tables=(Table("extra_tokens", "cell (runs with proposals.jsonl)", (
+            *keys("dataset", "method", "params"),
+            Column("n_runs_with_proposals", "paired runs with a token trace", label="runs", fmt="int"),
+            Column("n_accepted", "draft tokens accepted", label="accepted", fmt="int"),
+            Column("n_lossy_only", "accepted only because of the relaxation (the strict test would have rejected them)",
+                   label="lossy-only", fmt="int"),
+            Column("lossy_only_per_accepted", "n_lossy_only / n_accepted", label="lossy-only / accepted", fmt="f3"),
+            Column("p_lossy_only_median", "the target's probability of the lossy-only tokens, median",
+                   label="p lossy-only med.", fmt="f3"),
+            Column("p_strict_accepted_median", "the same of the strict-accepted tokens", label="p strict-acc. med.",
+                   fmt="f3"),
+            Column("rank_lossy_only_median", "the target's rank of the lossy-only tokens (0-based: 0 is its most likely "
+                   "token), median", label="rank lossy-only med. (0\u00a0=\u00a0top)", fmt="rank"),
+            Column("rank_strict_accepted_median", "the same of the strict-accepted tokens",
+                   label="rank strict-acc. med. (0\u00a0=\u00a0top)", fmt="rank"),
+            Column("p_lossy_only_mean", "mean probability of the lossy-only tokens", label="p lossy-only mean", fmt="f3"),
+            Column("p_strict_accepted_mean", "mean probability of the strict-accepted tokens", label="p strict-acc. mean",
+                   fmt="f3"),
+            Column("n_runs", "paired runs of the cell"), Column("n_rows", "trace rows read"),
+            Column("n_proposed", "draft tokens judged"), Column("n_strict_accepted", "tokens the strict test accepts"),
+            Column("n_strict_only_rejected", "tokens the strict test accepts and the relaxed rule rejected"),
+            Column("lossy_only_per_proposed", "n_lossy_only / n_proposed"),
+            Column("rank_{lossy_only,strict_accepted}_mean", "mean rank of those tokens")),
+            written="with proposals.jsonl beside raw runs"),),
+        sections=(Section("extra_tokens", "Tokens accepted only because of the relaxation", (
+            "From the proposal logs: draft tokens that the relaxed rule accepted but the strict test would have "
+            "rejected, with the target's probability and rank of those tokens against strict-accepted ones. Ranks are "
+            "0-based: 0 is the target's most likely token."), order=62),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        if not ctx.options["proposals"]:
+            return {}
+        extra = extra_tokens_table(ctx.runs, ctx.units.select(*ARM_KEY, "item_id", "seed", "turn", "source", "source_star"))
+        return {} if extra is None else {"extra_tokens": extra}

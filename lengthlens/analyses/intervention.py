@@ -12,8 +12,8 @@ import re
 import pandas as pd
 import polars as pl
 
-from lengthlens.data.channel_counts import run_channels
-from lengthlens.data.pairing import pair, with_derived
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table, keys
+from lengthlens.data.pairing import pair
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
 from lengthlens.stats.paired_test import paired_accuracy_test
@@ -41,8 +41,7 @@ def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
     thinking share of content characters) reached the threshold. The inference is approximate where
     the base run closed its thinking late; the generator's flag is exact.
     """
-    t = with_derived(runs.table.filter(pl.col("status") == "ok"))
-    arms = t.select(ARM_KEY).unique()
+    arms = runs.derived.runs.filter(pl.col("status") == "ok").select(ARM_KEY).unique()
     specs = []
     for r in arms.iter_rows(named=True):
         b = base_arm_of(r["method"], r["params"])
@@ -50,9 +49,10 @@ def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
             specs.append({**r, "base_method": b[0], "base_params": b[1], "threshold": b[2]})
     if not specs:
         return pl.DataFrame()
+    t = runs.derived.ok  # every ok run with its derived columns, split into channels
     spec = pl.DataFrame(specs)
     inter = t.join(spec, on=list(ARM_KEY))
-    base, _ = run_channels(t.rename({"method": "base_method", "params": "base_params"}))
+    base = t.rename({"method": "base_method", "params": "base_params"})
     paired = pair(inter, base, on=(*GROUP_KEY, *UNIT_KEY, "base_method", "base_params"), suffix="_base")
     think_tokens = pl.when(pl.col("thinking_closed_base").fill_null(False).not_()).then(pl.col("output_tokens_base")).otherwise(
         pl.col("output_tokens_base") * pl.col("thinking_chars_base")
@@ -133,3 +133,44 @@ def table4(runs: RunSet) -> pd.DataFrame:
         rows.append(row(d, arm))
     rows.append(row(fired, {**{k: "all" for k in ARM_KEY}, "threshold": None}))
     return pd.DataFrame(rows, columns=cols)
+
+
+def _fired(tables) -> bool:
+    t4 = tables.get("table4")
+    return t4 is not None and not t4.empty and bool((t4["fired"] > 0).any())
+
+
+class Table4Report(ReportAnalysis):
+    """table4.csv: forcing the thinking closed near the budget, per intervention arm."""
+
+    name = "Table 4"
+    outputs = Outputs(
+        tables=(Table("table4", "intervention arm, and `all`", (
+            *keys("dataset", "method", "params", also=("target", "draft", "dataset", "method", "params", "serving")),
+            Column("threshold", "thinking tokens at which the intervention forces the thinking closed", fmt="int"),
+            Column("fired", "runs where it fired", label="fired", fmt="int"),
+            Column("n_graded", "fired pairs graded on both sides", label="graded", fmt="int"),
+            Column("correct_before", "of those, correct in the base run", label="correct before", fmt="int"),
+            Column("correct_after", "correct in the forced run", label="correct after", fmt="int"),
+            Column("wrong_to_right", "wrong before, right after", label="wrong → right", fmt="int"),
+            Column("right_to_wrong", "right before, wrong after", label="right → wrong", fmt="int"),
+            Column("still_capped", "fired runs that hit the budget even so", label="still capped", fmt="int"),
+            Column("accuracy_p", "mid-p McNemar; the item-level sign-flip test's mid-p when items have several seeds",
+                   label="paired p", fmt="p"),
+            Column("accuracy_test", "which test accuracy_p is"),
+            Column("accuracy_p_exact", "the same test's exact p"),
+            Column("mcnemar_p", "old name of accuracy_p_exact (kept for one release)"),
+            Column("length_ratio", "Σ forced / Σ base output tokens over the fired pairs"),
+            Column("rounds_ratio", "the same for verifier rounds"), Column("time_ratio", "the same for wall time")),
+            written="with force-commit arms (`<rule>_force_commit`, params `alpha<a>_t<threshold>`)",
+            caption="Table 4: force-commit interventions"),),
+        sections=(Section("table4", "Table 4: force-commit interventions", (
+            "Runs where the intervention fired and what happened to their correctness: McNemar's exact test on the "
+            "discordant pairs (wrong→right against right→wrong; the item-level sign-flip test when items have several "
+            "seeds, see accuracy_test in table4.csv); 'still capped' runs hit the budget anyway."), order=54,
+            landscape=False, always=True),),
+        figures=(Figure("table4_costs", when=_fired),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        t4 = table4(ctx.runs)
+        return {} if t4.empty else {"table4": t4}

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.data.schema import ARM_KEY
 
 #: Speculative methods that are lossless by design (the output distribution is the target's).
@@ -49,3 +50,27 @@ def lossless_check(units: pl.DataFrame, cells_df: pd.DataFrame) -> pd.DataFrame:
     df["verdict"] = [_verdict(int(r.n_outputs_differ), int(r.n_runs), r.lambda_lo, r.lambda_hi) for r in df.itertuples()]
     return df[[*ARM_KEY, "n_runs", "n_outputs_differ", "n_lengths_differ", "lambda", "lambda_lo", "lambda_hi",
                "accuracy_delta_pp", "verdict"]].reset_index(drop=True)
+
+
+class LosslessReport(ReportAnalysis):
+    """lossless.csv: the losslessness check of every lossless speculative method's cells."""
+
+    name = "lossless check"
+    stage = "lossless check, method pairs"
+    reads = ("text", "output_tokens")
+    outputs = Outputs(
+        tables=(Table("lossless", "cell of a lossless speculative method", (
+            *keys(also=("target", "draft", "dataset", "method", "params", "serving")),
+            Column("n_runs", "paired runs"),
+            Column("n_outputs_differ", "paired runs whose output differs from the baseline's (text, or length without text)"),
+            Column("n_lengths_differ", "paired runs whose length differs"),
+            Column("lambda", "the cell's λ", interval=True), Column("accuracy_delta_pp", "the cell's accuracy change (points)"),
+            Column("verdict", "the check in words")), written="for lossless methods (SpS, EAGLE, Medusa, ...)"),),
+        sections=(Section("lossless", "Lossless methods: a check", (
+            "Speculative methods that are lossless by design (SpS, EAGLE, Medusa, Hydra, ...) should reproduce "
+            "their baseline's outputs: λ ≈ 1 and Δacc ≈ 0 are a check of losslessness, not a finding. Per cell, "
+            "how many outputs differ from the baseline's and whether λ's interval excludes 1."), order=50),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        df = lossless_check(ctx.units, ctx.tables["cells"])
+        return {} if df.empty else {"lossless": df}

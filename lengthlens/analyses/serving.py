@@ -12,9 +12,10 @@ import math
 
 import pandas as pd
 
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.data.serving import serving_conditions, serving_value
 
-__all__ = ["SERVING_METRICS", "load_axis", "serving_table"]
+__all__ = ["SERVING_METRICS", "ServingReport", "load_axis", "serving_table"]
 
 #: The cell metrics the table carries, with their intervals.
 SERVING_METRICS = ("rounds_ratio", "time_ratio", "throughput_ratio")
@@ -86,3 +87,33 @@ def serving_table(cells_df: pd.DataFrame) -> pd.DataFrame:
     if "small_n" not in df:
         df["small_n"] = False
     return df[cols].reset_index(drop=True)
+
+
+class ServingReport(ReportAnalysis):
+    """serving.csv: each rule's cells along the load, where several serving conditions are logged."""
+
+    name = "serving conditions"
+    stage = "arms and Table 3"
+    outputs = Outputs(
+        tables=(Table("serving", "arm × serving condition", (
+            *keys(also=("target", "draft", "dataset", "method", "params")),
+            Column("series", "the condition without its load part (what stays fixed along one curve)"),
+            Column("serving", "the serving condition"),
+            Column("load_axis", "what the load is: concurrency, request_rate, batch_size (or condition: their rank)"),
+            Column("load", "the load's value (the condition's rank where none is numeric)"),
+            Column("n_items", "items of the cell"), Column("small_n", "fewer than 10 items"),
+            Column("rounds_ratio", "R/R* of the cell", interval=True), Column("time_ratio", "T/T* of the cell", interval=True),
+            Column("throughput_ratio", "output tokens per second, relaxed over strict", interval=True),
+            Column("advantage_lost_at", "per arm and series, the lightest load, past one where the T/T* interval lies "
+                   "below 1, where it no longer does")),
+            written="only with several serving conditions"),),
+        sections=(Section("serving", "Serving conditions", (
+            "Each cell is a rule against its baseline under one serving condition (concurrency c, request rate, "
+            "batch size bs, GPU, as logged): the same rule's cells at each load, lightest first, with R/R*, T/T* and "
+            "output tokens per second (relaxed over strict) and their intervals; 'advantage lost at' is the lightest "
+            "load, past one where the T/T* interval lies below 1, where it no longer does."), order=60),),
+        figures=(Figure("serving", section="serving", wide=True),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        by_load = serving_table(ctx.tables["cells"])
+        return {} if by_load.empty else {"serving": by_load}  # only where the cells come under several conditions

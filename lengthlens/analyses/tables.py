@@ -8,12 +8,13 @@ import numpy as np
 import pandas as pd
 import polars as pl
 
-from lengthlens.analyses.cells import CellTable
+from lengthlens.analyses.cells import SMALL_N_ITEMS, CellTable
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.data.coverage import COMPLETE_SHARE
-from lengthlens.data.pairing import with_derived
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY
 from lengthlens.data.serving import serving_conditions
+from lengthlens.results import frame
 from lengthlens.stats.intervals import percentile_interval
 from lengthlens.stats.survival import kaplan_meier
 
@@ -41,7 +42,7 @@ def arms(runs: RunSet) -> pd.DataFrame:
     >>> import lengthlens as ll                     # doctest: +SKIP
     >>> ll.arms(ll.load("runs/"))                   # doctest: +SKIP
     """
-    t = with_derived(runs.table)
+    t = runs.derived.runs
     if "shared_baseline" in t.columns:  # an autoregressive baseline shared by several drafts is one arm
         t = t.filter(~pl.col("shared_baseline"))
     ok = (pl.col("status") == "ok") & pl.col("paired")
@@ -380,3 +381,157 @@ def _drop_small(df: pd.DataFrame, include_small: bool) -> tuple[pd.DataFrame, di
     small = df["small_n"].astype(bool)
     counts = df.loc[small].groupby([df.loc[small, "serving"].astype(str), df.loc[small, "method"].astype(str)]).size()
     return df[~small], {(str(s), str(m)): int(v) for (s, m), v in counts.items()}
+
+
+# ------------------------------------------------------------------------------------------------
+# The report's analyses: skipped.csv, arms.csv (and arms_excluded.csv), Table 3
+# ------------------------------------------------------------------------------------------------
+
+_KM = Column("km_{q25,median,q75}", "Kaplan–Meier quartiles of the arm's completion length over its used runs (runs at "
+             "the budget censored), NaN where not identified", interval=True)
+
+
+class SkippedReport(ReportAnalysis):
+    """skipped.csv: every run found that no cell uses, with its reason (the report lists the reasons under Provenance)."""
+
+    name = "skipped runs"
+    stage = "arms and Table 3"
+    outputs = Outputs(tables=(Table("skipped", "run not loaded or not paired", (
+        Column("path", "where the run is (file, or file:line for flat records)"),
+        Column("reason", "why it was left out"),
+        Column("stage", "where: read, validate or pairing"))),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        return {"skipped": ctx.runs.skipped.to_pandas()}
+
+
+class ArmsReport(ReportAnalysis):
+    """arms.csv (per-arm means, with the accuracy under the other grading policy) and arms_excluded.csv."""
+
+    name = "arms"
+    stage = "arms and Table 3"
+    outputs = Outputs(
+        tables=(
+            Table("arms", "arm whose runs enter a cell", (
+                *keys("target", "dataset", "method", "params"),
+                Column("n_runs", "runs loaded", label="runs", fmt="int"),
+                Column("n_ok", "ok runs the cells use: the means are over these", label="used", fmt="int"),
+                Column("mean_l_bar", "mean acceptance length ℓ̄ per run", label="mean ℓ̄", fmt="f2"),
+                Column("mean_completion_length", "mean output tokens", label="mean length", fmt="f1"),
+                Column("mean_draft_rounds", "mean verifier rounds", label="mean rounds", fmt="f1"),
+                Column("mean_wall_time_s", "mean wall time (s)", label="mean time s", fmt="f2"),
+                Column("accuracy", "share of graded runs that are correct", label="accuracy", fmt="f3"),
+                *(Column(f"accuracy_{p}", f"the same runs graded by lengthlens' graders under the {p} policy (written "
+                         "when lengthlens' graders judged runs and the report used the other policy)",
+                         label=f"accuracy, {p} policy", fmt="f3") for p in ("default", "study")),
+                Column("n_policy_disagree", "runs whose verdict the other grading policy changes",
+                       label="verdicts the policy changes", fmt="int", tone="loss_if_positive"),
+                Column("censored_frac", "share of used runs cut at the token budget", label="censored", fmt="f2"),
+                Column("n_items", "items of the used runs"), Column("n_graded", "graded used runs"),
+                Column("budget", "the token budget (max_new_tokens)"), _KM)),
+            Table("arms_excluded", "(arm, reason) with ok runs that enter no cell", (
+                *keys("target", "dataset", "method", "params"),
+                Column("reason", "why they enter no cell", label="why left out", fmt="text"),
+                Column("n_runs", "runs", label="runs", fmt="int"), Column("n_items", "items", label="items", fmt="int"),
+                Column("budget", "their token budget", label="budget", fmt="int"),
+                Column("mean_completion_length", "mean output tokens", label="mean length", fmt="f1"),
+                Column("accuracy", "share of graded runs that are correct", label="accuracy", fmt="f3")),
+                written="when ok runs enter no cell")),
+        sections=(Section("arms", "Appendix: arms", order=100),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        from lengthlens.analyses.grading_policies import policy_comparison
+
+        ctx.results["grading"] = graded = policy_comparison(ctx.runs)
+        out = {"arms": _with_policy(arms(ctx.runs), graded)}
+        excluded = arms_excluded(ctx.runs)
+        if not excluded.empty:
+            out["arms_excluded"] = excluded
+        return out
+
+
+def _with_policy(arms_df: pd.DataFrame, comparison) -> pd.DataFrame:
+    """arms.csv with each arm's accuracy under the other grading policy and the runs whose verdict it changes."""
+    if comparison is None or arms_df.empty:
+        return arms_df
+    extra = comparison.arms.drop("n_regraded").to_pandas()
+    return arms_df.merge(extra, on=list(ARM_KEY), how="left")
+
+
+def _table3_columns() -> tuple[Column, ...]:
+    """Table 3's columns (table3.csv and, per pair, table3_pairs.csv)."""
+    def stat(m: str, words: str, label: str) -> tuple[Column, ...]:
+        return (Column(f"{m}_mean", f"mean of the cells' {words}", label=f"{label} mean", fmt="f3"),
+                Column(f"{m}_median", f"median of the cells' {words}", label=f"{label} median", fmt="f3"))
+
+    return (
+        *keys("method", also=("serving", "target", "draft")),
+        Column("n_cells", "cells summarised", label="cells", fmt="int"),
+        *stat("gain", "per-round gain", "gain"), *stat("lambda", "length ratio λ", "λ"),
+        *stat("rounds_ratio", "measured verifier rounds R/R* (the primary cost measure)", "R/R*"),
+        *stat("time_ratio", "wall time T/T*", "T/T*"),
+        Column("time_per_round_ratio_median", "median of the cells' time per round (T/T*)/(R/R*)",
+               label="time/round median", fmt="f3"),
+        Column("time_per_round_ratio_mean", "mean of the cells' time per round (T/T*)/(R/R*)"),
+        Column("n_lambda_gt_1", "cells with λ > 1", label="λ>1", fmt="int"),
+        Column("n_lambda_lo_gt_1", "cells whose λ interval lies entirely above 1", label="λ_lo>1", fmt="int"),
+        Column("n_rounds_ratio_gt_1", "cells with R/R* > 1", label="R/R*>1", fmt="int"),
+        Column("n_time_ratio_gt_1", "cells with T/T* > 1", label="T/T*>1", fmt="int"),
+        Column("n_graded", "cells graded (on at least half their items)", label="graded", fmt="int"),
+        Column("n_graded_partial", "cells graded on fewer than half their items: left out of the accuracy counts",
+               label="partly graded", fmt="int"),
+        Column("n_drop_2pp", "cells losing more than 2 points by the one-sided test at 2.5 % (drop_2pp)",
+               label="drop >2pp (test)", fmt="int"),
+        Column("n_drop_2pp_point", "the study's point rule: cells whose accuracy change is at most −2 points",
+               label="drop ≥2pp (point)", fmt="int"),
+        Column("accuracy_mdd_pp_median", "median over graded cells of the smallest true drop drop_2pp detects with 80 % "
+               "power", label="detectable drop pp", fmt="f0"),
+        Column("n_drop_holm", "cells with lower accuracy and Holm-adjusted mid-p < 0.05 over the accuracy family",
+               label="drop, Holm p<0.05", fmt="int"),
+        Column("accuracy_delta_pp_mean", "mean accuracy change (points) over graded cells; its interval: per resample "
+               "the mean of the cells' replicates", label="Δacc mean pp", fmt="f1", interval=True),
+        Column("n_predicted_win_time_loses", "cells where λ/gain < 1 (predicted rounds win) while T/T* ≥ 1",
+               label="λ/gain<1, T/T*≥1", fmt="int"),
+        Column("n_measured_win_time_loses", "cells where R/R* < 1 (measured rounds win) while T/T* ≥ 1",
+               label="R/R*<1, T/T*≥1", fmt="int"),
+        Column("n_drop_bh", "cells with lower accuracy and Benjamini–Hochberg q < 0.05 over the accuracy family"),
+        Column("n_incomplete", "arms covering fewer than 95 % of their baseline's items that entered (no complete alpha "
+               "of the rule)"),
+        Column("n_small_excluded", f"cells with fewer than {SMALL_N_ITEMS} items left out (small_n)"),
+    )
+
+
+class Table3Report(ReportAnalysis):
+    """Table 3 (per rule, and per target–draft pair with several) and the alpha each rule's row uses per dataset."""
+
+    name = "Table 3"
+    stage = "arms and Table 3"
+    outputs = Outputs(
+        tables=(
+            Table("table3", "rule, and `all` (with `serving` first where several serving conditions are logged: one row "
+                  "per condition and rule)", _table3_columns(), caption="Table 3: acceptance length against what happened"),
+            Table("table3_pairs", "(target–draft pair) × rule, and `all`: table3.csv's columns on the pair's cells alone",
+                  _table3_columns(), written="with several target–draft pairs"),
+            Table("alpha_selected", "(target, draft, dataset, rule)", (
+                *keys(also=("target", "draft", "dataset", "serving", "method")),
+                Column("alpha_selected", "the alpha Table 3 uses"), Column("params_selected", "its params"),
+                Column("n_items", "items of that cell"), Column("n_items_baseline", "items of its baseline"),
+                Column("complete", f"the cell covers at least {COMPLETE_SHARE:.0%} of its baseline's items"),
+                Column("alphas_complete", "every alpha run on complete arms, ';'-separated, largest first"),
+                Column("alphas_incomplete", "every alpha run on incomplete arms, ';'-separated, largest first")))),
+        sections=(Section("table3", "Table 3: acceptance length against what happened", order=20,
+                          tables=("table3", "table3_pairs")),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        cell_table: CellTable = ctx.results["cells"]
+        cells_df = ctx.tables["cells"]
+        alphas, small = ctx.options["alphas"], ctx.options["include_small"]
+        out = {"table3": table3(cell_table, alphas=alphas, include_small=small) if len(cell_table) else frame([]),
+               "alpha_selected": alpha_selected(cells_df)}
+        # Table 3's choice of cells, small ones kept: what the verdicts and the survival curves speak of.
+        ctx.results["table3_cells"] = table3_cells(cells_df, alphas, include_small=True) if not cells_df.empty else None
+        ctx.results["table3_cells_used"] = (table3_cells(cells_df, alphas, include_small=small) if not cells_df.empty
+                                            else None)
+        if not cells_df.empty and cells_df[["target", "draft"]].drop_duplicates().shape[0] > 1:
+            out["table3_pairs"] = table3_by_pair(cell_table, alphas=alphas, include_small=small)
+        return out

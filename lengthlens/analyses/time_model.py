@@ -12,10 +12,11 @@ from __future__ import annotations
 import pandas as pd
 import polars as pl
 
+from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Table, keys
 from lengthlens.data.schema import ARM_KEY
 from lengthlens.data.serving import with_serving
 
-__all__ = ["time_model"]
+__all__ = ["TimeModelReport", "time_model"]
 
 
 def _fit(t: str, r: str) -> list[pl.Expr]:
@@ -69,3 +70,26 @@ def time_model(units: pl.DataFrame) -> pd.DataFrame:
              .alias("time_ratio_predicted"))
          .sort(list(ARM_KEY)))
     return f.select(cols).to_pandas()
+
+
+class TimeModelReport(ReportAnalysis):
+    """time_model.csv and its figure: each cell's fitted cost per verifier round, and T/T* predicted from rounds."""
+
+    name = "time model"
+    stage = "lossless check, method pairs"
+    reads = ("wall_time_s", "draft_rounds")
+    outputs = Outputs(
+        tables=(Table("time_model", "cell with wall times and rounds on both sides", (
+            *keys(also=("target", "draft", "dataset", "method", "params", "serving")),
+            Column("n_runs", "paired runs with both logged"),
+            Column("seconds_per_round{,_star}", "least-squares slope of wall time on verifier rounds over the relaxed "
+                   "runs (the baseline's: _star): the cost of a round"),
+            Column("seconds_fixed{,_star}", "its intercept: the fixed cost of a run"),
+            Column("rounds_ratio", "Σ R / Σ R*"), Column("time_ratio", "Σ T / Σ T* (measured)"),
+            Column("time_ratio_predicted", "T/T* if the relaxed arm's rounds cost what the baseline's do")),
+            written="when wall time and rounds are logged"),),
+        figures=(Figure("time_model"),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        tm = time_model(ctx.units.filter(~pl.col("method").str.ends_with("_force_commit")))
+        return {} if tm.empty else {"time_model": tm}

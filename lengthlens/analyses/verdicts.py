@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.results import frame, frame_html
 
 __all__ = ["FASTER", "SLOWER", "CANT_TELL", "NOT_COMPUTED", "WORSE", "NO_CHANGE", "UNGRADED", "PARTLY_GRADED",
@@ -204,3 +205,40 @@ def verdicts(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -
                 s = small.loc[g.index]
                 rows.append(_rule_row(g[~s], scope, str(tg), str(dr), method, int(s.sum())))
     return Verdicts(cells_, tuple(rows))
+
+
+def _count(name: str, words: str, label: str, tone: str | None = None) -> Column:
+    return Column(name, f"cells {words}", label=label, fmt="int", tone=tone)
+
+
+class VerdictsReport(ReportAnalysis):
+    """verdicts.csv and the report's decision view: each rule's cell verdicts counted, on Table 3's cells and on all."""
+
+    name = "verdicts"
+    stage = "arms and Table 3"
+    outputs = Outputs(
+        tables=(Table("verdicts", "scope (table3, all) × pair (or `all`) × rule", (
+            Column("scope", "table3 (the cells Table 3 uses, small ones counted apart) or all (every α)"),
+            *keys("method", also=("target", "draft")),
+            Column("n_cells", "cells counted (small ones left out)", label="cells", fmt="int"),
+            _count("n_rounds_faster", "whose R/R* interval lies below 1", "R/R* faster", "win_if_positive"),
+            _count("n_rounds_slower", "whose R/R* interval lies above 1", "R/R* slower", "loss_if_positive"),
+            _count("n_rounds_cant_tell", "whose R/R* interval holds 1", "R/R* can't tell"),
+            _count("n_time_faster", "whose T/T* interval lies below 1", "T/T* faster", "win_if_positive"),
+            _count("n_time_slower", "whose T/T* interval lies above 1", "T/T* slower", "loss_if_positive"),
+            _count("n_time_cant_tell", "whose T/T* interval holds 1", "T/T* can't tell"),
+            _count("n_graded", "graded (on at least half their items)", "graded"),
+            _count("n_accuracy_worse", "whose loss flag fires (drop_2pp)", "accuracy worse", "loss_if_positive"),
+            _count("n_accuracy_no_change", "graded whose loss flag does not fire", "no detectable change"),
+            Column("accuracy_mdd_pp_median", "median over the cells with no detectable change of the smallest drop they "
+                   "would have detected", label="min. detectable drop pp (median)", fmt="f1"),
+            _count("n_small_excluded", "with fewer than 10 items, left out", "small cells left out")),
+            written="when there are cells", caption="Verdicts on Table 3's cells"),),
+        sections=(Section("decision", "Faster, and as accurate? The verdicts", order=10),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        chosen = ctx.results.get("table3_cells")
+        if chosen is None:
+            return {}
+        ctx.results["verdicts"] = decision = verdicts(ctx.tables["cells"], chosen)
+        return {"verdicts": decision.to_frame()}

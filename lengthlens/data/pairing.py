@@ -1,8 +1,14 @@
-"""Pair runs of one arm with runs of another on the same (item, seed): the unit every cell metric is built on."""
+"""Pair runs of one arm with runs of another on the same (item, seed): the unit every cell metric is built on.
+
+:class:`Derived` is one load's runs derived once (``RunSet.derived``): the derived columns, the
+split of the texts into channels and every cell's pairs, computed on first use and then shared by
+every analysis of the report.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 import polars as pl
 
@@ -56,10 +62,68 @@ def cell_units(paired_runs: pl.DataFrame, columns: Sequence[str] | None = None) 
     and ``censored`` are kept either way). One lazy plan (derive, split, join, sort): polars then holds no
     intermediate copy of the runs, and reads only the columns asked for.
     """
-    t = with_derived(paired_runs.lazy())
+    return _cell_pairs(with_derived(paired_runs.lazy()), paired_runs.columns, columns)
+
+
+def _cell_pairs(derived: pl.LazyFrame, present: Sequence[str], columns: Sequence[str] | None) -> pl.DataFrame:
+    """:func:`cell_units` on runs that already have their derived columns (``present``: the runs' own columns)."""
     if columns is not None:
         keep = dict.fromkeys([*CELL_KEY, *UNIT_KEY, "l_bar", "censored", *columns])
-        t = t.select([c for c in keep if c in paired_runs.columns or c in ("l_bar", "censored")])
-    units = _paired(t.filter(pl.col("method") != STRICT), t.filter(pl.col("method") == STRICT), (*GROUP_KEY, *UNIT_KEY),
-                    "_star")
+        derived = derived.select([c for c in keep if c in present or c in ("l_bar", "censored")])
+    units = _paired(derived.filter(pl.col("method") != STRICT), derived.filter(pl.col("method") == STRICT),
+                    (*GROUP_KEY, *UNIT_KEY), "_star")
     return units.sort([*ARM_KEY, *UNIT_KEY], maintain_order=True).collect()
+
+
+#: The per-run columns the split into channels adds (:func:`lengthlens.data.channel_counts.run_channels`).
+CHANNEL_COLUMNS = ("thinking_chars", "answer_chars", "thinking_closed", "channel_format", "chars_source")
+
+
+class Derived:
+    """One load's runs, derived once and shared by every analysis (``RunSet.derived``); each part on first use.
+
+    ``runs``: every loaded run with ``l_bar`` and ``censored`` (:func:`with_derived`); ``paired``: those that
+    enter cells; ``split``: the paired runs with their texts split into thinking and answer
+    (:func:`~lengthlens.data.channel_counts.run_channels_audited`) and the audit of logged channel counts;
+    ``ok``: every ok run, paired or not, split the same way (an intervention's base runs need not enter a
+    cell); :meth:`units`: every cell's pairs.
+    """
+
+    def __init__(self, table: pl.DataFrame):
+        self._table = table
+        self._units: dict[tuple[str, ...] | None, pl.DataFrame] = {}
+
+    @cached_property
+    def runs(self) -> pl.DataFrame:
+        return with_derived(self._table)
+
+    @cached_property
+    def paired(self) -> pl.DataFrame:
+        return self.runs.filter(pl.col("paired"))
+
+    @cached_property
+    def split(self) -> tuple[pl.DataFrame, list[str], list[tuple[str, str, str]]]:
+        """(paired runs with channel columns, logged counts the texts contradict, their (target, cause, source))."""
+        from lengthlens.data.channel_counts import run_channels_audited
+
+        return run_channels_audited(self.paired)
+
+    @cached_property
+    def ok(self) -> pl.DataFrame:
+        """Every ok run with channel columns: the paired ones as :attr:`split` has them, the others split here."""
+        from lengthlens.data.channel_counts import run_channels
+
+        rest = self.runs.filter((pl.col("status") == "ok") & ~pl.col("paired"))
+        if rest.is_empty():
+            return self.split[0]
+        return pl.concat([self.split[0], run_channels(rest)[0]], how="diagonal_relaxed")
+
+    def units(self, columns: Sequence[str] | None = None) -> pl.DataFrame:
+        """Every relaxed paired run with its baseline run (:func:`cell_units`) on ``columns`` (default all), channel
+        columns included when asked for; the same columns give the same table, made once."""
+        key = None if columns is None else tuple(dict.fromkeys(columns))
+        if key not in self._units:
+            split = key is None or any(c in CHANNEL_COLUMNS for c in key)
+            runs = self.split[0] if split else self.paired
+            self._units[key] = _cell_pairs(runs.lazy(), runs.columns, key)
+        return self._units[key]

@@ -16,6 +16,8 @@ from lengthlens.data.schema import ARM_KEY
 if TYPE_CHECKING:  # pandas is imported where a frame is built: worker processes need none
     import pandas as pd
 
+    from lengthlens.data.pairing import Derived
+
 
 @dataclass(frozen=True)
 class RunSet:
@@ -45,6 +47,13 @@ class RunSet:
         """Ok runs that enter cells (computed once: at scale it is most of the table)."""
         return self.table.filter(pl.col("paired"))
 
+    @cached_property
+    def derived(self) -> Derived:
+        """The runs derived once for every analysis: derived columns, channel split, cell pairs (each on first use)."""
+        from lengthlens.data.pairing import Derived
+
+        return Derived(self.table)
+
     def to_frame(self) -> pd.DataFrame:
         """The normalized table as pandas (text column left out: it is large and rarely wanted here)."""
         return self.table.drop("text").to_pandas()
@@ -58,7 +67,7 @@ class RunSet:
         lines = [
             f"{self.n_found} runs found in {len(self.sources)} source(s); {t.height} loaded "
             f"({t.filter(pl.col('paired')).height} paired into cells), {self.skipped.height} listed as skipped or unpaired",
-            f"{arms} arms, {t.select('target', 'draft').unique().height} target-draft pair(s), "
+            f"{arms} arms, {_pairs(t)} target-draft pair(s), "
             f"{_datasets_line(t)}",
         ]
         if self.skipped.height:
@@ -91,6 +100,12 @@ class RunSet:
 
     def __repr__(self) -> str:
         return f"RunSet({self.summary().splitlines()[0]})"
+
+
+def _pairs(t: pl.DataFrame) -> int:
+    """Target–draft pairs of the relaxed arms (an autoregressive baseline serves them and is no pair of its own)."""
+    relaxed = t.filter(pl.col("method") != "strict")
+    return (relaxed if relaxed.height else t).select("target", "draft").unique().height
 
 
 def benchmark_of(dataset: str, targets: list[str]) -> str:

@@ -1,37 +1,52 @@
-"""HTML tables of the report: explicit columns for the paper's tables, sensible defaults for any other frame.
+"""The report's columns: which columns a table shows, their headers, formats and colours, and how a value is written.
 
-Formatting lives here once so that the HTML, the PDF (same HTML) and the tests agree on how a
-number is written: :func:`fmt` is what a reader sees, and tests format CSV values with it to find
-them in the PDF text.
+Formatting lives here once so that the HTML, the PDF and the tests agree on how a number is written:
+:func:`fmt` is what a reader sees, and tests format CSV values with it to find them in the PDF text.
+The columns a table shows come from its declaration (:mod:`lengthlens.analyses.outputs`: a column with a
+label is shown, in declaration order); a table nobody described shows every column.
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-from markupsafe import Markup
 
-#: Display labels of known columns; unknown columns show their name with spaces.
-LABELS: dict[str, str] = {
-    "target": "target", "draft": "draft", "dataset": "dataset", "method": "rule", "params": "params",
-    "alpha": "α", "n_items": "items", "n_runs": "runs", "n_graded": "graded", "n_cells": "cells",
-    "l_bar": "ℓ̄", "l_bar_star": "ℓ̄*", "gain": "gain", "lambda": "λ", "rounds_ratio": "R/R*",
-    "rounds_ratio_predicted": "λ/gain", "time_ratio": "T/T*", "accuracy": "acc", "accuracy_star": "acc*",
-    "accuracy_delta_pp": "Δacc pp", "censored_frac": "cens", "censored_frac_star": "cens*",
-    "km_median": "KM median", "km_median_star": "KM median*", "lambda_uncensored_pairs": "λ uncensored pairs",
-    "gm_ratio_aft_lognormal": "GM ratio AFT log-normal", "gm_ratio_aft_weibull": "GM ratio AFT Weibull",
-    "extra_chars": "extra chars", "extra_chars_thinking": "extra chars thinking", "thinking_share": "thinking share",
-    "fired": "fired", "correct_before": "correct before", "correct_after": "correct after",
-    "wrong_to_right": "wrong→right", "right_to_wrong": "right→wrong", "still_capped": "still capped",
-    "accuracy_p": "paired p", "mcnemar_p": "paired p", "n_lossy_only": "lossy-only tokens", "lossy_only_rate": "lossy-only rate",
-    "budget": "budget",
-}
+if TYPE_CHECKING:
+    from lengthlens.analyses.outputs import Column, ReportAnalysis
+
+
+def _labels(analyses: tuple[ReportAnalysis, ...], metrics: Any) -> dict[str, str]:
+    from lengthlens.analyses.outputs import KEY_COLUMNS
+
+    out = {k: label for k, (_, label) in KEY_COLUMNS.items()}
+    for m in metrics.metrics:
+        out.setdefault(m.name, m.label)
+    for a in analyses:
+        for t in a.outputs.tables:
+            for c in t.all_columns():
+                if c.label is not None and "{" not in c.name:
+                    out.setdefault(c.name, c.label)
+    return out
+
+
+def labels() -> dict[str, str]:
+    """Every declared column's header (the keys', the registry's metrics', the analyses' shown columns): the header of a
+    column wherever a table nobody described shows it."""
+    from lengthlens.analyses import registry
+    from lengthlens.stats.metrics import registry as metrics
+
+    analyses, reg = registry.analyses(), metrics()
+    if _LABELS[0] is not analyses or _LABELS[1] is not reg:  # made once per registry in use
+        _LABELS[:] = [analyses, reg, _labels(analyses, reg)]
+    return _LABELS[2]
+
+
+_LABELS: list[Any] = [None, None, {}]
 
 
 #: Magnitudes from which a decimal (``fN``, ``auto``) or an integer is written as ``m×10ᵏ``: an interval's limit of
@@ -103,19 +118,9 @@ class Col:
     left: bool = False
     title: str | None = None  # tooltip
 
-    def header(self) -> str:
-        # Headers wrap between words only, never inside a symbol such as R/R* or λ_lo>1.
-        words = self.text().split(" ")
-        lab = " ".join(f'<span class="nw">{html.escape(w)}</span>' for w in words if w)
-        if self.ci:
-            lab += " <span class=ci>[95%]</span>"
-        cls = ' class="l"' if self.left else ""
-        tip = f' title="{html.escape(self.title)}"' if self.title else ""
-        return f"<th{cls}{tip}>{lab}</th>"
-
     def text(self) -> str:
         """The header's text."""
-        return self.label or LABELS.get(self.name, self.name.replace("_", " "))
+        return self.label or labels().get(self.name, self.name.replace("_", " "))
 
     def parts(self, row: dict[str, Any]) -> tuple[str, str, str]:
         """One row's cell as (value, interval ``[lo, hi]`` or "", colour class or ""): what the HTML and the PDF write."""
@@ -125,17 +130,6 @@ class Col:
             if not (_nan(lo) and _nan(hi)):
                 ci = f"[{fmt(lo, self.kind)}, {fmt(hi, self.kind)}]"
         return fmt(row.get(self.name), self.kind), ci, (self.css(row) if self.css else "") or ""
-
-    def cell(self, row: dict[str, Any]) -> str:
-        value, ci, css = self.parts(row)
-        txt = html.escape(value)
-        if ci:
-            txt += f" <span class=ci>{html.escape(ci)}</span>"
-        classes = ["l"] if self.left else []
-        if css:
-            classes.append(css)
-        cls = f' class="{" ".join(classes)}"' if classes else ""
-        return f"<td{cls}>{txt}</td>"
 
 
 def _nan(v: Any) -> bool:
@@ -167,77 +161,7 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [{k: (None if _nan(v) else v) for k, v in zip(cols, row)} for row in df.to_numpy(dtype=object)]
 
 
-def table_html(df: pd.DataFrame, cols: Sequence[Col], *, css: str = "", bold: Callable[[dict[str, Any]], bool] | None = None,
-               caption: str | None = None) -> Markup:
-    """A plain table."""
-    head = "".join(c.header() for c in cols)
-    body = []
-    for r in records(df):
-        b = ' class="total"' if bold and bold(r) else ""
-        body.append(f"<tr{b}>" + "".join(c.cell(r) for c in cols) + "</tr>")
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    cls = f' class="{css}"' if css else ""
-    return Markup(f"<table{cls}>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
-
-
-def grouped_html(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] = ("target", "draft"),
-                 sub: str | None = "dataset", open_first: bool = True, css: str = "") -> Markup:
-    """One collapsible block per ``group`` (target–draft pair); inside, a table with a header row per ``sub`` value.
-
-    At paper scale (12 pairs x 6 datasets x 5 rules) this is 12 blocks of 30 rows instead of one
-    360-row table; print CSS opens every block.
-    """
-    if df.empty:
-        return Markup("<p class=muted>No rows.</p>")
-    group = [g for g in group if g in df.columns]
-    shown = [c for c in cols if c.name not in group and c.name != sub]
-    head = "".join(c.header() for c in shown)
-    blocks = []
-    groups = df.groupby(group, sort=True) if group else [((), df)]
-    for i, (key, g) in enumerate(groups):
-        key = key if isinstance(key, tuple) else (key,)
-        label = " / ".join(str(k) for k in key) or "all"
-        rows = []
-        parts = g.groupby(sub, sort=True) if sub and sub in g.columns else [(None, g)]
-        for sk, sg in parts:
-            if sk is not None:
-                rows.append(f'<tr class="sub"><th class="l" colspan="{len(shown)}">{html.escape(str(sk))} '
-                            f'<span class=muted>({len(sg)})</span></th></tr>')
-            for r in records(sg):
-                rows.append("<tr>" + "".join(c.cell(r) for c in shown) + "</tr>")
-        opened = " open" if (open_first and i == 0) else ""
-        cls = f' class="{css}"' if css else ""
-        # Each table scrolls on its own: a wide one does not push the page or its block's summary out of view.
-        blocks.append(f'<details class="group"{opened}><summary>{html.escape(label)} <span class=muted>({len(g)} rows)</span>'
-                      f'</summary><div class="scroll"><table{cls}><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
-                      f'</tbody></table></div></details>')
-    return Markup("".join(blocks))
-
-
 # --- the report's described tables ---------------------------------------------------------
-
-TABLE3_COLS = [
-    Col("method", "rule", "text", left=True),
-    Col("n_cells", "cells", "int"),
-    Col("gain_mean", "gain mean", "f3"), Col("gain_median", "gain median", "f3"),
-    Col("lambda_mean", "λ mean", "f3"), Col("lambda_median", "λ median", "f3"),
-    Col("rounds_ratio_mean", "R/R* mean", "f3"),
-    Col("rounds_ratio_median", "R/R* median", "f3"),
-    Col("time_ratio_mean", "T/T* mean", "f3"),
-    Col("time_ratio_median", "T/T* median", "f3"),
-    Col("time_per_round_ratio_median", "time/round median", "f3", title="(T/T*)/(R/R*): wall time per verifier round"),
-    Col("n_lambda_gt_1", "λ>1", "int"), Col("n_lambda_lo_gt_1", "λ_lo>1", "int", title="interval entirely above 1"),
-    Col("n_rounds_ratio_gt_1", "R/R*>1", "int"), Col("n_time_ratio_gt_1", "T/T*>1", "int"),
-    Col("n_graded", "graded", "int"),
-    Col("n_drop_2pp", "drop >2pp (test)", "int", title="a loss of more than 2 points by the one-sided test at 2.5 % (drop_2pp)"),
-    Col("n_drop_2pp_point", "drop ≥2pp (point)", "int", title="the study's rule: point estimate of Δacc ≤ −2 points"),
-    Col("accuracy_mdd_pp_median", "detectable drop pp", "f0",
-        title="median over graded cells of the smallest true drop drop_2pp detects with 80 % power"),
-    Col("n_drop_holm", "drop, Holm p<0.05", "int", title="lower accuracy, Holm-adjusted mid-p < 0.05 over the accuracy family"),
-    Col("accuracy_delta_pp_mean", "Δacc mean pp", "f1", ci="accuracy_delta_pp_mean"),
-    Col("n_predicted_win_time_loses", "λ/gain<1, T/T*≥1", "int", title="predicted rounds win but time loses"),
-    Col("n_measured_win_time_loses", "R/R*<1, T/T*≥1", "int", title="measured rounds win but time loses"),
-]
 
 def verdict_css(name: str, lo: str | None = None, hi: str | None = None, better: str | None = None,
                 reference: float = 1.0) -> Callable[[dict[str, Any]], str]:
@@ -301,103 +225,92 @@ VERDICT_COLS = [
               "detects with 80 % power (accuracy_mdd_pp)"),
 ]
 
-#: The decision table: a rule's verdicts counted over its cells.
-VERDICT_TABLE_COLS = [
-    Col("method", "rule", "text", left=True), Col("n_cells", "cells", "int"),
-    Col("n_rounds_faster", "R/R* faster", "int", css=lambda r: "win" if r.get("n_rounds_faster") else ""),
-    Col("n_rounds_slower", "R/R* slower", "int", css=lambda r: "loss" if r.get("n_rounds_slower") else ""),
-    Col("n_rounds_cant_tell", "R/R* can't tell", "int"),
-    Col("n_time_faster", "T/T* faster", "int", css=lambda r: "win" if r.get("n_time_faster") else ""),
-    Col("n_time_slower", "T/T* slower", "int", css=lambda r: "loss" if r.get("n_time_slower") else ""),
-    Col("n_time_cant_tell", "T/T* can't tell", "int"),
-    Col("n_graded", "graded", "int"),
-    Col("n_accuracy_worse", "accuracy worse", "int", css=lambda r: "loss" if r.get("n_accuracy_worse") else ""),
-    Col("n_accuracy_no_change", "no detectable change", "int"),
-    Col("accuracy_mdd_pp_median", "min. detectable drop pp (median)", "f1",
-        title="median over the cells with no detectable change of the smallest drop they would have detected"),
-    Col("n_small_excluded", "small cells left out", "int"),
-]
+# --- columns from the declarations ---------------------------------------------------------
+
+def _tone(column: Column) -> Callable[[dict[str, Any]], str] | None:
+    """A declared column's colouring: by its interval against its reference (``better``), or by its ``tone``."""
+    name = column.name
+    if column.better is not None and column.interval:
+        stem = column.stem or name
+        return verdict_css(name, f"{stem}_lo", f"{stem}_hi", column.better, column.reference)
+    if column.tone == "loss_if_positive":
+        return lambda r: "loss" if (r.get(name) or 0) > 0 else ""
+    if column.tone == "win_if_positive":
+        return lambda r: "win" if (r.get(name) or 0) > 0 else ""
+    if column.tone == "loss_if_negative":
+        return lambda r: "loss" if (r.get(name) or 0) < 0 else ""
+    if column.tone == "verdict":
+        return _verdict_class(name)
+    return None
 
 
-KEY_COLS = [Col("dataset", left=True, kind="text"), Col("method", "rule", "text", left=True),
-            Col("params", "params", "text", left=True)]
+def col_of(column: Column) -> Col:
+    """The displayed column of a declared one: its label, format, interval, colour and its description as a tooltip."""
+    return Col(column.name, column.label, column.fmt, ci=(column.stem or column.name) if column.interval else None,
+               css=_tone(column), left=column.fmt == "text", title=column.description)
 
-#: Table 4's p-value column: mid-p McNemar, or the item-level sign-flip test's mid-p with several seeds per item.
-_PAIRED_P = Col("accuracy_p", "paired p", "p",
-                title="mid-p McNemar; the item-level sign-flip test when items have several seeds (accuracy_test)")
 
-#: Curated columns of the lead's per-cell tables (each shown when present; the CSVs keep every column).
-DESCRIBED: dict[str, list[Col]] = {
-    "censoring": KEY_COLS + [
-        Col("n_items", "items", "int"), Col("censored_frac", "cens", "f2"), Col("censored_frac_star", "cens*", "f2"),
-        Col("km_median", "KM median", "int", ci="km_median"), Col("km_median_star", "KM median*", "int", ci="km_median_star"),
-        Col("lambda_plain", "λ plain", "f2", ci="lambda_plain"),
-        Col("lambda_uncensored_pairs", "λ uncensored pairs", "f2", ci="lambda_uncensored_pairs"),
-        Col("gm_ratio_aft_lognormal", "GM ratio AFT log-normal", "f2", ci="gm_ratio_aft_lognormal",
-            css=verdict_css("gm_ratio_aft_lognormal", better="lower"),
-            title="geometric-mean (time) ratio of the log-normal AFT fit: a typical completion stretched by, not λ"),
-        Col("gm_ratio_aft_weibull", "GM ratio AFT Weibull", "f2", ci="gm_ratio_aft_weibull",
-            css=verdict_css("gm_ratio_aft_weibull", better="lower")),
-    ],
-    "attribution": KEY_COLS + [
-        Col("n_items", "items", "int"), Col("chars_mean", "chars", "int"), Col("chars_mean_star", "chars*", "int"),
-        Col("extra_chars", "extra chars", "int"), Col("extra_chars_thinking", "in thinking", "int"),
-        Col("extra_chars_answer", "in answer", "int"), Col("thinking_share", "thinking share", "f2", ci="thinking_share"),
-        Col("thinking_share_reason", "share undefined because", "text", left=True),
-        Col("item_share_q25", "item share q25", "f2"), Col("item_share_median", "item share median", "f2"),
-        Col("item_share_q75", "item share q75", "f2"),
-    ],
-    "extra_tokens": KEY_COLS + [
-        Col("n_runs_with_proposals", "runs", "int"), Col("n_accepted", "accepted", "int"),
-        Col("n_lossy_only", "lossy-only", "int"), Col("lossy_only_per_accepted", "lossy-only / accepted", "f3"),
-        Col("p_lossy_only_median", "p lossy-only med.", "f3"), Col("p_strict_accepted_median", "p strict-acc. med.", "f3"),
-        Col("rank_lossy_only_median", "rank lossy-only med. (0\u00a0=\u00a0top)", "rank",
-            title="the target's rank of the token, 0-based: 0 is its most likely token"),
-        Col("rank_strict_accepted_median", "rank strict-acc. med. (0\u00a0=\u00a0top)", "rank"),
-        Col("p_lossy_only_mean", "p lossy-only mean", "f3"), Col("p_strict_accepted_mean", "p strict-acc. mean", "f3"),
-    ],
-    "table4": [
-        Col("target", left=True, kind="text"), Col("draft", left=True, kind="text")] + KEY_COLS + [
-        Col("threshold", "threshold", "int"), Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
-        Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
-        Col("wrong_to_right", "wrong→right", "int"), Col("right_to_wrong", "right→wrong", "int"),
-        Col("still_capped", "still capped", "int"), _PAIRED_P,
-    ],
-    "attribution_summary": [
-        Col("scope", "cells", "text", left=True),
-        Col("method", "rule", "text", left=True), Col("n_cells", "cells", "int"), Col("n_cells_longer", "cells longer", "int"),
-        Col("n_share_undefined", "share undefined", "int", title="the interval of the extra length includes 0"),
-        Col("thinking_share_median", "thinking share median", "f2"), Col("thinking_share_pooled", "pooled", "f2"),
-        Col("n_share_lo_ge_90", "share lo ≥ 0.90", "int"), Col("n_share_lo_ge_92", "share lo ≥ 0.92", "int"),
-        Col("n_share_point_ge_90", "share ≥ 0.90 (point)", "int"),
-    ],
-}
+def _declared(name: str, analyses: Sequence[ReportAnalysis] | None) -> list[Column]:
+    from lengthlens.analyses import registry
+
+    t = registry.table(name, tuple(analyses) if analyses else None)
+    return [c for c in t.all_columns() if c.shown] if t is not None else []
+
+
 #: Columns of tables nobody described that are bookkeeping, not for readers.
 _NOISE = ("alpha",)
 
 
-def described_columns(name: str, df: pd.DataFrame) -> list[Col]:
-    """Columns to show for one of the analysis tables by name; every column (intervals folded) for unknown ones."""
-    spec = [c for c in DESCRIBED.get(name, []) if c.name in df.columns]
-    if len(spec) >= 4:
+def described_columns(name: str, df: pd.DataFrame, analysis: Any = None) -> list[Col]:
+    """The columns the report shows of the table ``name``: its declared shown columns present in ``df``, in
+    declaration order; every column (intervals folded) where none is declared."""
+    spec = [col_of(c) for c in _declared(name, getattr(analysis, "analyses", None)) if c.name in df.columns]
+    if spec:
         return spec
     return auto_columns(df, first=("target", "draft", "dataset", "method", "params"),
                         skip=[c for c in _NOISE if c in df.columns])
 
 
-#: Table 4's columns in the report: target and draft go to a header row per pair, the rule loses its suffix.
-TABLE4_COLS = [
-    Col("dataset", left=True, kind="text"), Col("rule", "rule", "text", left=True), Col("params", left=True, kind="text"),
-    Col("fired", "fired", "int"), Col("n_graded", "graded", "int"),
-    Col("correct_before", "correct before", "int"), Col("correct_after", "correct after", "int"),
-    Col("wrong_to_right", "wrong → right", "int"), Col("right_to_wrong", "right → wrong", "int"),
-    Col("still_capped", "still capped", "int"), _PAIRED_P,
-]
+declared_columns = described_columns
 
-NO_TABLE4_TEXT = ("The logs have no force-commit arm (a <rule>_force_commit method with params alpha<a>_t<threshold>), "
-                  "so there is no Table 4 for these runs.")
-NO_TABLE4 = ("The logs have no force-commit arm (a <code>&lt;rule&gt;_force_commit</code> method with params "
-             "<code>alpha&lt;a&gt;_t&lt;threshold&gt;</code>), so there is no Table 4 for these runs.")
+
+def serving_first(cols: list[Col], df: pd.DataFrame, *, after: str | None = None) -> list[Col]:
+    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several."""
+    from lengthlens.data.serving import serving_conditions
+
+    if "serving" not in df or df.empty or len(serving_conditions(df["serving"])) < 2:
+        return cols
+    at = next((k + 1 for k, c in enumerate(cols) if c.name == after), 0)
+    return [*cols[:at], Col("serving", "serving", "text", left=True), *cols[at:]]
+
+
+def table3_columns(t3: pd.DataFrame, analysis: Any = None) -> list[Col]:
+    """Table 3's columns (the serving condition first where it has several); the count of partly graded cells only
+    when there are any."""
+    cols = described_columns("table3", t3, analysis)
+    if "n_graded_partial" not in t3 or not (t3["n_graded_partial"] > 0).any():
+        cols = [c for c in cols if c.name != "n_graded_partial"]
+    return serving_first(cols, t3)
+
+
+def with_verdict_text(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cell table with its accuracy verdict in words, the minimum detectable drop beside "no detectable change"."""
+    from lengthlens.report.wording import accuracy_verdict_text
+
+    if cells.empty or "verdict_accuracy" not in cells.columns:
+        return cells
+    mdd = cells["accuracy_mdd_pp"] if "accuracy_mdd_pp" in cells.columns else [None] * len(cells)
+    return cells.assign(verdict_accuracy_text=[accuracy_verdict_text(v, m) for v, m in zip(cells["verdict_accuracy"], mdd)])
+
+
+def table4_columns(analysis: Any = None) -> list[Col]:
+    """Table 4's columns in the report: target and draft go to a header row per pair, the rule loses its suffix."""
+    cols = [col_of(c) for c in _declared("table4", getattr(analysis, "analyses", None))]
+    return [replace(c, name="rule") if c.name == "method" else c for c in cols]
+
+
+NO_TABLE4_TEXT = ("The logs have no force-commit arm (a `<rule>_force_commit` method with params "
+                  "`alpha<a>_t<threshold>`), so there is no Table 4 for these runs.")
 
 
 def table4_parts(t4: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int] | None:
@@ -410,26 +323,3 @@ def table4_parts(t4: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame, p
     total = df[df["method"] == "all"].assign(dataset="all", rule="", params="")
     arms = df[df["method"] != "all"]
     return arms[arms["fired"] > 0], total, arms[arms["fired"] == 0], len(arms)
-
-
-def table4_html(t4: pd.DataFrame | None) -> Markup:
-    """Table 4 for readers: arms that fired, one header row per target–draft pair, a total; arms that never fired in a line."""
-    parts = table4_parts(t4)
-    if parts is None:
-        return Markup(f"<p>{NO_TABLE4}</p>")
-    fired, total, never, n_arms = parts
-    head = "".join(c.header() for c in TABLE4_COLS)
-    rows = []
-    for (tgt, drf), g in fired.groupby(["target", "draft"], sort=True):
-        rows.append(f'<tr class="sub"><th class="l" colspan="{len(TABLE4_COLS)}">{html.escape(str(tgt))} ← '
-                    f'{html.escape(str(drf))}</th></tr>')
-        rows += ["<tr>" + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>" for r in records(g)]
-    for r in records(total):
-        rows.append('<tr class="total">' + "".join(c.cell(r) for c in TABLE4_COLS) + "</tr>")
-    out = f'<table class="t4"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>' if len(fired) else (
-        "<p>The intervention never fired in any arm.</p>")
-    if len(never):
-        names = "; ".join(f"{r['target']} {r['dataset']} {r['rule']} {r['params']}" for r in records(never))
-        out += (f'<p class="muted">{len(never)} of {n_arms} intervention arms never fired (their base runs never '
-                f"reached the threshold with the thinking open), so they have nothing to show: {html.escape(names)}.</p>")
-    return Markup(out)

@@ -154,6 +154,8 @@ def grading_provenance(runs: Any) -> str:
     text = GRADING_POLICIES.get(policy, policy)
     if not t.height or "grade_source" not in t.columns:
         return text
+    if "shared_baseline" in t.columns:  # a shared autoregressive baseline's copies are not runs of their own
+        t = t.filter(~pl.col("shared_baseline"))
     src = t.filter(pl.col("status") == "ok").get_column("grade_source")
     kinds = {"record": 0, "grade file": 0, "grader": 0}
     for v, n in src.value_counts().iter_rows():

@@ -55,12 +55,13 @@ def grading_name(analysis: Any) -> str:
 
 def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
     """A warning naming the cells whose arm covers fewer than 95 % of its baseline's items (not the method's full result)."""
+    never = _not_run_sentence(analysis)
     cells = analysis.tables.get("cells")
     if cells is None or cells.empty or "complete" not in cells:
-        return None
+        return never
     bad = cells[~cells["complete"].astype(bool)]
     if bad.empty:
-        return None
+        return never
     # Cells large enough for Table 3 first: a probe of a few items is left out of it anyway.
     small = bad["small_n"].astype(bool) if "small_n" in bad else pd.Series(False, index=bad.index)
     big = bad[~small]
@@ -73,7 +74,23 @@ def incomplete_warning(analysis: Any, most: int = 8) -> str | None:
     return (f"{len(bad)} of {len(cells)} cells cover fewer than {COMPLETE_SHARE:.0%} of their baseline's items, so their "
             "numbers are not the method's on the whole benchmark" + (f": {listed}" if listed else "")
             + (f". {probes[0].upper() + probes[1:]}" if probes else "") + ". They are marked in cells.csv (complete), "
-            "Table 3 (n_incomplete), the λ forest plots and the survival curves.")
+            "Table 3 (n_incomplete), the λ forest plots and the survival curves." + (f" {never}" if never else ""))
+
+
+def _not_run_sentence(analysis: Any) -> str | None:
+    """The datasets each method never reached though its target had a baseline there (no cell, coverage 0)."""
+    runs = getattr(analysis, "runs", None)
+    if runs is None:
+        return None
+    from lengthlens.data.coverage import not_run
+
+    missing = not_run(runs)
+    if not missing.height:
+        return None
+    parts = [f"{method} on {', '.join(part['dataset'].to_list())}"
+             for (method,), part in missing.partition_by(["method"], as_dict=True, maintain_order=True).items()]
+    return (f"Never run (no cell, coverage 0): {'; '.join(parts)}; the other cells of these methods are not their "
+            "result on the whole benchmark.")
 
 
 def grading_warning(analysis: Any) -> str | None:

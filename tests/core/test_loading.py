@@ -144,3 +144,25 @@ def test_report_cli_writes_tables(tmp_path):
                 "time_ratio_lo time_ratio_hi accuracy accuracy_star accuracy_delta_pp accuracy_delta_lo accuracy_delta_hi drop_2pp "
                 "censored_frac censored_frac_star").split()
     assert not [c for c in required if c not in cells.columns]
+
+
+def test_each_item_keeps_its_own_budget(tmp_path):
+    """Budgets that differ from item to item pair when both runs of an item had the same; the skip names the item."""
+    root = tmp_path / "runs"
+    budgets = [21, 27, 34, 27]
+    for m, p, a in (("strict", "strict", None), ("cactus", "alpha0.3", 0.3)):
+        for i, b in enumerate(budgets):
+            relaxed_budget = 40 if (m == "cactus" and i == 3) else b
+            out = b if i in (1, 2) else b - 5  # items 1 and 2 stop at their own budget
+            write_run(root, "ds", m, p, f"case_{i:03d}", 0, output_tokens=out, budget=relaxed_budget, alpha=a,
+                      rounds=8, accepted=out - 8 - 1)
+    runs = ll.load(root, cache=False)
+    paired = runs.table.filter(pl.col("paired"))
+    assert paired.filter(pl.col("method") == "strict").height == 4
+    assert sorted(paired.filter(pl.col("method") == "cactus")["item_id"].to_list()) == ["case_000", "case_001", "case_002"]
+    (reason,) = runs.skipped.filter(pl.col("path").str.contains("case_003"))["reason"].to_list()
+    assert reason == "setting differs from the baseline: max_new_tokens 40 != baseline 27"
+    assert any("1 runs not paired, max_new_tokens 40 != baseline 27 (item case_003)" in w for w in runs.warnings)
+    cell = ll.cells(runs, n_resamples=50).get(method="cactus")
+    # Censoring reads each run's own budget: items 1 and 2 of each arm reached theirs.
+    assert cell["censored_frac"].point == pytest.approx(2 / 3)

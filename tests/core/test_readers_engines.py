@@ -279,11 +279,11 @@ def test_vllm_bench_cells_pooled_counters_said_plainly():
 def test_vllm_bench_run_summary():
     from lengthlens.data.readers.vllm_bench import run_summary
 
-    s = run_summary(ROOT / "vllm_bench").sort("method")
+    s = run_summary(ROOT / "vllm_bench").sort_values("method")
     raw = [json.loads(p.read_text()) for p in sorted((ROOT / "vllm_bench").glob("*.json"))]
-    assert s["method"].to_list() == ["fly", "strict"]
-    assert s["l_bar_pooled"].to_list() == [r["spec_decode_accepted_tokens"] / r["spec_decode_num_drafts"] for r in raw]
-    assert s["num_drafts"].to_list() == [r["spec_decode_num_drafts"] for r in raw]
+    assert s["method"].tolist() == ["fly", "strict"]
+    assert s["l_bar_pooled"].tolist() == [r["spec_decode_accepted_tokens"] / r["spec_decode_num_drafts"] for r in raw]
+    assert s["num_drafts"].tolist() == [r["spec_decode_num_drafts"] for r in raw]
 
 
 def test_vllm_bench_without_save_detailed_is_named(tmp_path):

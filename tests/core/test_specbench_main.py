@@ -149,10 +149,13 @@ def test_categories_seeds_and_the_ids_of_every_method(runs):
 
 def test_incomplete_arm_is_flagged(runs):
     cov = arm_coverage(runs).filter(pl.col("method") == "samd").sort("dataset")
-    assert cov.select("dataset", "n_items", "n_items_baseline", "complete").rows() == [
-        ("mt_bench", 4, 4, True), ("translation", 1, 3, False)]
+    assert cov.select("dataset", "n_items", "n_items_baseline", "complete", "not_run").rows() == [
+        ("mt_bench", 4, 4, True, False), ("qa", 0, 3, False, True), ("translation", 1, 3, False, False)]
     summary = runs.summary()
     assert "incomplete arm vicuna-7b-v1.3 / samd / translation / samd / default: 1 of the baseline's 3 items (33%)" in summary
+    # The task samd never reached has a row of its own, named in the console.
+    assert "not run: samd (vicuna-7b-v1.3 / samd) never ran on qa (the baseline has 3 items there): coverage 0, no cell" \
+        in summary
     table = speedup_table(runs).set_index(["method", "dataset"])
     assert not table.loc[("samd", "overall"), "complete"] and table.loc[("samd", "overall"), "coverage"] == 0.5
 
@@ -176,6 +179,8 @@ def test_incomplete_arm_is_flagged_in_cells_table3_figures_and_the_report(runs, 
     warning = incomplete_warning(a)
     # The cut cell has 1 item: counted among the small probes, not named (the naming is tested below).
     assert warning.startswith("1 of ") and "1 of them have fewer than 10 items" in warning
+    # Tasks a method never reached are named too (the runs have no cell there).
+    assert "Never run (no cell, coverage 0): " in warning and "samd on qa" in warning
     fig = plots.fig_lambda_forest(a, "translation")
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert [lab for lab in labels if "incomplete" in lab] == ["vicuna-7b-v1.3 · samd default (1 items) [incomplete: 1/3]"]

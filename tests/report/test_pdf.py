@@ -1,4 +1,4 @@
-"""The PDF (report/typeset.py + templates/report.typ): written by Typst from the report's model, with the headline,
+"""The PDF (report/typeset.py + templates/report.typ): the report's model typeset by Typst, with the headline,
 Table 3 and every figure's caption; data strings come out literally; a failed compile leaves the rest standing."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import sys
 import pandas as pd
 import pytest
 
-from lengthlens.report import _figure_blocks, _placed_sections, write_report
+from lengthlens.report import _figure_blocks, write_report
+from lengthlens.report import model as M
 from lengthlens.report import typeset as T
 from lengthlens.report.columns import Col, fmt
 
@@ -45,7 +46,7 @@ def test_pdf_has_the_headline_table3_and_every_caption(example_analysis, example
         hit = [ln for ln in lines if ln.split()[:1] == [row["method"]] and
                re.search(r"\s+".join(re.escape(w) + r"(\s+\S+)*?" for w in want), ln)]
         assert hit, (row["method"], want)
-    figs = _figure_blocks(example_analysis, _placed_sections(example_analysis))
+    figs = _figure_blocks(example_analysis)
     assert len(figs) >= 5
     for f in figs.values():
         assert _bare(f"Figure {f['number']}. {f['caption']}") in text, f["caption"]
@@ -70,13 +71,15 @@ def test_data_strings_come_out_literally(tmp_path):
     cols = [Col("method", "rule", "text", left=True), Col("lambda", "λ", "f2", ci="lambda")]
     model = {"title": HOSTILE, "subtitle": HOSTILE, "headline": HOSTILE, "cards": [{"value": HOSTILE, "tone": "", "text": HOSTILE}],
              "sections": [{"id": "x", "title": HOSTILE, "blocks": [
-                 T.table_block(df, cols, caption=HOSTILE, notes=HOSTILE),
+                 M.table(df, cols, caption=HOSTILE, notes=HOSTILE),
                  {"type": "paragraph", "text": HOSTILE}, {"type": "subheading", "text": HOSTILE},
-                 {"type": "list", "items": [HOSTILE]}, {"type": "terms", "items": [[HOSTILE, HOSTILE]]}]}]}
+                 {"type": "list", "items": [HOSTILE]}, {"type": "terms", "items": [[HOSTILE, HOSTILE]]},
+                 M.collapsible(HOSTILE, [M.paragraph(HOSTILE)], count=HOSTILE)]}],
+             "boxes": [{"id": "x", "label": HOSTILE, "text": HOSTILE}]}
     pdf = T.render_pdf(model, tmp_path / "x.pdf")
     text = _text(pdf)
     folded = text.replace("\n", "")
-    assert folded.count(HOSTILE) >= 10, text
+    assert folded.count(HOSTILE) >= 14, text
     assert long in folded  # its pieces join back into the name
     assert "1.50 [1.20, 1.90]" in _words(text) and "2.5×10³⁰⁰ [1.00, 3.0×10³⁰⁰]" in _words(text)
 
@@ -87,7 +90,7 @@ def test_long_names_wrap_inside_their_column(tmp_path):
     df = pd.DataFrame({"method": [name] * 3, "x": [1.25, 2.5, 3.75]})
     cols = [Col("method", "rule", "text", left=True)] + [Col("x", f"col {i}", "f2") for i in range(14)]
     model = {"title": "t", "subtitle": "", "headline": "", "cards": [],
-             "sections": [{"id": "x", "title": "wide", "blocks": [T.table_block(df, cols)]}]}
+             "sections": [{"id": "x", "title": "wide", "blocks": [M.table(df, cols)]}]}
     bbox = _text(T.render_pdf(model, tmp_path / "w.pdf"), "-bbox")
     words = re.findall(r'xMin="([\d.]+)" yMin="[\d.]+" xMax="([\d.]+)" yMax="[\d.]+">([^<]+)<', bbox)
     first_number = min(float(x0) for x0, _, w in words if w == "1.25")

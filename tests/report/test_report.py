@@ -61,7 +61,7 @@ def test_cells_grouped_by_pair_and_dataset(example_report, example_analysis):
     pairs = cells[["target", "draft"]].drop_duplicates()
     assert section.count('<details class="group"') == len(pairs)
     for (t, d), g in cells.groupby(["target", "draft"]):
-        assert f"{t} / {d} <span class=muted>({len(g)} rows)</span>" in section
+        assert f"{t} ← {d} <span class=muted>({len(g)} rows)</span>" in section
     # every cell's lambda with its interval, as printed
     for r in cells.to_dict("records"):
         assert f"{r['lambda']:.2f} <span class=ci>[{r['lambda_lo']:.2f}, {r['lambda_hi']:.2f}]</span>" in section
@@ -202,4 +202,4 @@ def test_reports_without_cells_or_texts(tmp_path):
     a = ll.analyse(runs, n_resamples=200)
     write_report(a, tmp_path / "two", pdf=False, latex=True)
     html = (tmp_path / "two" / "report.html").read_text()
-    assert html.count('<details class="group"') >= 1 and "T / D" in html
+    assert html.count('<details class="group"') >= 1 and "T ← D" in html

@@ -1,7 +1,8 @@
 """Attach per-run correctness to the normalized table, in the documented order of precedence.
 
-1. ``correct`` already in the record (flat files); 2. grade files such as the study's
-``campaign/grades/<dataset>.json``; 3. lengthlens' own graders on the output text (see
+1. ``correct`` already in the record (flat files); 2. grade files: the study's
+``campaign/grades/<dataset>.json``, or a generic ``item_id[, seed[, turn]], correct`` file
+(:mod:`lengthlens.data.grading.generic`); 3. lengthlens' own graders on the output text (see
 :mod:`lengthlens.data.grading`). A grade is attached only when it provably belongs to the run: the
 keys match and, where the grade file logged it, the output length matches too.
 """
@@ -15,6 +16,7 @@ from typing import Iterable
 import polars as pl
 
 from lengthlens.data.errors import LoadError
+from lengthlens.data.grading.generic import attach_generic, is_generic, load_generic_grades
 from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, display_path, max_file_bytes, read_file
 
 _KEY = ["dataset", "method", "params", "item_id", "seed"]
@@ -81,13 +83,17 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
     """
     warnings: list[str] = []
     frames = []
+    generic = []
     for entry in files:
         f, scope = entry if isinstance(entry, tuple) else (entry, None)
+        if is_generic(Path(f)):
+            generic.append(f)
+            continue
         g = read_grade_file(f, max_bytes)
         frames.append(g.with_columns(pl.lit(str(f)).alias("_grade_file"),
                                      pl.lit(None if scope is None else str(Path(scope).resolve()) + "/", dtype=pl.String).alias("_scope")))
     if not frames:
-        return table, warnings
+        return _attach_generic_files(table, generic, max_bytes, warnings)
     grades = pl.concat(frames, how="diagonal_relaxed")
     if "output_tokens" not in grades.columns:
         grades = grades.with_columns(pl.lit(None, dtype=pl.Int64).alias("output_tokens"))
@@ -114,7 +120,27 @@ def attach_grades(table: pl.DataFrame, files: Iterable[Path | tuple[Path, Path |
         )
     apply = matched & ~mismatch & pl.col("correct").is_null()
     t = t.with_columns(pl.when(apply).then(pl.col("_g_correct")).otherwise(pl.col("correct")).alias("correct"))
-    return t.drop("_g_correct", "_g_tokens", "_grade_file", "_scope"), warnings
+    return _attach_generic_files(t.drop("_g_correct", "_g_tokens", "_grade_file", "_scope"), generic, max_bytes, warnings)
+
+
+def _attach_generic_files(table: pl.DataFrame, files: list, max_bytes: int | None,
+                          warnings: list[str]) -> tuple[pl.DataFrame, list[str]]:
+    """Each generic grades file (``item_id[, seed[, turn]], correct``) in turn; a bad one is a LoadError naming it."""
+    for f in files:
+        where = display_path(f)
+        try:
+            read_file(f, max_file_bytes(max_bytes))
+            grades = load_generic_grades(f)
+            table, _, w = attach_generic(table, grades, where)
+        except FileNotFoundError:
+            raise LoadError(f"{where}: grade file not found") from None
+        except UnreadableFile as exc:
+            raise LoadError(f"{where}: unusable grade file: {exc}") from None
+        except (ValueError, UnicodeDecodeError, pl.exceptions.PolarsError, OSError) as exc:
+            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise LoadError(f"{where}: invalid grades file: {msg.removeprefix(where + ': ')}") from None
+        warnings += w
+    return table, warnings
 
 
 def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: bool = True,

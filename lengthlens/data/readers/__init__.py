@@ -46,6 +46,7 @@ BUILTIN: dict[str, str] = {
     "sglang": "lengthlens.data.readers.sglang:read",
     "aiperf": "lengthlens.data.readers.aiperf:read",
     "vllm-bench": "lengthlens.data.readers.vllm_bench:read",
+    "inspect": "lengthlens.data.readers.inspect_log:read",
 }
 _REGISTERED: dict[str, ReadFn] = {}
 

@@ -26,10 +26,14 @@ written with ``exclude_none``, so absent fields are missing keys. The mapping:
   records, so there is then no pooled figure either);
 - ``error`` or ``was_cancelled`` gives status ``error``; warm-up records are skipped, named;
 - the budget (``max_tokens`` / ``max_completion_tokens``) from ``inputs.json`` beside the file
-  (AIPerf's formatted request payloads, per session and turn) when it is there, else the arm's
-  ``max_new_tokens``; AIPerf logs no finish reason, so censoring is read from the length alone;
+  (AIPerf's formatted request payloads, per session and turn: each request may have its own) when
+  it is there, winning over the arm's or the command line's ``max_new_tokens``, which serve the
+  requests it does not list; AIPerf logs no finish reason, so censoring is read from the length
+  against each run's own budget;
 - target, draft, method, params, dataset, seed and the serving condition from ``arm.json`` or ``arm=``
-  (AIPerf's records do not carry the model name or the load).
+  (AIPerf's records do not carry the model name or the load); a record's own dataset category
+  (``metadata.category``; 0.13.0 writes none) is its ``category`` and, where no dataset is given, its
+  dataset, so one run over a benchmark's categories gives a cell per category.
 """
 
 from __future__ import annotations
@@ -140,9 +144,15 @@ def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Re
         except ValueError as exc:
             fails.append({"path": where, "reason": str(exc), "stage": "read"})
             continue
-        rec = {**budgets.get((str(meta.get("conversation_id")), turn), {}), **base, **fields,
+        # The request's own payload wins over an arm-wide budget (AIPerf may give every request its own).
+        rec = {**base, **budgets.get((str(meta.get("conversation_id")), turn), {}), **fields,
                "item_id": str(meta[item_key]), "turn": turn + 1, "source": where}
         rec.setdefault("seed", 0)
+        category = meta.get("category") or meta.get("dataset_category")
+        if isinstance(category, str) and category:
+            # One run over a benchmark's categories (SPEED-Bench's habit): each category is a dataset of its own.
+            rec["category"] = category
+            rec.setdefault("dataset", category)
         rows.append((str(f), lineno, rec))
     if not any(r[2]["turn"] > 1 for r in rows):
         for r in rows:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from lengthlens.data.readers import ReadResult
+from lengthlens.data.readers.stream import assemble_lines, sse_lines
 from lengthlens.data.schema import RunRecord
 
 #: File holding an arm's identity and serving condition, beside the records or in a folder above them.
@@ -106,6 +107,10 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
+                continue
+            if not raw.strip(b"\x00 \t\r\n"):
+                yield lineno, None, (f"padding of {raw.count(0)} NUL bytes, not a record (a file preallocated or cut "
+                                     "while it was written)")
                 continue
             try:
                 text = raw.decode("utf-8")
@@ -216,6 +221,24 @@ def json_objects(path: Path) -> list[tuple[int, Any, str | None]]:
     return list(json_lines(path))
 
 
+def response_objects(f: Path) -> tuple[list[tuple[int, Any, str | None]], list[str]]:
+    """The objects of one response file, saved streams (JSON chunks or server-sent events) assembled per request.
+
+    See :mod:`lengthlens.data.readers.stream`; the notes say how many chunks became how many responses.
+    """
+    sse = f.suffix.lower() == ".sse" or _starts_with_data(f)
+    return assemble_lines(sse_lines(f) if sse else json_objects(f))
+
+
+def _starts_with_data(f: Path) -> bool:
+    """Whether the file's first non-blank line is a server-sent event (``data: ...``)."""
+    with open(f, "rb") as fh:
+        for raw in fh:
+            if raw.strip():
+                return raw.lstrip().startswith((b"data:", b"event:"))
+    return False
+
+
 LineFn = Callable[[Any, dict[str, Any], int, str], tuple[list[dict[str, Any]], list[str], bool]]
 
 
@@ -230,16 +253,17 @@ def read_response_files(path: Path, arm: dict[str, Any] | None, max_new_tokens: 
     opts = check_arm(arm, "arm option")
     if max_new_tokens is not None:
         opts.setdefault("max_new_tokens", max_new_tokens)
-    files = files_under(path, ("*.jsonl", "*.json"))
+    files = files_under(path, ("*.jsonl", "*.json", "*.sse"))
     if not files:
-        raise ValueError(f"{path}: no .jsonl/.json files of {what}")
+        raise ValueError(f"{path}: no .jsonl/.json/.sse files of {what}")
     out = ReadResult(records=[])
     n = 0
     for f in files:
         base = {**opts, **arm_from_files(f, path)}
-        warns: list[str] = []
+        objects, notes = response_objects(f)
+        warns = [f"{f}: {x}" for x in notes]
         positional = False
-        for pos, (lineno, obj, bad) in enumerate(json_objects(f), start=1):
+        for pos, (lineno, obj, bad) in enumerate(objects, start=1):
             where = f"{f}:{lineno}"
             try:
                 if bad:

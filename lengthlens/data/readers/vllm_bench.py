@@ -34,6 +34,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import polars as pl
 
 from lengthlens.data.readers.common import (
@@ -46,6 +47,7 @@ from lengthlens.data.readers.common import (
     whole,
 )
 from lengthlens.data.readers import ReadResult, Record
+from lengthlens.data.schema import STRICT
 
 _PER_REQUEST = ("input_lens", "output_lens", "latencies", "generated_texts", "errors")
 _FROM_METADATA = (*IDENTITY, "temperature", "top_p", "max_new_tokens", "gpu", "seed")
@@ -110,6 +112,108 @@ def _pooled_warning(res: dict[str, Any], where: str) -> str:
             f"{p['acceptance_length_vllm']} counts the bonus token), without item intervals (vllm_bench.run_summary)")
 
 
+#: The columns of :func:`pooled_cells`.
+POOLED_COLUMNS = ("target", "draft", "dataset", "method", "params", "concurrency", "request_rate", "file", "file_star",
+                  "n_prompts", "n_ok", "num_drafts", "num_drafts_star", "accepted_tokens", "accepted_tokens_star",
+                  "l_bar_pooled", "l_bar_pooled_star", "gain_pooled", "rounds_ratio", "lambda", "rounds_ratio_predicted",
+                  "time_ratio", "note")
+
+
+def _runs(path: Path, arm: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every result under ``path`` with its identity, serving condition and file."""
+    opts = check_arm(arm, "arm option")
+    out = []
+    for f in files_under(path, ("*.json",)):
+        base = {**opts, **arm_from_files(f, path)}
+        objs = results(f)
+        for k, res in enumerate(objs, start=1):
+            ident = {**_serving(res), **base, **{key: res[key] for key in _FROM_METADATA if res.get(key) is not None}}
+            out.append({"ident": ident, "res": res, "file": f"{f}:{k}" if len(objs) > 1 else str(f)})
+    return out
+
+
+def _pooled_row(run: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """One relaxed run against its baseline run over the same prompts (see :func:`pooled_cells`)."""
+    res, bres = run["res"], base["res"]
+    ident = run["ident"]
+    row: dict[str, Any] = {**{k: ident.get(k) for k in IDENTITY}, "concurrency": ident.get("concurrency"),
+                           "request_rate": ident.get("request_rate"), "file": run["file"], "file_star": base["file"]}
+    p, q = pooled(res), pooled(bres)
+    notes = []
+    lens, blens = res.get("input_lens"), bres.get("input_lens")
+    if not isinstance(lens, list) or not isinstance(blens, list) or lens != blens:
+        notes.append("the two runs' prompts differ (input lengths not equal request by request): not the same prompts, "
+                     "not paired")
+        row.update(n_prompts=None if not isinstance(lens, list) else len(lens), note="; ".join(notes))
+        return row
+    errs, berrs = res.get("errors") or [""] * len(lens), bres.get("errors") or [""] * len(lens)
+    ok = [i for i in range(len(lens)) if not errs[i] and not berrs[i]]
+    row.update(n_prompts=len(lens), n_ok=len(ok))
+    if len(ok) < len(lens):
+        notes.append(f"{len(lens) - len(ok)} requests failed in one run: the run-level counters also count them")
+    out_l, bout_l = res.get("output_lens"), bres.get("output_lens")
+    if isinstance(out_l, list) and isinstance(bout_l, list) and ok:
+        row["lambda"] = sum(out_l[i] for i in ok) / sum(bout_l[i] for i in ok)
+    lat, blat = res.get("latencies"), bres.get("latencies")
+    if isinstance(lat, list) and isinstance(blat, list) and ok:
+        row["time_ratio"] = sum(lat[i] for i in ok) / sum(blat[i] for i in ok)
+    if p is None or q is None:
+        notes.append("no speculative counters logged (server without /metrics spec-decode counters)")
+    else:
+        row.update(num_drafts=p["num_drafts"], num_drafts_star=q["num_drafts"], accepted_tokens=p["accepted_tokens"],
+                   accepted_tokens_star=q["accepted_tokens"], l_bar_pooled=p["l_bar_pooled"],
+                   l_bar_pooled_star=q["l_bar_pooled"], gain_pooled=(p["l_bar_pooled"] + 1) / (q["l_bar_pooled"] + 1),
+                   rounds_ratio=p["num_drafts"] / q["num_drafts"])
+        if row.get("lambda") is not None:
+            row["rounds_ratio_predicted"] = row["lambda"] / row["gain_pooled"]
+    row["note"] = "; ".join(notes) or None
+    return row
+
+
+def pooled_cells(path: str | Path, *, arm: dict[str, Any] | None = None) -> pd.DataFrame:
+    """Each relaxed ``vllm bench serve`` run paired with its strict run over the same prompts: pooled gain and R/R*.
+
+    Two result files of the same dataset, ``--num-prompts`` and ``--seed`` (a strict and a relaxed arm of one
+    target, draft, dataset and serving condition) hold the same prompts in the same order; the pairing checks it
+    request by request on the prompt lengths. The speculative counters exist only for the whole run, so the
+    cell's figures are pooled, without item intervals: ℓ̄ = accepted / drafts of each run, gain = (ℓ̄ + 1) /
+    (ℓ̄* + 1), R/R* = drafts / drafts* (verification steps of the same prompts). λ (Σ output lengths) and T/T*
+    (Σ latencies) are over the prompts both runs completed; the cells of ``lengthlens report --format
+    vllm-bench`` give them with item intervals too.
+
+    Parameters
+    ----------
+    path : a result file or a folder of them.
+    arm : identity fields for files that do not carry them (as for :func:`read`).
+
+    Returns
+    -------
+    pandas.DataFrame with :data:`POOLED_COLUMNS`: the arm, its file and its baseline's, ``n_prompts``,
+    ``n_ok``, both runs' drafts and accepted tokens, ``l_bar_pooled`` (bonus excluded), ``gain_pooled``,
+    ``rounds_ratio`` (R/R*), ``lambda``, ``rounds_ratio_predicted`` (λ / gain), ``time_ratio`` and a ``note``.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, json
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> run = lambda m, drafts, acc, lens: {"model_id": "t", "draft": "d", "dataset": "x", "method": m, "params": m,
+    ...     "max_concurrency": 1, "request_rate": "inf", "spec_decode_num_drafts": drafts,
+    ...     "spec_decode_accepted_tokens": acc, "input_lens": [5, 7], "output_lens": lens, "latencies": [1.0, 1.0],
+    ...     "errors": ["", ""]}
+    >>> _ = (d / "s.json").write_text(json.dumps(run("strict", 100, 100, [60, 40])))
+    >>> _ = (d / "r.json").write_text(json.dumps(run("fly", 60, 120, [70, 50])))
+    >>> row = pooled_cells(d).iloc[0]
+    >>> float(row["gain_pooled"]), float(row["rounds_ratio"]), float(row["lambda"])
+    (1.5, 0.6, 1.2)
+    """
+    runs = _runs(Path(path), arm)
+    key = ("target", "draft", "dataset", "concurrency", "request_rate")
+    bases = {tuple(r["ident"].get(k) for k in key): r for r in runs if r["ident"].get("method") == STRICT}
+    rows = [_pooled_row(r, bases[k]) for r in runs
+            if r["ident"].get("method") != STRICT and (k := tuple(r["ident"].get(x) for x in key)) in bases]
+    return pd.DataFrame(rows, columns=list(POOLED_COLUMNS))
+
+
 def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int | None = None) -> ReadResult:
     """Every request of every ``vllm bench serve`` result under ``path`` (a .json file or a folder) as run records.
 
@@ -151,10 +255,28 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
                     failures.append(identity_failure(rec["source"], miss))
                 else:
                     records.append((str(f), k, rec))
-    return ReadResult(records, failures, warnings, n)
+    return ReadResult(records, failures, warnings + _pooled_lines(path, arm), n)
 
 
-def run_summary(path: str | Path, *, arm: dict[str, Any] | None = None) -> pl.DataFrame:
+def _pooled_lines(path: Path, arm: dict[str, Any] | None) -> list[str]:
+    """One line per relaxed run with its baseline: the pooled gain and R/R* the cells cannot carry."""
+    try:
+        cells = pooled_cells(path, arm=arm)
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, json.JSONDecodeError):
+        return []  # the files' problems are already failures of read()
+    out = []
+    for r in cells.to_dict("records"):
+        head = f"pooled cell {r['method']} / {r['params']} against strict ({r['file']} vs {r['file_star']})"
+        if pd.isna(r["gain_pooled"]):
+            out.append(f"{head}: {r['note']}")
+        else:
+            out.append(f"{head}: {r['num_drafts']} / {r['num_drafts_star']} verification steps, R/R* {r['rounds_ratio']:.3f}, "
+                       f"gain {r['gain_pooled']:.3f}, λ {r['lambda']:.3f} over {r['n_ok']} prompts (pooled, without item "
+                       f"intervals: vllm_bench.pooled_cells)" + (f"; {r['note']}" if r["note"] else ""))
+    return out
+
+
+def run_summary(path: str | Path, *, arm: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per benchmark run under ``path``: its arm, serving condition and pooled speculative figures.
 
     Parameters
@@ -164,7 +286,7 @@ def run_summary(path: str | Path, *, arm: dict[str, Any] | None = None) -> pl.Da
 
     Returns
     -------
-    polars.DataFrame with file, target, draft, method, params, dataset, concurrency, request_rate,
+    pandas.DataFrame (as every public table) with file, target, draft, method, params, dataset, concurrency, request_rate,
     completed, duration_s, output_throughput, num_drafts, accepted_tokens, draft_tokens, l_bar_pooled
     (accepted / drafts: bonus excluded) and acceptance_length_vllm (bonus included).
 
@@ -174,7 +296,7 @@ def run_summary(path: str | Path, *, arm: dict[str, Any] | None = None) -> pl.Da
     >>> d = pathlib.Path(tempfile.mkdtemp()) / "r.json"
     >>> _ = d.write_text('{"model_id": "m", "max_concurrency": 8, "request_rate": "inf", "completed": 2, '
     ...                  '"spec_decode_num_drafts": 40, "spec_decode_accepted_tokens": 60}')
-    >>> run_summary(d)["l_bar_pooled"].to_list()
+    >>> run_summary(d)["l_bar_pooled"].tolist()
     [1.5]
     """
     path = Path(path)
@@ -195,4 +317,4 @@ def run_summary(path: str | Path, *, arm: dict[str, Any] | None = None) -> pl.Da
               "request_rate": pl.Float64, "completed": pl.Int64, "duration_s": pl.Float64, "output_throughput": pl.Float64,
               "num_drafts": pl.Int64, "accepted_tokens": pl.Int64, "draft_tokens": pl.Int64, "l_bar_pooled": pl.Float64,
               "acceptance_length_vllm": pl.Float64}
-    return pl.DataFrame(rows, schema=schema, orient="row")
+    return pl.DataFrame(rows, schema=schema, orient="row").to_pandas()

@@ -25,7 +25,7 @@ mapping (docs/readers.md has the table):
 - ``wall_time_s``: the engine's time from scheduling to the last token,
   ``time_to_first_token_ms + generation_time_ms`` (queueing excluded; ``wall_time="e2e"`` adds
   ``queue_time_ms``); a wrapper's own ``wall_time_s`` wins;
-- ``text`` = the message content; a separate ``reasoning`` (``reasoning_content`` before 0.33) is
+- ``text`` = the message content; a separate ``reasoning`` (0.29 and later; ``reasoning_content`` earlier) is
   put back in front as ``<think>...</think>`` so the thinking attribution sees both parts;
 - ``target`` = the response's ``model`` unless given; the rest of the arm from ``arm.json`` or
   ``arm=`` (:mod:`lengthlens.data.readers.common`); ``item_id`` from the wrapper, else the line's
@@ -112,10 +112,13 @@ def from_openai_response(resp: dict[str, Any], *, wall_time: str = "inference") 
     if resp.get("object") == "error" or "error" in resp and "choices" not in resp:
         return [{"status": "error"}], []
     choices = resp.get("choices")
-    if not isinstance(choices, list) or not choices:
-        raise ValueError("not a vLLM response (no 'choices')")
     usage = resp.get("usage") or {}
     metrics = resp.get("metrics") or {}
+    if choices == [] and (usage or metrics):
+        # A stream's final usage chunk on its own: the request's counters without its text.
+        choices = [{"index": 0, "finish_reason": None}]
+    if not isinstance(choices, list) or not choices:
+        raise ValueError("not a vLLM response (no 'choices')")
     details = usage.get("completion_tokens_details") or {}
     warns: list[str] = []
     out = []

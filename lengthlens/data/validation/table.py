@@ -17,8 +17,11 @@ from lengthlens.data.schema import (
     UNIT_KEY,
 )
 
-#: Settings that must agree between an arm and its baseline for lengths to be comparable.
+#: Settings that must agree between an arm and its baseline for lengths to be comparable: the sampling
+#: settings across the group, the budget unit by unit (tools such as AIPerf give each request its own).
 PAIRING_SETTINGS = ("max_new_tokens", "temperature", "top_p")
+GROUP_SETTINGS = ("temperature", "top_p")
+UNIT_SETTINGS = ("max_new_tokens",)
 
 
 def _skips(df: pl.DataFrame, reason: pl.Expr, stage: str) -> pl.DataFrame:
@@ -85,9 +88,12 @@ def _baseline_conditions(base: pl.DataFrame) -> pl.DataFrame:
 def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
     """Mark which ok runs can be paired with their baseline; return (table with `paired`, skipped, warnings).
 
-    A relaxed run is paired when its (target, draft, dataset, serving condition) has a strict baseline, its settings
-    (budget, temperature, top_p) equal the baseline's, and the baseline has an ok run of the same
-    (item, seed). Baseline runs are paired when they are ok and share the group's settings.
+    A relaxed run is paired when its (target, draft, dataset, serving condition) has a strict baseline, its
+    temperature and top_p equal the baseline's, the baseline has an ok run of the same (item, seed, turn), and
+    that run had the same budget (budgets may differ from item to item; the skip and the arm's warning name
+    the items where the two runs' budgets differ). Baseline runs are paired when they are ok, share the
+    group's temperature and top_p, and have their item's budget (the most common over the item's baseline
+    runs, ties to the largest: a probe at another budget is reported, run by run).
     """
     table = with_serving(table)
     ok = pl.col("status") == "ok"
@@ -100,28 +106,42 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     # The baseline's settings per group: the most common combination (a baseline that mixes
     # settings is itself reported, run by run).
     settings = (
-        base.group_by([*GROUP_KEY, *PAIRING_SETTINGS]).len()
-        .sort([*GROUP_KEY, "len", *PAIRING_SETTINGS], descending=[*(False for _ in GROUP_KEY), True, *(False for _ in PAIRING_SETTINGS)],
+        base.group_by([*GROUP_KEY, *GROUP_SETTINGS]).len()
+        .sort([*GROUP_KEY, "len", *GROUP_SETTINGS], descending=[*(False for _ in GROUP_KEY), True, *(False for _ in GROUP_SETTINGS)],
               nulls_last=True)
         .group_by(GROUP_KEY, maintain_order=True).first().drop("len")
-        .rename({s: f"_base_{s}" for s in PAIRING_SETTINGS})
+        .rename({s: f"_base_{s}" for s in GROUP_SETTINGS})
     )
     settings = settings.with_columns(pl.lit(True).alias("_has_base"))
     t = (table.with_row_index("_row").join(settings, on=list(GROUP_KEY), how="left", nulls_equal=True)
          .join(elsewhere, on=["target", "draft", "dataset"], how="left", nulls_equal=True))
     has_base = pl.col("_has_base").fill_null(False)
-    mismatch_parts = [
-        pl.when(~pl.col(s).eq_missing(pl.col(f"_base_{s}"))).then(pl.format(f"{s} {{}} != baseline {{}}", pl.col(s), pl.col(f"_base_{s}"))).otherwise(None)
-        for s in PAIRING_SETTINGS
-    ]
-    t = t.with_columns(pl.concat_str(mismatch_parts, separator="; ", ignore_nulls=True).alias("_mismatch"))
+    # Each item's budget as its baseline ran it: the most common over its seeds and turns (ties: the largest), so
+    # budgets may differ from item to item while a baseline's odd runs of an item (probes) are still reported.
+    item_budget = (
+        base.group_by([*GROUP_KEY, "item_id", *UNIT_SETTINGS]).len()
+        .sort([*GROUP_KEY, "item_id", "len", *UNIT_SETTINGS], descending=[*(False for _ in GROUP_KEY), False, True,
+                                                                          *(True for _ in UNIT_SETTINGS)], nulls_last=True)
+        .group_by([*GROUP_KEY, "item_id"], maintain_order=True).first().drop("len")
+        .rename({s: f"_item_{s}" for s in UNIT_SETTINGS})
+    )
+    t = t.join(item_budget, on=[*GROUP_KEY, "item_id"], how="left", nulls_equal=True)
+    base_odd = pl.when(is_base).then(_mismatch(UNIT_SETTINGS, "_item_")).otherwise(None)
+    t = t.with_columns(pl.concat_str([_mismatch(GROUP_SETTINGS, "_base_"), base_odd], separator="; ", ignore_nulls=True)
+                       .alias("_mismatch"))
     t = t.with_columns(pl.when(pl.col("_mismatch") == "").then(None).otherwise(pl.col("_mismatch")).alias("_mismatch"))
 
+    # The baseline run of each unit, with its own budget: a relaxed run is compared with the run it pairs with.
     base_units = (
         t.filter(ok & is_base & pl.col("_mismatch").is_null())
-        .select(*GROUP_KEY, *UNIT_KEY).unique().with_columns(pl.lit(True).alias("_unit_in_base"))
+        .select(*GROUP_KEY, *UNIT_KEY, *[pl.col(s).alias(f"_unit_{s}") for s in UNIT_SETTINGS])
+        .unique(subset=[*GROUP_KEY, *UNIT_KEY], keep="first", maintain_order=True)
+        .with_columns(pl.lit(True).alias("_unit_in_base"))
     )
     t = t.join(base_units, on=[*GROUP_KEY, *UNIT_KEY], how="left", nulls_equal=True).with_columns(pl.col("_unit_in_base").fill_null(False))
+    unit_mismatch = pl.when(~is_base & pl.col("_unit_in_base")).then(_mismatch(UNIT_SETTINGS, "_unit_")).otherwise(None)
+    t = t.with_columns(pl.concat_str([pl.col("_mismatch"), unit_mismatch], separator="; ", ignore_nulls=True).alias("_mismatch"))
+    t = t.with_columns(pl.when(pl.col("_mismatch") == "").then(None).otherwise(pl.col("_mismatch")).alias("_mismatch"))
 
     reason = (
         pl.when(~ok).then(pl.format("status is '{}', not 'ok'", pl.col("status").fill_null("null")))
@@ -138,16 +158,39 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     logged = ~pl.col("shared_baseline") if "shared_baseline" in t.columns else pl.lit(True)
     skipped = _skips(t.filter(pl.col("_reason").is_not_null() & logged), pl.col("_reason"), "pairing")
     # Arms whose settings conflict are named once, beyond the per-run lines in skipped.
-    conflicts = t.filter(ok & pl.col("_mismatch").is_not_null() & logged).group_by(ARM_KEY).agg(pl.col("_mismatch").first(), pl.len()).sort(ARM_KEY)
-    for r in conflicts.iter_rows(named=True):
-        warnings.append(
-            f"arm {r['target']} / {r['draft']} / {r['dataset']} / {r['method']} / {r['params']}: {r['len']} runs not paired, "
-            f"{r['_mismatch']}"
-        )
+    conflicts = (t.filter(ok & pl.col("_mismatch").is_not_null() & logged)
+                 .group_by([*ARM_KEY, "_mismatch"], maintain_order=True)
+                 .agg(pl.len(), pl.col("item_id").unique(maintain_order=True).alias("_items"))
+                 .sort(list(ARM_KEY), maintain_order=True))
+    for arm, part in conflicts.partition_by(list(ARM_KEY), as_dict=True, maintain_order=True).items():
+        n = int(part["len"].sum())
+        kinds = [f"{r['_mismatch']}{_on_items(r['_items'])}" for r in part.head(_WARN_KINDS).iter_rows(named=True)]
+        more = f"; ... and {part.height - _WARN_KINDS} more differences" if part.height > _WARN_KINDS else ""
+        warnings.append(f"arm {' / '.join(str(x) for x in arm[:5])}: {n} runs not paired, " + "; ".join(kinds) + more)
     out = t.with_columns(pl.col("_reason").is_null().alias("paired")).drop(
-        "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", "_base_serving", *[f"_base_{s}" for s in PAIRING_SETTINGS]
+        "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", "_base_serving", *[f"_base_{s}" for s in GROUP_SETTINGS],
+        *[f"_unit_{s}" for s in UNIT_SETTINGS], *[f"_item_{s}" for s in UNIT_SETTINGS]
     )
     return out, skipped, warnings
+
+
+#: How many distinct setting differences one arm's warning spells out (every run is in the skipped list).
+_WARN_KINDS = 5
+
+
+def _mismatch(settings: tuple[str, ...], prefix: str) -> pl.Expr:
+    """``max_new_tokens 27 != baseline 21; ...`` for the settings that differ from the baseline's (columns ``prefix + setting``), else null."""
+    parts = [pl.when(~pl.col(s).eq_missing(pl.col(f"{prefix}{s}")))
+             .then(pl.format(f"{s} {{}} != baseline {{}}", pl.col(s), pl.col(f"{prefix}{s}"))).otherwise(None)
+             for s in settings]
+    joined = pl.concat_str(parts, separator="; ", ignore_nulls=True)
+    return pl.when(joined == "").then(None).otherwise(joined)
+
+
+def _on_items(items: list[str]) -> str:
+    """`` (items q1, q2, ...)`` naming where a setting differs, at most five of them."""
+    shown = ", ".join(str(x) for x in items[:5])
+    return f" (item{'s' if len(items) > 1 else ''} {shown}{f', ... {len(items) - 5} more' if len(items) > 5 else ''})"
 
 
 #: A draftless baseline serves the drafts of its target and dataset under its own serving condition.
