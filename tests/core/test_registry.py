@@ -163,6 +163,20 @@ def test_a_missing_input_of_an_undeclared_quantity_is_nan_with_the_reason_not_ze
     assert cell["lambda"].point > 1
 
 
+def test_a_partly_missing_input_reaches_the_reports_cells_csv_as_nan_with_its_reason(tmp_path):
+    """Through the registered analyses (analyse() and the report's cells table): the metric is empty in cells.csv,
+    its reason is in the unavailable column and in the report's notes, and the other metrics are computed."""
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _partly_drafted()))
+    with metrics.extended(*UNDECLARED):
+        analysis = ll.analyse(ll.load(path), n_resamples=200)
+    row = analysis["cells"].iloc[0]
+    assert math.isnan(row.draft_ratio) and math.isnan(row.draft_ratio_lo) and math.isnan(row.draft_ratio_hi)
+    assert "draft_ratio: draft_tokens not logged on 5 of 14 paired runs" in row.unavailable
+    assert any("draft_tokens not logged" in n and "draft_ratio" in n for n in analysis.notes)
+    assert row["lambda"] > 1
+
+
 def test_a_metric_over_items_is_the_median_of_its_definition_on_each_item():
     """rounds_ratio_median_item: the median over items of each item's mean per-run R/R*, from the registry's rows."""
     rng = np.random.default_rng(5)
