@@ -18,3 +18,11 @@ def shared_data() -> Path:
     if not (SHARED_DATA / "runs").is_dir():
         pytest.skip(f"real study logs not found at {SHARED_DATA} (CI has them; set LENGTHLENS_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def example_flat(tmp_path_factory) -> Path:
+    """The embedded example as one flat Parquet file with texts, written once per session (read-only for tests)."""
+    from lengthlens import synth
+
+    return synth.write_flat(synth.example(), tmp_path_factory.mktemp("example-flat") / "ex.parquet", text=True)

@@ -52,7 +52,7 @@ def test_public_functions_say_what_they_take_return_and_show_an_example(name):
 
 
 @pytest.mark.parametrize("module", ["lengthlens.results", "lengthlens.execution", "lengthlens.stats.metrics",
-                                    "lengthlens.stats.intervals", "lengthlens.stats.paired_test",
+                                    "lengthlens.stats.intervals", "lengthlens.stats.signflip",
                                     "lengthlens.analyses.censoring", "lengthlens.report.output"])
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

@@ -48,21 +48,17 @@ def test_help_loads_no_data_stack():
     assert imported_after(code) <= {"numpy"}  # numpy for the resampling defaults shown in the help
 
 
-def test_cells_path_needs_no_plotting_pdf_or_scipy_stats(tmp_path):
-    from lengthlens import synth
-
-    flat = synth.write_flat(synth.example(), tmp_path / "ex.parquet")
+def test_cells_path_needs_no_plotting_pdf_or_scipy_stats(example_flat):
+    flat = example_flat
     got = imported_after(f"import lengthlens as ll\nll.cells(ll.load({str(flat)!r}, run_graders=False), n_resamples=50)")
     assert {"polars", "numpy"} <= got
     assert not got & {"matplotlib", "typst", "statsmodels", "scipy.stats"}, got
 
 
-def test_a_group_needs_no_pandas(tmp_path):
+def test_a_group_needs_no_pandas(example_flat):
     """A worker process computes groups (engine.group_results): no pandas there; the frames are built by each
     analysis' collect() in the calling process."""
-    from lengthlens import synth
-
-    flat = synth.write_flat(synth.example(), tmp_path / "ex.parquet")
+    flat = example_flat
     code = ("import sys\n"
             "from lengthlens.data.loading import load\n"
             f"runs = load({str(flat)!r}, run_graders=False)\n"

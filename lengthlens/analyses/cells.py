@@ -23,7 +23,7 @@ from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
 from lengthlens.stats.paired import (ALPHA_ONE_SIDED, accuracy_loss_test, accuracy_mdd_pp,
                                      smallest_attainable_p)
-from lengthlens.stats.paired_test import paired_accuracy_test
+from lengthlens.stats.signflip import paired_accuracy_test
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:

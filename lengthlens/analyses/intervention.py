@@ -16,7 +16,7 @@ from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, Report
 from lengthlens.data.pairing import pair
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, UNIT_KEY
-from lengthlens.stats.paired_test import paired_accuracy_test
+from lengthlens.stats.signflip import paired_accuracy_test
 
 FORCE_COMMIT_SUFFIX = "_force_commit"
 _THRESHOLD = re.compile(r"_t(\d+)(?=_|$)")

@@ -17,7 +17,7 @@ from lengthlens.analyses.methods import LOSSLESS_METHODS
 from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.stats.metrics import ACCURACY_DROP_PP
 from lengthlens.stats.paired import ALPHA_ONE_SIDED
-from lengthlens.stats.paired_test import accuracy_test_label
+from lengthlens.stats.signflip import accuracy_test_label
 
 if TYPE_CHECKING:
     import pandas as pd

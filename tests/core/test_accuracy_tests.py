@@ -17,7 +17,7 @@ from lengthlens.stats.mcnemar import mcnemar_exact, mcnemar_midp
 from lengthlens.stats.metrics import drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
 from lengthlens.stats.paired import noninferiority_test, tango_interval
-from lengthlens.stats.paired_test import item_differences, sign_flip_test
+from lengthlens.stats.signflip import item_differences, sign_flip_test
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -191,7 +191,7 @@ def test_family_can_reject_says_when_no_cell_could():
 
 
 def test_compare_and_cells_test_items_not_runs_with_several_seeds(tmp_path):
-    from lengthlens.stats.paired_test import paired_accuracy_test
+    from lengthlens.stats.signflip import paired_accuracy_test
 
     rng = np.random.default_rng(12)
     recs, diffs = [], {}

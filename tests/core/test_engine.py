@@ -8,7 +8,6 @@ import polars as pl
 import pytest
 
 import lengthlens as ll
-from lengthlens import synth
 from lengthlens.analyses import engine
 from lengthlens.analyses.analyse import analyse, attribution, censoring_table
 from lengthlens.analyses.tables import table3_cells
@@ -18,9 +17,8 @@ from lengthlens.stats.metrics import Sums
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    path = synth.write_flat(synth.example(), tmp_path_factory.mktemp("engine") / "ex.parquet", text=True)
-    return ll.load(path, run_graders=False)
+def runs(example_flat):
+    return ll.load(example_flat, run_graders=False)
 
 
 def test_groups_hold_each_cells_runs_summed_by_item_as_a_polars_group_by_does(runs):

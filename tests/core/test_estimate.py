@@ -13,7 +13,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar
 
 import lengthlens as ll
-from lengthlens.stats.paired_test import sign_flip_test
+from lengthlens.stats.signflip import sign_flip_test
 from lengthlens.stats.resample import counts_for_group, item_counts
 
 

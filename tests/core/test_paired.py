@@ -15,7 +15,7 @@ from lengthlens.stats.paired import (
     item_interval, item_noninferiority_test, minimum_detectable_drop_pp, noninferiority_test, score_statistic,
     smallest_attainable_p, table_probabilities, tables, tango_interval, truth,
 )
-from lengthlens.stats.paired_test import sign_flip_test
+from lengthlens.stats.signflip import sign_flip_test
 
 Z975 = float(special.ndtri(0.975))
 #: The audit's grid: background discordance and true drop (proportions).

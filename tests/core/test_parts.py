@@ -6,14 +6,13 @@ import polars as pl
 import pytest
 
 import lengthlens as ll
-from lengthlens import synth
 from lengthlens.data.errors import LoadError
 
 
 @pytest.fixture(scope="module")
-def parts(tmp_path_factory):
+def parts(tmp_path_factory, example_flat):
     d = tmp_path_factory.mktemp("parts")
-    whole = synth.write_flat(synth.example(), d / "whole.parquet", text=True)
+    whole = example_flat
     df = pl.read_parquet(whole).with_columns(pl.lit(1).alias("not_a_field"))
     folder = d / "parts"
     folder.mkdir()

@@ -107,7 +107,7 @@ def test_methods_definitions_fit_the_pdf_page(example_report):
 
 
 def test_table4_summary_line_names_the_test_its_p_comes_from():
-    from lengthlens.stats.paired_test import accuracy_test_label
+    from lengthlens.stats.signflip import accuracy_test_label
 
     assert accuracy_test_label("mcnemar_exact") == "McNemar"
     assert accuracy_test_label("sign_flip_exact") == "sign-flip"
