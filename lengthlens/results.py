@@ -117,18 +117,101 @@ def frame(rows: list[dict[str, Any]] | dict[str, Any], columns: list[str] | None
     return pd.DataFrame(rows, columns=columns)
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.4g}"
-    return "" if v is None else str(v)
+#: Key columns a notebook table shows once, above it, when every row has the same value.
+_KEY_COLUMNS = ("scope", "target", "draft", "dataset", "method", "params", "serving")
+#: Interval columns written beside their estimate: (estimate, low, high) names, besides ``x``/``x_lo``/``x_hi``.
+_TRIPLES = (("estimate", "low", "high"), ("point", "low", "high"))
+
+
+def _is_p(column: str) -> bool:
+    """A p-value column (printed as the report prints them: three decimals, "<0.001")."""
+    c = column.lower()
+    return c in ("p", "pvalue", "p_value") or c.endswith(("_p", "_pvalue")) or c.startswith(("p_", "accuracy_p"))
+
+
+def _fmt(v: Any, column: str = "") -> str:
+    """A value as the report's tables write it: integers with separators, 3 decimals (2 significant digits when tiny,
+    3 when huge), p-values as 0.012 or <0.001, booleans yes/no, missing as –."""
+    import numbers
+
+    if v is None:
+        return "–"
+    if isinstance(v, bool) or getattr(getattr(v, "dtype", None), "kind", "") == "b":
+        return "yes" if v else "no"
+    if isinstance(v, numbers.Integral):
+        return f"{int(v):,}"
+    if isinstance(v, numbers.Real):
+        v = float(v)
+        if math.isnan(v):
+            return "–"
+        if math.isinf(v):
+            return "∞" if v > 0 else "−∞"
+        if _is_p(column):
+            return "<0.001" if v < 0.001 else f"{v:.3f}"
+        if v.is_integer() and abs(v) >= 10:
+            return f"{int(v):,}" if abs(v) < 1e15 else f"{v:.3g}"
+        if abs(v) >= 1e5:
+            return f"{v:.3g}"
+        if v != 0 and abs(v) < 0.01:
+            return f"{v:.2g}"
+        return f"{v:.3f}"
+    return "" if isinstance(v, str) and not v else str(v)
+
+
+def _display(df: pd.DataFrame) -> tuple[list[str], list[list[tuple[str, bool]]], list[str]]:
+    """The columns a notebook table shows, its rows as (text, is a number) cells, and the key values said once above it.
+
+    An estimate and its limits become one cell "1.23 [1.10, 1.40]"; a key column with one value for every row
+    (of several) is said once instead of on each row.
+    """
+    import numbers
+
+    cols = list(df.columns)
+    said = [c for c in _KEY_COLUMNS if c in cols and len(df) > 1 and df[c].astype(str).nunique(dropna=False) == 1]
+    above = [f"{c} {df[c].iloc[0]}" for c in said if str(df[c].iloc[0]) not in ("", "nan", "None")]
+    limits: dict[str, tuple[str, str]] = {}
+    for c in cols:
+        if f"{c}_lo" in cols and f"{c}_hi" in cols:
+            limits[c] = (f"{c}_lo", f"{c}_hi")
+    for est, lo, hi in _TRIPLES:
+        if est in cols and lo in cols and hi in cols:
+            limits[est] = (lo, hi)
+    hidden = set(said) | {x for pair in limits.values() for x in pair}
+    shown = [c for c in cols if c not in hidden]
+    rows = []
+    for r in df.to_dict("records"):
+        cells = []
+        for c in shown:
+            v = r[c]
+            text = _fmt(v, c)
+            if c in limits:
+                lo, hi = (r[x] for x in limits[c])
+                if not all(isinstance(x, float) and math.isnan(x) for x in (lo, hi)):
+                    text += f" [{_fmt(lo, c)}, {_fmt(hi, c)}]"
+            cells.append((text, isinstance(v, numbers.Number) and not isinstance(v, bool)))
+        rows.append(cells)
+    return shown, rows, above
 
 
 def frame_html(df: pd.DataFrame, title: str | None = None, max_rows: int = 60) -> str:
-    """A compact HTML table for notebooks (numbers to 4 significant digits)."""
+    """A notebook table formatted like the report's: numbers as the report writes them (right-aligned), each estimate
+    with its interval in one cell, and key columns that are the same on every row said once above the table.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"target": "T", "metric": ["lambda", "gain"], "estimate": [1.2345, 0.5],
+    ...                    "low": [1.1, float("nan")], "high": [1.4, float("nan")], "n": [1200, 3]})
+    >>> h = frame_html(df, "Cell")
+    >>> "1.234 [1.100, 1.400]" in h, "<th>target</th>" in h, "target T" in h, "1,200" in h
+    (True, False, True, True)
+    """
     shown = df.head(max_rows)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in shown.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in r) + "</tr>"
-                   for r in shown.itertuples(index=False))
+    cols, rows, above = _display(shown)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f'<td style="text-align:{"right" if num else "left"}">{html.escape(t)}</td>'
+                                    for t, num in r) + "</tr>" for r in rows)
     more = f"<p>… {len(df) - max_rows} more rows (use .to_frame())</p>" if len(df) > max_rows else ""
-    cap = f"<caption>{html.escape(title)}</caption>" if title else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>{more}"
+    text = " · ".join(x for x in (title, *above) if x)
+    cap = f"<caption>{html.escape(text)}</caption>" if text else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{more}"

@@ -480,6 +480,8 @@ class DatasetSurvival:
     n_censored: int
     #: Rules whose curve includes an arm covering fewer than 95 % of its baseline's items.
     incomplete: tuple[str, ...] = ()
+    #: The serving condition of these runs where runs come under several ("" otherwise).
+    serving: str = ""
 
 
 def survival_curve(lengths: np.ndarray, censored: np.ndarray) -> SurvivalCurve:
@@ -496,33 +498,47 @@ def survival_curve(lengths: np.ndarray, censored: np.ndarray) -> SurvivalCurve:
 
 
 def survival_curves(paired: pl.DataFrame, arms: pl.DataFrame) -> dict[str, DatasetSurvival]:
-    """Per dataset, the survival curves of the strict baseline and of each rule's arms in ``arms`` (pairs pooled).
+    """Per dataset (and serving condition, where runs come under several), the survival curves of the strict baseline
+    and of each rule's arms in ``arms`` (pairs pooled).
 
     ``paired``: the paired runs (one row per run, with ``censored``); ``arms``: the (target, draft,
     dataset, method, params) the figure shows (Table 3's choice), with ``complete`` where known (an incomplete
     arm's rule is listed in ``incomplete`` and labelled in the figure). The strict curve pools every strict
-    run of the dataset, each rule's curve its chosen arms' runs.
+    run of the dataset, each rule's curve its chosen arms' runs. Keys are dataset names, or ``"<dataset>, <load>"``
+    per serving condition (lightest load first) when there are several: loads are not pooled.
     """
+    from lengthlens.data.serving import serving_conditions
+
     keys = ["target", "draft", "dataset", "method", "params"]
     if paired.is_empty() or arms.is_empty():
         return {}
+    with_load = "serving" in paired.columns and "serving" in arms.columns
+    if with_load:
+        keys.append("serving")
     strict = paired.filter(pl.col("method") == "strict")
     relaxed = paired.join(arms.select(keys).unique(), on=keys, how="semi")
-    data = pl.concat([strict, relaxed]).select("dataset", "method", "output_tokens", "censored", "max_new_tokens")
+    data = pl.concat([strict, relaxed]).select("dataset", "method", "output_tokens", "censored", "max_new_tokens",
+                                               pl.col("serving").fill_null("") if with_load else pl.lit("").alias("serving"))
     data = data.drop_nulls(["output_tokens", "censored"])
+    loads = serving_conditions(data.get_column("serving").unique().to_list())
     out = {}
     for ds in sorted(data.get_column("dataset").unique().to_list()):
-        d = data.filter(pl.col("dataset") == ds)
-        methods = ["strict", *sorted(m for m in d.get_column("method").unique().to_list() if m != "strict")]
-        curves = {}
-        for m in methods:
-            g = d.filter(pl.col("method") == m)
-            if g.height:
-                curves[m] = survival_curve(g.get_column("output_tokens").to_numpy(), g.get_column("censored").to_numpy())
-        budgets = tuple(sorted(int(b) for b in d.get_column("max_new_tokens").drop_nulls().unique().to_list()))
-        short = (arms.filter((pl.col("dataset") == ds) & ~pl.col("complete")).get_column("method").unique().sort().to_list()
-                 if "complete" in arms.columns else [])
-        out[ds] = DatasetSurvival(curves, budgets, d.height, int(d.get_column("censored").sum()), tuple(short))
+        for load in loads if len(loads) > 1 else [None]:
+            d = data.filter((pl.col("dataset") == ds) & ((pl.col("serving") == load) if load is not None else True))
+            if d.is_empty():
+                continue
+            methods = ["strict", *sorted(m for m in d.get_column("method").unique().to_list() if m != "strict")]
+            curves = {}
+            for m in methods:
+                g = d.filter(pl.col("method") == m)
+                if g.height:
+                    curves[m] = survival_curve(g.get_column("output_tokens").to_numpy(), g.get_column("censored").to_numpy())
+            budgets = tuple(sorted(int(b) for b in d.get_column("max_new_tokens").drop_nulls().unique().to_list()))
+            mine = (pl.col("dataset") == ds) & ((pl.col("serving") == load) if load is not None else True)
+            short = (arms.filter(mine & ~pl.col("complete")).get_column("method").unique().sort().to_list()
+                     if "complete" in arms.columns else [])
+            out[ds if load is None else f"{ds}, {load}"] = DatasetSurvival(
+                curves, budgets, d.height, int(d.get_column("censored").sum()), tuple(short), load or "")
     return out
 
 

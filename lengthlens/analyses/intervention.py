@@ -66,6 +66,10 @@ def force_commit_pairs(runs: RunSet) -> pl.DataFrame:
 
 #: Table 4's costs over fired pairs: forced runs against their base runs, ratios of sums.
 COST_COLUMNS = ("length_ratio", "rounds_ratio", "time_ratio")
+#: Table 4 over every run of the arm, fired or not (the accuracy a user of the intervention gets): paired runs,
+#: graded pairs, correct base and forced runs among them and their accuracies.
+ALL_RUNS_COLUMNS = ("runs", "n_graded_all", "correct_before_all", "correct_after_all", "accuracy_before_all",
+                    "accuracy_after_all")
 
 
 def _costs(d: pl.DataFrame) -> dict[str, float]:
@@ -89,7 +93,9 @@ def table4(runs: RunSet) -> pd.DataFrame:
     ``accuracy_p`` is the mid-p McNemar test, or the item-level sign-flip test's mid-p with several seeds
     (``accuracy_test`` names it); ``accuracy_p_exact`` the same test's exact p (``mcnemar_p`` is its old
     name, kept for one release); ``length_ratio``, ``rounds_ratio``, ``time_ratio``:
-    what forcing cost, Σ forced / Σ base over the fired pairs.
+    what forcing cost, Σ forced / Σ base over the fired pairs. Over every run of the arm, fired or not:
+    ``runs`` (paired with a base run), ``n_graded_all``, ``correct_before_all``/``correct_after_all`` and
+    ``accuracy_before_all``/``accuracy_after_all`` (the base arm's and the intervention arm's accuracy on those pairs).
 
     Parameters
     ----------
@@ -107,13 +113,25 @@ def table4(runs: RunSet) -> pd.DataFrame:
     """
     pairs = force_commit_pairs(runs)
     cols = [*ARM_KEY, "threshold", "fired", "n_graded", "correct_before", "correct_after", "wrong_to_right",
-            "right_to_wrong", "still_capped", "accuracy_p", "accuracy_test", "accuracy_p_exact", "mcnemar_p", *COST_COLUMNS]
+            "right_to_wrong", "still_capped", "accuracy_p", "accuracy_test", "accuracy_p_exact", "mcnemar_p", *COST_COLUMNS,
+            *ALL_RUNS_COLUMNS]
     if pairs.is_empty():
         return pd.DataFrame(columns=cols)
     fired = pairs.filter(pl.col("fired"))
 
+    def graded(d: pl.DataFrame) -> pl.DataFrame:
+        return d.filter(pl.col("correct").is_not_null() & pl.col("correct_base").is_not_null())
+
+    def over_all(d: pl.DataFrame) -> dict:
+        """Accuracy of every run of the arm (fired or not) and of its base runs, on the pairs graded on both sides."""
+        g = graded(d)
+        n, before, after = g.height, int(g["correct_base"].sum()), int(g["correct"].sum())
+        return {"runs": d.height, "n_graded_all": n, "correct_before_all": before, "correct_after_all": after,
+                "accuracy_before_all": before / n if n else float("nan"),
+                "accuracy_after_all": after / n if n else float("nan")}
+
     def row(d: pl.DataFrame, key: dict) -> dict:
-        g = d.filter(pl.col("correct").is_not_null() & pl.col("correct_base").is_not_null())
+        g = graded(d)
         w2r = g.filter(pl.col("correct") & ~pl.col("correct_base")).height
         r2w = g.filter(~pl.col("correct") & pl.col("correct_base")).height
         # The unit is the (arm, item): with several seeds per item, the item-level test (runs are not independent).
@@ -129,9 +147,9 @@ def table4(runs: RunSet) -> pd.DataFrame:
 
     rows = []
     for arm in pairs.select(*ARM_KEY, "threshold").unique().sort(list(ARM_KEY)).iter_rows(named=True):
-        d = fired.filter(*[pl.col(k) == v for k, v in arm.items()])
-        rows.append(row(d, arm))
-    rows.append(row(fired, {**{k: "all" for k in ARM_KEY}, "threshold": None}))
+        mine = [pl.col(k) == v for k, v in arm.items()]
+        rows.append({**row(fired.filter(*mine), arm), **over_all(pairs.filter(*mine))})
+    rows.append({**row(fired, {**{k: "all" for k in ARM_KEY}, "threshold": None}), **over_all(pairs)})
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -161,7 +179,14 @@ class Table4Report(ReportAnalysis):
             Column("accuracy_p_exact", "the same test's exact p"),
             Column("mcnemar_p", "old name of accuracy_p_exact (kept for one release)"),
             Column("length_ratio", "Σ forced / Σ base output tokens over the fired pairs"),
-            Column("rounds_ratio", "the same for verifier rounds"), Column("time_ratio", "the same for wall time")),
+            Column("rounds_ratio", "the same for verifier rounds"), Column("time_ratio", "the same for wall time"),
+            Column("runs", "every run of the arm paired with its base run, fired or not"),
+            Column("n_graded_all", "of those, pairs graded on both sides"),
+            Column("correct_{before,after}_all", "correct base runs and correct forced runs among those graded pairs"),
+            Column("accuracy_before_all", "the base arm's accuracy over every graded pair", label="acc. all runs: base",
+                   fmt="pct"),
+            Column("accuracy_after_all", "the intervention arm's accuracy over every graded pair, fired or not",
+                   label="forced", fmt="pct")),
             written="with force-commit arms (`<rule>_force_commit`, params `alpha<a>_t<threshold>`)",
             caption="Table 4: force-commit interventions"),),
         sections=(Section("table4", "Table 4: force-commit interventions", (

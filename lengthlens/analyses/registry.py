@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from lengthlens.analyses.accuracy_length import AccuracyLengthReport
 from lengthlens.analyses.attribution import AttributionReport
 from lengthlens.analyses.cells import CellsReport
 from lengthlens.analyses.censoring import CensoringReport
 from lengthlens.analyses.compare import MethodPairsReport
+from lengthlens.analyses.cost_per_correct import CostPerCorrectReport
 from lengthlens.analyses.drilldown import DrilldownReport
 from lengthlens.analyses.extra_tokens import ExtraTokensReport
 from lengthlens.analyses.intervention import Table4Report
@@ -40,6 +42,8 @@ ANALYSES: tuple[ReportAnalysis, ...] = (
     MethodPairsReport(),
     DrilldownReport(),
     TimeModelReport(),
+    CostPerCorrectReport(),
+    AccuracyLengthReport(),
     Table4Report(),
     ExtraTokensReport(),
 )

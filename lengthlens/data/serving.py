@@ -15,7 +15,7 @@ import polars as pl
 
 from lengthlens.data.schema import SERVING_FIELDS
 
-__all__ = ["serving_conditions", "serving_label", "serving_value", "with_serving"]
+__all__ = ["serving_conditions", "serving_label", "serving_sort_key", "serving_value", "with_serving"]
 
 _TAGS = {"concurrency": "c={}", "request_rate": "rate={}/s", "batch_size": "bs={}", "gpu": "gpu={}"}
 
@@ -71,8 +71,25 @@ def with_serving(table: pl.DataFrame) -> pl.DataFrame:
     return table.join(combos, on=present, how="left", nulls_equal=True, maintain_order="left")
 
 
-def _order(label: str) -> tuple:
-    """Sort key of a label: by concurrency, request rate, batch size (numbers, absent first), then GPU name."""
+def serving_sort_key(label: str | None) -> tuple:
+    """Sort key of a serving label, lightest load first: by concurrency, request rate, batch size (as numbers, absent
+    first), then GPU name, so that tables and figures list c=1, 4, 16, 64 and not c=1, 16, 4, 64.
+
+    Parameters
+    ----------
+    label : a label of :func:`serving_label` ("" or None: no serving field logged).
+
+    Returns
+    -------
+    tuple
+        A key for ``sorted`` (labels with equal loads fall back to their text).
+
+    Examples
+    --------
+    >>> sorted(["c=16", "c=4", "c=64", "c=1"], key=serving_sort_key)
+    ['c=1', 'c=4', 'c=16', 'c=64']
+    """
+    label = label or ""
     numbers = tuple(-math.inf if (v := serving_value(label, f)) is None else v
                     for f in ("concurrency", "request_rate", "batch_size"))
     gpu = next((p[4:] for p in (label or "").split(", ") if p.startswith("gpu=")), "")
@@ -87,4 +104,4 @@ def serving_conditions(labels: Any) -> list[str]:
     >>> serving_conditions(["c=16", "c=2", "c=16", "c=2, gpu=A100"])
     ['c=2', 'c=2, gpu=A100', 'c=16']
     """
-    return sorted({str(v) if v is not None else "" for v in labels}, key=_order)
+    return sorted({str(v) if v is not None else "" for v in labels}, key=serving_sort_key)

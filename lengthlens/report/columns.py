@@ -163,17 +163,24 @@ def records(df: pd.DataFrame) -> list[dict[str, Any]]:
 
 # --- the report's described tables ---------------------------------------------------------
 
+#: Estimates coloured against another column of their row instead of a number: ℓ̄ against its baseline's ℓ̄*
+#: (a rule moves acceptance length from its baseline's, which is 0 for some methods and above 1 for others).
+REFERENCE_COLUMNS = {"l_bar": "l_bar_star"}
+
+
 def verdict_css(name: str, lo: str | None = None, hi: str | None = None, better: str | None = None,
-                reference: float = 1.0) -> Callable[[dict[str, Any]], str]:
+                reference: float | str = 1.0) -> Callable[[dict[str, Any]], str]:
     """The one colouring rule of every estimate: "loss" when its whole interval lies on the worse side of
-    ``reference``, "win" when it lies wholly on the better side, nothing when the interval crosses it or is missing."""
+    ``reference`` (a number, or the name of the row's column holding it), "win" when it lies wholly on the better
+    side, nothing when the interval crosses it or is missing."""
     lo, hi = lo or f"{name}_lo", hi or f"{name}_hi"
 
     def css(row: dict[str, Any]) -> str:
         low, high = row.get(lo), row.get(hi)
-        if better is None or _nan(low) or _nan(high):
+        ref = row.get(reference) if isinstance(reference, str) else reference
+        if better is None or _nan(low) or _nan(high) or _nan(ref):
             return ""
-        above, below = low > reference, high < reference
+        above, below = low > ref, high < ref
         if better == "lower":
             return "loss" if above else ("win" if below else "")
         return "loss" if below else ("win" if above else "")
@@ -189,13 +196,28 @@ def cell_columns() -> list[Col]:
     for m in registry().metrics:
         if not m.table:
             continue
-        css = verdict_css(m.name, f"{m.stem}_lo", f"{m.stem}_hi", m.better, m.reference) if m.interval else None
+        ref = REFERENCE_COLUMNS.get(m.name, m.reference)
+        css = verdict_css(m.name, f"{m.stem}_lo", f"{m.stem}_hi", m.better, ref) if m.interval else None
         if m.name == "accuracy_delta_pp":
             css = _acc_css
         cols.append(Col(m.name, m.label, m.fmt, ci=m.stem if m.interval else None, css=css, title=m.description))
     return cols + [Col("n_graded", "graded", "int", css=lambda r: "partial" if r.get("graded_partial") else "",
                        title="runs graded on both sides (only these enter accuracy)"),
                    Col("accuracy_p_holm", "p Holm", "p")]
+
+
+def colour_rules() -> list[tuple[str, str, str]]:
+    """The cell table's colouring rule per coloured estimate: (label, better side, reference), from the same registry
+    rows and :data:`REFERENCE_COLUMNS` the colours come from, so that the legend states the rule in force."""
+    from lengthlens.stats.metrics import registry
+
+    labels = {m.name: m.label for m in registry().metrics}
+    out = []
+    for m in registry().metrics:
+        if m.table and m.interval and m.better and m.name != "accuracy_delta_pp":
+            ref = REFERENCE_COLUMNS.get(m.name)
+            out.append((m.label, m.better, labels.get(ref, ref) if ref else f"{m.reference:g}"))
+    return out
 
 
 def _acc_css(row: dict[str, Any]) -> str:
@@ -266,7 +288,8 @@ def described_columns(name: str, df: pd.DataFrame, analysis: Any = None) -> list
     declaration order; every column (intervals folded) where none is declared."""
     spec = [col_of(c) for c in _declared(name, getattr(analysis, "analyses", None)) if c.name in df.columns]
     if spec:
-        return spec
+        shown = {c.name for c in spec}
+        return serving_first(spec, df, after="params" if "params" in shown else None)
     return auto_columns(df, first=("target", "draft", "dataset", "method", "params"),
                         skip=[c for c in _NOISE if c in df.columns])
 
@@ -275,13 +298,41 @@ declared_columns = described_columns
 
 
 def serving_first(cols: list[Col], df: pd.DataFrame, *, after: str | None = None) -> list[Col]:
-    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several."""
-    from lengthlens.data.serving import serving_conditions
-
-    if "serving" not in df or df.empty or len(serving_conditions(df["serving"])) < 2:
+    """``cols`` with the serving condition shown (after column ``after``, else first) where ``df`` has several: rows
+    under different loads are different cells and must not read as repeats of one."""
+    if not several_loads(df) or any(c.name == "serving" for c in cols):
         return cols
     at = next((k + 1 for k, c in enumerate(cols) if c.name == after), 0)
     return [*cols[:at], Col("serving", "serving", "text", left=True), *cols[at:]]
+
+
+def several_loads(df: pd.DataFrame) -> bool:
+    """Whether the rows of ``df`` come under more than one serving condition."""
+    from lengthlens.data.serving import serving_conditions
+
+    return "serving" in df and not df.empty and len(serving_conditions(df["serving"].fillna(""))) > 1
+
+
+def by_load(df: pd.DataFrame) -> pd.DataFrame:
+    """``df``'s rows with the serving conditions in load order (c=1, 4, 16, 64, not the text's c=1, 16, 4, 64) within
+    each target, draft and dataset, rows of one load in their order; ``df`` itself with one condition or none.
+
+    Examples
+    --------
+    >>> d = pd.DataFrame({"dataset": "x", "method": ["a", "a", "a"], "serving": ["c=1", "c=16", "c=4"]})
+    >>> by_load(d)["serving"].tolist()
+    ['c=1', 'c=4', 'c=16']
+    """
+    from lengthlens.data.serving import serving_conditions
+
+    if not several_loads(df):
+        return df
+    serving = df["serving"].fillna("").astype(str)
+    rank = serving.map({s: i for i, s in enumerate(serving_conditions(serving))})
+    outer = [c for c in ("target", "draft", "dataset") if c in df.columns]
+    group = df.groupby(outer, sort=False, dropna=False).ngroup() if outer else 0
+    order = pd.DataFrame({"g": group, "r": rank}, index=df.index).sort_values(["g", "r"], kind="stable").index
+    return df.loc[order]
 
 
 def table3_columns(t3: pd.DataFrame, analysis: Any = None) -> list[Col]:

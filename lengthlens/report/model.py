@@ -103,8 +103,12 @@ def table(df: pd.DataFrame, cols: Sequence[Col], *, bold: Callable[[dict[str, An
 
 def grouped(df: pd.DataFrame, cols: Sequence[Col], *, group: Sequence[str] = ("target", "draft"),
             sub: str | None = "dataset", open_first: bool = True, bold: Callable[[dict[str, Any]], bool] | None = None,
-            css: str = "cells", **hints: Any) -> list[Block]:
-    """A per-cell table split by target–draft pair (one collapsible block each), a header row per dataset inside."""
+            css: str = "cells", keep_order: bool = False, **hints: Any) -> list[Block]:
+    """A per-cell table split by target–draft pair (one collapsible block each), a header row per dataset inside; rows
+    under several serving conditions in load order (:func:`~lengthlens.report.columns.by_load`) unless ``keep_order``."""
+    from lengthlens.report.columns import by_load
+
+    df = df if keep_order else by_load(df)
     group = [g for g in group if g in df.columns]
     shown = [c for c in cols if c.name not in group]
     if df.empty:
@@ -161,6 +165,7 @@ def figure_jobs(analysis: AnalysisResult) -> list[tuple[str, Figure, Callable[[]
     from lengthlens.report import plots as F
 
     cells = analysis.tables["cells"]
+    vk = F.visual_key(analysis)  # one legend key for every figure of the report: a mark means the same in each
     jobs: list[tuple[str, Figure, Callable[[], Any]]] = []
     for spec, owner in figure_specs(analysis):
         if spec.key not in F.FIGURES:
@@ -174,11 +179,11 @@ def figure_jobs(analysis: AnalysisResult) -> list[tuple[str, Figure, Callable[[]
             continue
         if spec.per == "dataset" and not cells.empty:
             for ds in sorted(cells["dataset"].unique()):
-                jobs.append((f"{spec.key}:{ds}", spec, lambda fn=fn, ds=ds: fn(cells, dataset=ds)))
+                jobs.append((f"{spec.key}:{ds}", spec, lambda fn=fn, ds=ds: fn(cells, dataset=ds, key=vk)))
             continue
         if not _plottable(cells, spec.needs):
             continue
-        jobs.append((spec.key, spec, lambda fn=fn: fn(analysis)))
+        jobs.append((spec.key, spec, lambda fn=fn: fn(analysis, key=vk)))
     return jobs
 
 
@@ -191,14 +196,12 @@ class _Drawn:
 
 
 def caption(key: str, fig: Any) -> str:
-    """A drawn figure's caption: the one :data:`lengthlens.report.plots.FIGURES` gives its key, the dataset of a per-dataset
-    figure, and the notes the figure carries (:func:`lengthlens.report.plot_style.caption_notes`). The one place a
-    caption is made, for the HTML and the PDF alike."""
+    """A drawn figure's caption, written from what it drew (its :class:`~lengthlens.report.plot_style.Drawn` record:
+    counts, what was left out or clipped, how loads are kept apart) by :func:`lengthlens.report.plots.figure_caption`.
+    The one place a caption is made, for the HTML and the PDF alike."""
     from lengthlens.report import plots as F
-    from lengthlens.report.plot_style import caption_notes
 
-    base, _, ds = key.partition(":")
-    return F.FIGURES[base][1] + (f" Dataset {ds}." if ds else "") + "".join(f" {n}" for n in caption_notes(fig))
+    return F.figure_caption(key, fig)
 
 
 def draw(analysis: AnalysisResult) -> list[_Drawn]:
@@ -279,7 +282,8 @@ def _default(p: _Parts, spec: Section, lead: list[Block] | None = None) -> list[
         if "target" not in df.columns:
             blocks.append(table(df, cols, bold=_bold_total))
         else:
-            blocks += grouped(df, cols)
+            # The serving table lists each arm's loads in a row already (its curve): its order is kept.
+            blocks += grouped(df, cols, keep_order=name == "serving")
     return blocks
 
 
@@ -351,7 +355,7 @@ def _table3(p: _Parts, spec: Section) -> list[Block] | Block:
     if pairs is not None and not pairs.empty:
         blocks += [subheading("Table 3 per target–draft pair", id="table3-pairs"), paragraph(p.notes["table3_pairs"], muted=True)]
         blocks += grouped(pairs, table3_columns(pairs, p.analysis), sub=None, open_first=False, bold=_bold_all, css="t3",
-                          fit=True)
+                          fit=True, keep_order=True)  # Table 3's order: loads in order, the total row last
     return {"blocks": blocks, "title_in_caption": True}
 
 
@@ -378,7 +382,11 @@ def _attribution(p: _Parts, spec: Section) -> list[Block]:
     from lengthlens.report import context as ctx
     from lengthlens.report.columns import described_columns
 
-    lead = []
+    from lengthlens.report import wording
+
+    # The paper's claim with its counts first (Table 3's cells, then all), then the tables it is counted from.
+    lead = [paragraph(claim) for claim in (wording.attribution_claim(p.analysis, scope) for scope in ("table3", "all"))
+            if claim]
     for level, title, g in _attribution_frames(p.analysis):
         lead += [subheading(title, level),
                  table(g, described_columns("attribution_summary", g, p.analysis), bold=_bold_all)]
@@ -443,8 +451,12 @@ def _table4(p: _Parts, spec: Section) -> list[Block] | Block:
     parts = table4_parts(p.analysis.tables.get("table4"))
     if parts is None:
         return {"blocks": [paragraph(spec.intro, muted=True), paragraph(NO_TABLE4_TEXT)], "new_page": False}
+    from lengthlens.report import wording
+
     fired, total, never, n_arms = parts
     blocks = [paragraph(spec.intro, muted=True)]
+    if (claim := wording.table4_claim(p.analysis)):  # the paper's statement with its counts, above the table
+        blocks.append(paragraph(claim))
     if len(fired):
         cols = table4_columns(p.analysis)
         rows: list[Block] = []
@@ -482,7 +494,7 @@ def _drilldown(p: _Parts, spec: Section) -> list[Block] | None:
     arm = [k for k in ("target", "draft", "dataset", "method", "params", "serving") if k in d and k in cells_df]
     cells = cells_df.set_index(arm)
     blocks = []
-    for key, g in d.groupby(arm, sort=True):
+    for key, g in d.groupby(arm, sort=False):  # drilldown.csv's order: most influenced cells first
         c = cells.loc[key] if key in cells.index else None
         lam = "" if c is None else f" · λ {fmt(c['lambda'], 'f2')} · Δacc {fmt(c['accuracy_delta_pp'], 'f1')} pp"
         extra = ""
@@ -525,9 +537,9 @@ def _arms(p: _Parts, spec: Section) -> list[Block]:
     """The arms appendix: the runs the cells use (collapsed on screen), then the runs left out of every cell."""
     import pandas as pd
 
-    from lengthlens.report.columns import declared_columns
+    from lengthlens.report.columns import by_load, declared_columns
 
-    arms = p.analysis.tables.get("arms", pd.DataFrame())
+    arms = by_load(p.analysis.tables.get("arms", pd.DataFrame()))
     blocks = [paragraph(p.notes["arms"], muted=True)]
     if not arms.empty:
         blocks.append(collapsible(f"{len(arms)} arms: means over the runs the cells use",
@@ -554,10 +566,11 @@ def notes(analysis: AnalysisResult, generated: str | None = None) -> dict[str, A
     """The sections' notes (:mod:`~lengthlens.report.wording`) and the provenance, computed once for both documents."""
     from lengthlens.report import context as ctx
     from lengthlens.report import wording
+    from lengthlens.report.columns import colour_rules
 
     grading = wording.grading_name(analysis)
     return {"decision": wording.decision_note(grading), "table3": wording.table3_note(analysis.settings, grading),
-            "table3_pairs": wording.TABLE3_PAIRS_NOTE, "cells": wording.cells_note(analysis.settings),
+            "table3_pairs": wording.TABLE3_PAIRS_NOTE, "cells": wording.cells_note(analysis.settings, colour_rules()),
             "arms": wording.arms_note(grading, analysis.grading), "excluded": wording.EXCLUDED_NOTE,
             "methods": wording.methods(analysis.settings, ctx.grading_provenance(analysis.runs)),
             "provenance": ctx.provenance(analysis, generated)}
@@ -602,7 +615,8 @@ def build(analysis: AnalysisResult, figures: Mapping[str, Block] | None = None, 
         sections.append({"id": spec.id, "title": spec.title, "landscape": spec.landscape, "new_page": spec.new_page,
                          "title_in_caption": False, **hints})
     prov = parts["provenance"]
-    boxes = [{"id": "grading-warning", "label": "Grading", "text": w} for w in [wording.grading_warning(analysis)] if w]
+    boxes = [{"id": "ungraded-warning", "label": "Ungraded", "text": w} for w in [wording.ungraded_warning(analysis)] if w]
+    boxes += [{"id": "grading-warning", "label": "Grading", "text": w} for w in [wording.grading_warning(analysis)] if w]
     boxes += [{"id": "incomplete-warning", "label": "Incomplete arms", "text": w}
               for w in [wording.incomplete_warning(analysis)] if w]
     return {

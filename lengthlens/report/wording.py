@@ -1,4 +1,4 @@
-"""What the report and the terminal say in words: the headline and the summary lines, from an Analysis.
+"""What the report and the terminal say in words: the headline and the summary lines, from an AnalysisResult.
 
 Every number here comes from the analysis' tables, and every threshold a sentence states is read
 from the constant that defines it.
@@ -6,6 +6,7 @@ from the constant that defines it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,10 +23,12 @@ from lengthlens.stats.signflip import accuracy_test_label
 if TYPE_CHECKING:
     import pandas as pd
 
-    from lengthlens.analyses.analyse import Analysis
+    from lengthlens.analyses.analyse import AnalysisResult
 
-__all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "cards", "cells_note",
+__all__ = ["EXCLUDED_NOTE", "TABLE3_PAIRS_NOTE", "accuracy_verdict_text", "arms_note", "attribution_claim", "cards",
+           "cells_note", "colour_legend",
            "decision_note", "grading_name", "grading_warning", "headline", "incomplete_warning", "methods", "serving_sentence",
+           "ungraded_warning",
            "summary_lines", "table3_note",
            "time_caveats", "verdict_sentence", "verdict_sentences"]
 
@@ -105,6 +108,54 @@ def grading_warning(analysis: Any) -> str | None:
             f"{g.n_regraded:,} runs lengthlens' graders judged ({g.disagree_share:.0%}, above the "
             f"{GRADING_DISAGREEMENT_SHARE:.0%} this report tolerates silently), in {arms.height} arms; the arms appendix shows "
             f"each arm's accuracy under both ({g.policy} used here; --grading {g.other} for the other).")
+
+
+def ungraded_warning(analysis: Any) -> str | None:
+    """How many ok runs of benchmarks lengthlens grades were left ungraded, why, and the flag that grades them; None
+    when every such run has a verdict (the report's box and the terminal's line say this exactly then).
+
+    Parameters
+    ----------
+    analysis : what :func:`lengthlens.analyse` computed (its runs and their load warnings).
+
+    Returns
+    -------
+    str or None
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                                      # doctest: +SKIP
+    >>> ungraded_warning(ll.analyse(ll.load("runs/")))                               # doctest: +SKIP
+    '23 runs of graded benchmarks (humaneval 23) were left ungraded and are kept out of accuracy: …'
+    """
+    import polars as pl
+
+    from lengthlens.data.grading import grader_name
+    from lengthlens.data.grading.correctness import not_executed_counts
+
+    runs = getattr(analysis, "runs", None)
+    t = getattr(runs, "table", None)
+    if t is None or not t.height or not {"correct", "status", "dataset"} <= set(t.columns):
+        return None
+    if "shared_baseline" in t.columns:  # a shared baseline's copies are not runs of their own
+        t = t.filter(~pl.col("shared_baseline"))
+    graded = [d for d in t.get_column("dataset").unique().to_list() if grader_name(str(d)) not in (None, "mtbench")]
+    u = t.filter((pl.col("status") == "ok") & pl.col("correct").is_null() & pl.col("dataset").is_in(graded))
+    if not u.height:
+        return None
+    per = ", ".join(f"{d} {n:,}" for d, n in sorted(u.group_by("dataset").len().iter_rows()))
+    why = []
+    not_run = min(u.height, sum(not_executed_counts(runs.warnings).values()))
+    if not_run:
+        why.append(f"{not_run:,} because their code was not executed (pass --execute-code to run it in a sandbox; "
+                   "docs/execution.md)")
+    rest = u.height - not_run
+    if rest:
+        why.append(f"{rest:,} because the grader could not decide them (tests or problems unavailable: pass --problems "
+                   "FILE; no text logged: pass a grades file with --grades FILE; the load warnings under Provenance "
+                   "name the cause)")
+    return (f"{u.height:,} runs of graded benchmarks ({per}) were left ungraded and are kept out of accuracy: "
+            f"{'; '.join(why)}. Cells with those runs count fewer graded pairs, or none.")
 
 
 def _n(k: int, one: str, many: str | None = None) -> str:
@@ -200,7 +251,7 @@ def _headline_sentence(a: Any, which: str) -> str:
     return head
 
 
-def headline(analysis: Analysis) -> str:
+def headline(analysis: AnalysisResult) -> str:
     """One sentence: what acceptance length promised against what happened (Table 3's cells)."""
     t3 = analysis.tables["table3"]
     if t3.empty:
@@ -252,7 +303,7 @@ def time_caveats(cells: pd.DataFrame) -> list[str]:
     return [TIME_CONDITIONAL, TIME_PER_ROUND_BIAS]
 
 
-def serving_sentence(analysis: Analysis, most: int = 6) -> str:
+def serving_sentence(analysis: AnalysisResult, most: int = 6) -> str:
     """Where each rule's wall-time advantage disappears as the load grows ("" without several serving conditions)."""
     sv = analysis.tables.get("serving")
     if sv is None or sv.empty:
@@ -271,7 +322,7 @@ def serving_sentence(analysis: Analysis, most: int = 6) -> str:
     return head + f"; {len(lost)} lose it as the load grows: " + "; ".join(named) + more + "."
 
 
-def summary_lines(analysis: Analysis) -> list[str]:
+def summary_lines(analysis: AnalysisResult) -> list[str]:
     """Terminal lines for the analyses beyond Table 3: censoring, attribution, Table 4, extra tokens."""
     lines: list[str] = [f"verdict: {sentence}" for tg, _d, _m, sentence in verdict_sentences(analysis) if tg == "all"]
     cz = analysis.tables.get("censoring")
@@ -281,29 +332,11 @@ def summary_lines(analysis: Analysis) -> list[str]:
         lines.append(f"censoring: {int((cz['censored_frac'] > 0).sum())} of {len(cz)} cells have relaxed runs cut at the budget "
                      f"({int(more)} more often than strict); median lambda {cz['lambda_plain'].median():.2f} plain vs "
                      f"{aft.median():.2f} geometric-mean ratio of the log-normal AFT (censoring-aware; not a ratio of means)")
-    at = analysis.tables.get("attribution_summary")
-    if at is not None and not at.empty:
-        for scope, label in (("all", "all cells"), ("table3", "Table 3's cells")):
-            pooled = at["target"] == "all" if "target" in at.columns else True
-            rows = at[(at["scope"] == scope) & (at["method"] == "all") & pooled]
-            if rows.empty:
-                continue
-            a = rows.iloc[0]
-            low = SHARE_THRESHOLDS[0]
-            lo_col, point_col = f"n_share_lo_ge_{round(100 * low)}", f"n_share_point_ge_{round(100 * low)}"
-            lines.append(f"attribution ({label}): of {int(a['n_cells_longer'])} cells with longer outputs, "
-                         f"{int(a['n_share_undefined'])} have an extra length whose interval includes 0 (share undefined); "
-                         f"{int(a[lo_col])} put ≥ {low:.0%} of the extra characters into thinking by the lower "
-                         f"limit ({int(a[point_col])} by the point estimate; pooled share "
-                         f"{a['thinking_share_pooled']:.2f})")
-    t4 = analysis.tables.get("table4")
-    if t4 is not None and not t4.empty:
-        r = t4.iloc[-1]
-        lines.append(f"table 4: forcing the thinking closed fired on {int(r['fired'])} runs; correct {int(r['correct_before'])} -> "
-                     f"{int(r['correct_after'])} of {int(r['n_graded'])} graded ({int(r['wrong_to_right'])} wrong->right, "
-                     f"{int(r['right_to_wrong'])} right->wrong, {int(r['still_capped'])} still capped; "
-                     f"{accuracy_test_label(r.get('accuracy_test', 'mcnemar_exact'))} p = "
-                     f"{r['accuracy_p']:.3g})")
+    for scope in ("table3", "all"):
+        if (claim := attribution_claim(analysis, scope)):
+            lines.append(f"attribution: {claim}")
+    if (claim := table4_claim(analysis)):
+        lines.append(f"table 4: {claim}")
     ex = analysis.tables.get("extra_tokens")
     if ex is not None and not ex.empty:
         withp = ex[ex["n_runs_with_proposals"] > 0]
@@ -320,6 +353,8 @@ def summary_lines(analysis: Analysis) -> list[str]:
                      f"{len(lo)} cells (lossless.csv)")
     if (said := serving_sentence(analysis)):
         lines.append(f"serving: {said}")
+    if (ungraded := ungraded_warning(analysis)):
+        lines.append(f"ungraded: {ungraded}")
     for warn in (grading_warning(analysis), incomplete_warning(analysis)):
         if warn:
             lines.append(f"warning: {warn}")
@@ -396,22 +431,129 @@ def table3_note(settings: dict[str, Any], grading: str) -> str:
 TABLE3_PAIRS_NOTE = "The same summary on each pair's cells alone (table3_pairs.csv): the rows above pool the pairs."
 
 
-def cells_note(settings: dict[str, Any]) -> str:
-    """What a row of the Cells table is and how it is coloured (the note above the table)."""
+def cells_note(settings: dict[str, Any], rules: Sequence[tuple[str, str, str]]) -> str:
+    """What a row of the Cells table is and how it is coloured (the note above the table); ``rules``: the colouring
+    rules in force (:func:`lengthlens.report.columns.colour_rules`), stated once by :func:`colour_legend`."""
     return ("A cell is one relaxed arm (or speculative method) against its baseline (strict, or plain autoregressive "
             "decoding) on the items where both runs finished; grouped by target–draft pair and dataset; “graded” "
             "counts the units graded on both sides, the only ones accuracy uses (grey italics: fewer than half the "
             f"cell's items graded, so left out of the accuracy counts). Intervals: paired item bootstrap, "
             f"{settings.get('ci', 'percentile')} {_confidence(settings)} for the ratios (cut to the range of the item "
-            "ratios), Tango's score interval for Δacc (a t interval over items with several seeds). One colouring rule for every metric, from "
-            "intervals only: red when the whole interval lies on the worse side of break-even (above 1 for λ, R/R*, "
-            "T/T*; for the accuracy change, the cell's loss flag drop_2pp), green when it lies wholly on the better "
-            "side, no colour when it holds break-even. The rounds, time and accuracy columns are the cell's verdicts "
+            "ratios), Tango's score interval for Δacc (a t interval over items with several seeds). " + colour_legend(rules)
+            + " The rounds, time and accuracy columns are the cell's verdicts "
             "(see “Faster, and as accurate?”). R/R* is the primary cost measure; T/T* stands beside it with time/round "
             "= (T/T*)/(R/R*). λ/gain is the rounds ratio the length-correction identity predicts, λ/gain_pooled. "
             "p Holm: the paired accuracy test (mid-p McNemar; the item-level sign-flip test when items have several "
             "seeds) adjusted by Holm over the report's accuracy family (graded cells of 10 or more items, fully "
             "graded); empty outside it.")
+
+
+def attribution_claim(analysis: AnalysisResult, scope: str = "table3") -> str:
+    """The attribution as the paper's claim with its counts: in how many cells ≥ 90 % of the extra length is thinking.
+
+    Parameters
+    ----------
+    analysis : the AnalysisResult (its ``attribution_summary`` table).
+    scope : ``table3`` (Table 3's cells, the default) or ``all`` (every cell).
+
+    Returns
+    -------
+    str
+        One sentence ("" without an attribution summary): cells whose completions grew, those whose share of the extra
+        length in thinking is ≥ 90 % by the interval's lower limit and by the point estimate, those where the share is
+        undefined (the extra length's interval holds 0), the pooled share, and the count per rule.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                                       # doctest: +SKIP
+    >>> attribution_claim(ll.analyse(ll.load("runs/")))                              # doctest: +SKIP
+    '≥ 90% of the extra length is in the thinking in 6 of Table 3's 24 cells whose completions grew ...'
+    """
+    at = analysis.tables.get("attribution_summary")
+    if at is None or at.empty:
+        return ""
+    pooled = at["target"] == "all" if "target" in at.columns else True
+    rows = at[(at["scope"] == scope) & pooled]
+    total = rows[rows["method"] == "all"]
+    if total.empty:
+        return ""
+    a = total.iloc[0]
+    low = SHARE_THRESHOLDS[0]
+    lo_col, point_col = f"n_share_lo_ge_{round(100 * low)}", f"n_share_point_ge_{round(100 * low)}"
+    where = "Table 3's" if scope == "table3" else "all"
+    per_rule = "; ".join(f"{r.method} {int(getattr(r, lo_col))} of {int(r.n_cells_longer)}"
+                         for r in rows[rows["method"] != "all"].itertuples())
+    return (f"≥ {low:.0%} of the extra length is in the thinking in {int(a[lo_col])} of {where} {int(a['n_cells_longer'])} "
+            f"cells whose completions grew (of {int(a['n_cells'])}), by the lower limit of the share's 95% interval "
+            f"({int(a[point_col])} by the point estimate); in {int(a['n_share_undefined'])} the extra length's interval "
+            f"holds 0, so its share is undefined; pooled over the cells that grew, {a['thinking_share_pooled']:.0%} of the extra "
+            f"characters are thinking." + (f" By rule: {per_rule}." if per_rule else ""))
+
+
+def table4_claim(analysis: AnalysisResult) -> str:
+    """Table 4 as the paper's claim with its counts: what forcing the thinking closed did to the runs it fired on, and
+    to every run of the arms.
+
+    Returns
+    -------
+    str
+        One or two sentences ("" without intervention arms): fired runs, correct before and after with the flips and
+        the paired test, what it cost (length, rounds, time of the fired runs), and accuracy over every graded run of
+        the arms against their base arms.
+
+    Examples
+    --------
+    >>> import lengthlens as ll                                                       # doctest: +SKIP
+    >>> table4_claim(ll.analyse(ll.load("runs/")))                                   # doctest: +SKIP
+    'Forcing the thinking closed fired on 13 of 160 runs; on the 13 graded ones correct answers went from 1 to 5 ...'
+    """
+    t4 = analysis.tables.get("table4")
+    if t4 is None or t4.empty:
+        return ""
+    r = t4[t4["method"] == "all"].iloc[-1] if (t4["method"] == "all").any() else t4.iloc[-1]
+    fired, runs = int(r["fired"]), int(r["runs"]) if "runs" in r and r["runs"] == r["runs"] else None
+    out = f"Forcing the thinking closed fired on {fired:,}" + (f" of {runs:,} runs" if runs is not None else " runs")
+    if not fired:
+        return out + ": it never changed a run."
+    out += (f"; on the {int(r['n_graded']):,} graded ones correct answers went from {int(r['correct_before']):,} to "
+            f"{int(r['correct_after']):,} ({int(r['wrong_to_right']):,} wrong → right, {int(r['right_to_wrong']):,} "
+            f"right → wrong; {accuracy_test_label(r.get('accuracy_test', 'mcnemar_exact'))}: p = {r['accuracy_p']:.3g}), "
+            f"{int(r['still_capped']):,} still hit the budget")
+    costs = [f"{name} ×{r[col]:.2f}" for col, name in (("length_ratio", "length"), ("rounds_ratio", "verifier rounds"),
+                                                      ("time_ratio", "wall time")) if col in r and r[col] == r[col]]
+    out += (f", at {', '.join(costs)} of their base runs." if costs else ".")
+    if "accuracy_after_all" in r and r["n_graded_all"] == r["n_graded_all"] and r["n_graded_all"]:
+        out += (f" Over every graded run of the intervention arms ({int(r['n_graded_all']):,}), fired or not, accuracy "
+                f"{r['accuracy_before_all']:.1%} without the intervention and {r['accuracy_after_all']:.1%} with it.")
+    return out
+
+
+def colour_legend(rules: Sequence[tuple[str, str, str]]) -> str:
+    """Every colouring rule of the cell table, once: the interval rule with each estimate's reference (ℓ̄ against ℓ̄*,
+    the ratios against 1), the accuracy change's, the verdicts' and the grey of partly graded cells.
+
+    Parameters
+    ----------
+    rules : (label, better side, reference) per coloured estimate, as :func:`lengthlens.report.columns.colour_rules`
+        gives them (the rules the colours follow; passed in, since the columns' module words its notes from here).
+
+    Returns
+    -------
+    str
+        One paragraph.
+
+    Examples
+    --------
+    >>> "ℓ̄ against ℓ̄*" in colour_legend([("ℓ̄", "higher", "ℓ̄*"), ("λ", "lower", "1")])
+    True
+    """
+    higher = [f"{lab} against {ref}" for lab, better, ref in rules if better == "higher"]
+    lower = [f"{lab} against {ref}" for lab, better, ref in rules if better == "lower"]
+    return ("Colours, one rule for every estimate, from its interval: red when the whole interval lies on the worse side "
+            "of its reference, green when it lies wholly on the better side, none when it holds the reference. Higher is "
+            f"better for {', '.join(higher)}; lower is better for {', '.join(lower)}. The accuracy change is red when "
+            "the cell's loss flag (drop_2pp) fires and green when its interval lies above 0. Verdicts: slower or worse "
+            "in red, faster in green. Grey italics: graded on fewer than half the cell's items.")
 
 
 def arms_note(grading: str, policy: Any = None) -> str:

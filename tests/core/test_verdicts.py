@@ -295,6 +295,8 @@ def test_notebook_reprs_name_target_and_draft(two_pairs):
     assert list(f.columns[:5]) == ["target", "draft", "dataset", "method", "params"] and set(f["target"]) == {"T2"}
     assert "target T2 ← draft D" in c._repr_html_()
     html = table._repr_html_()
-    assert "<th>target</th>" in html and "<th>draft</th>" in html and "<th>verdict_rounds</th>" in html
+    # The draft is the same on every row: said once above the table, not repeated on each row.
+    assert "<th>target</th>" in html and "<th>draft</th>" not in html and " · draft D</caption>" in html
+    assert "<th>verdict_rounds</th>" in html
     v = ll.verdicts(table.to_frame())
     assert "Verdicts:" in v._repr_html_() and len(v.cells_frame()) == len(table)

@@ -36,30 +36,39 @@ def test_tradeoff_clips_an_extreme_interval_and_says_so():
     fig = F.fig_tradeoff(_cells(extreme=True))
     ax = fig.axes[0]
     assert ax.get_ylim()[1] < 10  # the 1e300 limit did not stretch the axis
-    notes = caption_notes(fig)
-    assert any("1 interval(s) run past the axes" in n for n in notes)
-    assert any("1 graded cell(s) with fewer than 10 items left out" in n for n in notes)
+    caption = F.figure_caption("tradeoff", fig)
+    assert "1 interval runs past the axis, drawn to its edge and marked with an arrow (↑)." in caption
+    assert "Left out: 1 graded cell with fewer than 10 items." in caption
     assert "<svg" in to_svg(fig)
 
 
 def test_tradeoff_without_extremes_has_no_clipping_note():
-    notes = caption_notes(F.fig_tradeoff(_cells()))
-    assert not any("run past" in n for n in notes)
+    assert "run past" not in F.figure_caption("tradeoff", F.fig_tradeoff(_cells()))
 
 
-def test_gain_vs_lambda_says_when_it_drops_intervals():
-    many = _cells(n=F.MAX_CI_CELLS + 2)
-    assert any("intervals are not drawn" in n for n in caption_notes(F.fig_gain_vs_lambda(many)))
-    assert not any("intervals are not drawn" in n for n in caption_notes(F.fig_gain_vs_lambda(_cells())))
+def test_gain_vs_lambda_draws_table3s_intervals_and_says_so():
+    from lengthlens.analyses.tables import table3_cells
+
+    df = _cells()
+    fig = F.fig_gain_vs_lambda(df)
+    keys = ["target", "draft", "dataset", "method", "params"]
+    picked = table3_cells(df)[keys].drop_duplicates()
+    merged = df.merge(picked, on=keys, how="left", indicator=True)  # this frame repeats keys: every row of a key is drawn out
+    n3 = int(((merged["_merge"] == "both") & ~merged["small_n"]).sum())
+    caption = F.figure_caption("gain_vs_lambda", fig)
+    assert f"Table 3's {n3} cells (each rule at its most aggressive complete α per dataset) are outlined, {n3} with" in caption
+    assert "1 cell with fewer than 10 items (e.g. calibration probes) is hollow, without an interval." in caption
+    assert f"{len(df) - n3 - 1} cells at other α values are pale" in caption and "1 cell with fewer than 10 items" in caption
     clipped = F.fig_gain_vs_lambda(_cells(extreme=True))
     assert clipped.axes[0].get_ylim()[1] < 10
-    assert any("1 interval(s) of λ run past the axis" in n for n in caption_notes(clipped))
+    caption = F.figure_caption("gain_vs_lambda", clipped)
+    assert ("1 interval of λ run past" in caption) == (("T", "D", "d0", "x", "alpha0", "") in F._table3_keys(_cells()))
 
 
 def test_alpha_sweep_marks_probes_and_draws_every_alpha():
     df = _cells()
     fig = F.fig_alpha_sweep(df)
-    assert any("1 cell(s) with fewer than 10 items" in n for n in caption_notes(fig))
+    assert "1 cell with fewer than 10 items (e.g. calibration probes) is hollow" in F.figure_caption("alpha_sweep", fig)
     # five metrics x two rules
     assert len([a for a in fig.axes if a.get_visible()]) == 10
     assert fig.axes[0].get_title() == "x"
@@ -89,4 +98,4 @@ def test_report_figures_carry_their_notes(example_analysis):
     blocks = _figure_blocks(example_analysis)
     for key in ("tradeoff", "alpha_sweep", "time_model", "table4_costs"):
         assert key in blocks, key
-    assert "Table 3's cells: each rule at its most aggressive complete α" in blocks["attribution"]["caption"]
+    assert "The cells are Table 3's: each rule at its most aggressive complete α" in blocks["attribution"]["caption"]

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.collections import PathCollection
+from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.figure import Figure
 
 from lengthlens.report import plots as F
@@ -47,7 +47,7 @@ def test_rounds_vs_time_and_accuracy_points(example_analysis):
 def test_forest_draws_every_interval(example_analysis):
     cells = example_analysis.tables["cells"]
     fig = F.fig_lambda_forest(cells)  # without a dataset: every cell in one panel
-    segs = [s for ax in fig.axes for c in ax.collections for s in c.get_segments()]
+    segs = [s for ax in fig.axes for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()]
     ends = sorted((round(s[0][0], 9), round(s[1][0], 9)) for s in segs)
     assert ends == sorted(zip(cells["lambda_lo"].round(9), cells["lambda_hi"].round(9)))
 
@@ -73,14 +73,17 @@ def test_survival_panels_per_dataset(example_analysis):
     assert [t.split()[0] for t in titles] == datasets  # the name, then its counts (on a line of their own)
 
 
-def test_attribution_bars_are_mean_extra_chars(example_analysis):
+def test_attribution_bars_are_each_cells_extra_chars_per_run(example_analysis):
+    """One solid bar per cell (of 10 or more items): its thinking characters per run; every bar has its rule's label."""
     attr = example_analysis.tables["attribution"]
     fig = F.fig_attribution(attr)
     heights = sorted(round(p.get_height(), 6) for ax in fig.axes for p in ax.patches if p.get_hatch() is None
                      and not np.isnan(p.get_height()))
-    per_run = attr.assign(t=attr["extra_chars_thinking"] / attr["n_runs"])
-    want = sorted(per_run.groupby(["dataset", "method"])["t"].mean().round(6))
-    assert heights == want
+    big = attr[attr["n_items"] >= 10]
+    assert heights == sorted((big["extra_chars_thinking"] / big["n_runs"]).round(6))
+    labels = sorted(t.get_text() for ax in fig.axes if ax.get_visible() for t in ax.get_xticklabels())
+    assert labels == sorted(big["method"])
+    assert F.drawn(fig).points == len(big) and F.drawn(fig).left_out.get("cell{s} with fewer than 10 items", 0) == len(attr) - len(big)
 
 
 def test_empty_inputs_give_a_figure_not_an_error():
@@ -104,21 +107,23 @@ def test_small_n_cells_get_points_but_no_interval(example_analysis):
     cells["small_n"] = False
     cells.loc[cells.index[:4], "small_n"] = True
     fig = F.fig_lambda_forest(cells)
-    segs = [s for ax in fig.axes for c in ax.collections for s in c.get_segments()]
+    segs = [s for ax in fig.axes for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()]
     big = cells[~cells["small_n"]]
     assert sorted((round(s[0][0], 9), round(s[1][0], 9)) for s in segs) == sorted(
         zip(big["lambda_lo"].round(9), big["lambda_hi"].round(9)))
     pts = _scatter_points(F.fig_gain_vs_lambda(cells))
     assert len(pts) == len(cells)  # every point still drawn
-    from matplotlib.collections import LineCollection
+    from lengthlens.analyses.tables import table3_cells
 
     fig = F.fig_gain_vs_lambda(cells)
     vert = {(round(s[0][0], 9), round(min(s[0][1], s[1][1]), 9), round(max(s[0][1], s[1][1]), 9))
-            for ax in fig.axes for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()}
-    want = set(zip(big["gain"].round(9), big["lambda_lo"].round(9), big["lambda_hi"].round(9)))
-    small = cells[cells["small_n"]]
-    assert want <= vert
-    assert not vert & set(zip(small["gain"].round(9), small["lambda_lo"].round(9), small["lambda_hi"].round(9)))
+            for ax in fig.axes for c in ax.collections if isinstance(c, LineCollection) for s in c.get_segments()
+            if len(c.get_segments()) and s[0][0] == s[1][0]}
+    # Figure 1 draws the intervals of Table 3's cells (none of them small), and no other.
+    t3 = table3_cells(cells)
+    assert not t3["small_n"].any() and len(t3) < len(big)
+    assert vert == set(zip(t3["gain"].round(9), t3["lambda_lo"].round(9), t3["lambda_hi"].round(9)))
+    assert F.drawn(fig).highlighted == len(t3) and F.drawn(fig).hollow == 4
 
 
 def test_gain_vs_lambda_log_axes_pairs_few_items_and_unclipped_intervals(example_analysis):

@@ -53,7 +53,7 @@ def test_table4_html_pairs_once_and_never_fired_arms_in_a_line(tmp_path):
     assert "r_fuzzy" not in body and ">cactus<" in body
     header = [re.sub(r"<[^>]+>", "", th) for th in re.findall(r"<th[^>]*>(.*?)</th>", body.split("</thead>")[0])]
     assert header == ["dataset", "rule", "params", "fired", "graded", "correct before", "correct after", "wrong → right",
-                      "right → wrong", "still capped", "paired p"]
+                      "right → wrong", "still capped", "paired p", "acc. all runs: base", "forced"]
     tail = html.split("</table>")[1]
     assert "1 of 2 intervention arms never fired" in tail and "T aime r_fuzzy alpha0.3_t60" in tail
 

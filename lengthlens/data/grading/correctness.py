@@ -9,6 +9,8 @@ keys match and, where the grade file logged it, the output length matches too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import re
 from pathlib import Path
 from typing import Iterable
@@ -215,6 +217,23 @@ def _not_executed_warning(counts: dict[str, int]) -> str:
 
 
 _NOT_EXECUTED_LINE = re.compile(r"^\d+ runs \((?P<names>[^)]*)\) were left ungraded because code execution is off")
+
+
+def not_executed_counts(warnings: Sequence[str]) -> dict[str, int]:
+    """Per grader, the runs the load's warnings say were left ungraded because code execution is off.
+
+    Examples
+    --------
+    >>> not_executed_counts([_not_executed_warning({"humaneval": 3}), "something else"])
+    {'humaneval': 3}
+    """
+    counts: dict[str, int] = {}
+    for w in warnings:
+        m = _NOT_EXECUTED_LINE.match(w)
+        for item in (m.group("names").split(", ") if m else ()):
+            name, n = item.rsplit(" ", 1)
+            counts[name] = counts.get(name, 0) + int(n)
+    return counts
 
 
 def merge_not_executed(warnings: list[str]) -> list[str]:
