@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -104,13 +105,20 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                    help="worker processes for the analysis of large inputs (default: the cores available, or "
                         "$LENGTHLENS_WORKERS); the numbers do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
-    p.add_argument("--no-cache", action="store_true", help="re-read raw trees instead of using the normalized-table cache")
+    from lengthlens.data.cache import CACHE_DIR_ENV, cache_dir  # imports nothing heavy
+
+    p.add_argument("--no-cache", action="store_true",
+                   help=f"re-read raw trees instead of using the normalized-table cache, kept in {cache_dir()} "
+                        f"(${CACHE_DIR_ENV}, else $XDG_CACHE_HOME/lengthlens, else ~/.cache/lengthlens; it removes only "
+                        f"files it wrote)")
 
 
 def _example_runs(out: Path) -> list[Path]:
     from lengthlens import synth
 
-    root = out / "example-runs"
+    # Named as the user would write it (relative below the working folder): the report lists the roots it read.
+    cwd = Path.cwd()
+    root = (out.relative_to(cwd) if out.is_relative_to(cwd) else out) / "example-runs"
     # Token traces for gsm8k only, as in the study: enough for the extra-tokens table, small on disk.
     synth.write_raw(synth.example(), root, seed=0, proposals=("gsm8k",))
     return [root]
@@ -125,7 +133,8 @@ def load_from_args(sources: Sequence[str | Path], args: argparse.Namespace, bar:
     return load(*sources, grades=args.grades, strict=args.strict, cache=not args.no_cache,
                 progress=bar, run_graders=not args.no_graders, problems=args.problems,
                 grading=getattr(args, "grading", "default"), format=fmt, execute_code=_execute_code(args),
-                format_options=_format_options(args) if fmt else None)
+                format_options=_format_options(args) if fmt else None,
+                grading_budget_s=getattr(args, "grading_budget", None))
 
 
 def _execute_code(args: argparse.Namespace) -> str:
@@ -191,13 +200,15 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from lengthlens.report import wording, write_report
+    from lengthlens.report import REPORT_FILES, wording, write_report
+    from lengthlens.report.output import check_out
 
-    out = Path(args.out)
     sources: list[Path] = [Path(s) for s in args.runs]
     if args.example and args.format:
         print("lengthlens report: --example is in the raw layout; it cannot be read with --format", file=sys.stderr)
         return 2
+    # Before any work: an --out that holds the inputs or files no report wrote stops here, not after the analysis.
+    out = check_out(args.out, sources, REPORT_FILES, into_subfolder=args.into_subfolder)
     progress = Progress.from_args(args)
     if args.example:
         progress("writing the example's runs")
@@ -250,53 +261,49 @@ def _format_names() -> list[str]:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     from lengthlens.data.loading import read_format
+    from lengthlens.report.output import check_file_out, write_file
 
-    out = Path(args.out)
-    table, failures, _, warnings = read_format(args.path, args.format, **_format_options(args))
-    suffix = out.suffix.lower()
+    suffix = Path(args.out).suffix.lower()
     if suffix not in (".parquet", ".jsonl", ".csv"):
-        print(f"lengthlens import: --out must end in .parquet, .jsonl or .csv, not {out.name!r}", file=sys.stderr)
+        print(f"lengthlens import: --out must end in .parquet, .jsonl or .csv, not {Path(args.out).name!r}", file=sys.stderr)
         return 2
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if suffix == ".parquet":
-        table.write_parquet(out)
-    elif suffix == ".jsonl":
-        table.write_ndjson(out)
-    else:
-        table.write_csv(out)
+    out = check_file_out(args.out, [args.path])  # before reading: a link, a FIFO, a folder or the input itself
+    table, failures, _, warnings = read_format(args.path, args.format, **_format_options(args))
+    writer = {".parquet": table.write_parquet, ".jsonl": table.write_ndjson, ".csv": table.write_csv}[suffix]
+    write_file(out, writer)  # beside the target, then renamed: a full disk leaves the old file as it was
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(f"warning: {printable(w)}", file=sys.stderr)
     for f in failures:
-        print(f"skipped: {f['path']}: {f['reason']}", file=sys.stderr)
-    print(f"{table.height} run records written to {out}; {len(failures)} skipped")
+        print(f"skipped: {printable(f['path'])}: {printable(f['reason'])}", file=sys.stderr)
+    print(f"{table.height} run records written to {printable(out)}; {len(failures)} skipped")
     return EXIT_INPUT if table.height == 0 else EXIT_OK
 
 
 def _cmd_grades(args: argparse.Namespace) -> int:
     from lengthlens.data.grading.harness import lm_eval_grades
     from lengthlens.data.readers.common import parse_arm_items
+    from lengthlens.report.output import check_file_out, write_file
 
-    out = Path(args.out)
-    if out.suffix.lower() not in (".csv", ".jsonl", ".parquet"):
-        print(f"lengthlens grades: --out must end in .csv, .jsonl or .parquet, not {out.name!r}", file=sys.stderr)
+    suffix = Path(args.out).suffix.lower()
+    if suffix not in (".csv", ".jsonl", ".parquet"):
+        print(f"lengthlens grades: --out must end in .csv, .jsonl or .parquet, not {Path(args.out).name!r}", file=sys.stderr)
         return EXIT_INPUT
+    # Before reading: a link, a FIFO, a folder or one of the samples files is refused, as for import.
+    out = check_file_out(args.out, args.samples, command="lengthlens grades")
     try:
         arm = parse_arm_items(args.arm or [])
         frames = [lm_eval_grades(f, metric=args.metric, filter=args.filter, arm=arm) for f in args.samples]
     except (ValueError, OSError, UnicodeDecodeError) as exc:
-        print(f"lengthlens grades: {exc}", file=sys.stderr)
+        print(f"lengthlens grades: {printable(exc)}", file=sys.stderr)
         return EXIT_INPUT
     import pandas as pd
 
     table = pd.concat(frames, ignore_index=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".csv":
-        table.to_csv(out, index=False)
-    elif out.suffix.lower() == ".jsonl":
-        table.to_json(out, orient="records", lines=True)
-    else:
-        table.to_parquet(out, index=False)
-    print(f"{len(table)} grades written to {out} (use it with --grades {out})")
+    writer = {".csv": lambda p: table.to_csv(p, index=False),
+              ".jsonl": lambda p: table.to_json(p, orient="records", lines=True),
+              ".parquet": lambda p: table.to_parquet(p, index=False)}[suffix]
+    write_file(out, writer)  # beside the target, then renamed: a full disk leaves the old file as it was
+    print(f"{len(table)} grades written to {printable(out)} (use it with --grades {printable(out)})")
     return EXIT_OK
 
 
@@ -309,7 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="analyse run logs and write tables and the report")
     rep.add_argument("runs", nargs="*", help="raw-layout folders (runs/, old_runs/, a dataset folder) or flat .jsonl/.csv/.parquet files")
-    rep.add_argument("--out", "-o", required=True, help="output folder")
+    rep.add_argument("--out", "-o", required=True, help="output folder (its files that no earlier report wrote are never "
+                     "replaced: a name clash stops the run before any work)")
+    rep.add_argument("--into-subfolder", action="store_true",
+                     help="where OUT holds files with a report's names that no earlier report wrote, write the report "
+                          "into OUT/lengthlens-report/ instead of stopping")
     rep.add_argument("--example", action="store_true", help="analyse the embedded synthetic example (written to OUT/example-runs)")
     rep.add_argument("--quiet", "-q", action="store_true", help="print nothing")
     rep.add_argument("--progress", action="store_true",
@@ -362,6 +373,37 @@ def printable(text: object) -> str:
     return "".join(ch for ch in str(text) if ch in "\n\t" or (ch.isprintable() and not 0x7F <= ord(ch) <= 0x9F))
 
 
+@contextlib.contextmanager
+def _printable_library_output():
+    """Warnings and log records of libraries (matplotlib's, polars') printed through :func:`printable` while the
+    command runs: a font or file name from the logs cannot send escape sequences to the terminal."""
+    import logging
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        stream = sys.stderr if file is None else file
+        try:
+            stream.write(printable(warnings.formatwarning(message, category, filename, lineno, line)))
+        except (OSError, ValueError):
+            pass
+
+    class Printable(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return printable(super().format(record))
+
+    last = logging.lastResort
+    saved_show, saved_format = warnings.showwarning, getattr(last, "formatter", None)
+    warnings.showwarning = show
+    if last is not None:
+        last.setFormatter(Printable())
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved_show
+        if last is not None:
+            last.setFormatter(saved_format)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script: one clear line for bad input (exit 2), for an interruption (130) and for a
     bug (exit 3; the traceback with ``--debug``)."""
@@ -373,7 +415,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from lengthlens.data.errors import InputError  # light: the command imports the data stack when it needs it
 
     try:
-        return int(args.func(args) or 0)
+        with _printable_library_output():
+            return int(args.func(args) or 0)
     except InputError as exc:
         print(f"lengthlens: {printable(exc)}", file=sys.stderr)
         return EXIT_INPUT

@@ -12,7 +12,7 @@ import pytest
 
 import lengthlens as ll
 from lengthlens import cli, report
-from lengthlens.report.output import MANIFEST, OutputBusy, report_folder
+from lengthlens.report.output import LOCK, MANIFEST, OutputBusy, report_folder
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -37,17 +37,17 @@ def analysis(tmp_path_factory):
 
 def test_a_report_replaces_an_earlier_one_whole_and_keeps_the_users_files(analysis, tmp_path):
     out = tmp_path / "out"
-    out.mkdir()
-    for stale in ("report.pdf", "table4.csv", "table3.tex"):  # an older report's files (no manifest)
-        (out / stale).write_text("old")
+    first = report.write_report(analysis, out, pdf=False, figures=False, latex=True)
+    assert "table3.tex" in {p.name for p in first}
     (out / "notes.txt").write_text("mine")
     written = report.write_report(analysis, out, pdf=False, figures=False)
     names = {p.name for p in out.iterdir()}
     assert {"cells.csv", "report.html", MANIFEST, "notes.txt"} <= names
-    assert not names & {"report.pdf", "table4.csv", "table3.tex"}
-    assert set(written.dropped) == {"report.pdf", "table4.csv", "table3.tex"}
+    assert not names & {"table3.tex", "table4.tex", "attribution.tex"}
+    assert "table3.tex" in written.dropped and not set(written.dropped) & {p.name for p in written}
     assert (out / "notes.txt").read_text() == "mine"
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".out.")]  # no temporary folder or lock left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert not [p for p in out.iterdir() if p.name.startswith(".lengthlens-") and p.name != MANIFEST]
 
 
 def test_a_failure_while_writing_leaves_the_earlier_report_as_it_was(analysis, tmp_path, monkeypatch):
@@ -67,12 +67,13 @@ def test_a_failure_while_writing_leaves_the_earlier_report_as_it_was(analysis, t
 
 def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(tmp_path):
     out = tmp_path / "out"
-    lock = tmp_path / ".out.lock"
-    lock.write_text(str(os.getppid()))  # a live process that is not this one
+    out.mkdir()
+    lock = out / LOCK
+    lock.write_text(json.dumps({"pid": os.getppid()}))  # a live process that is not this one
     with pytest.raises(OutputBusy, match=f"pid {os.getppid()}"):
         with report_folder(out):
             pass
-    lock.write_text("999999999")  # no such process: left by a writer that died
+    lock.write_text(json.dumps({"pid": 999999999}))  # no such process: left by a writer that died
     with report_folder(out) as folder:
         (folder.path / "a.csv").write_text("x\n")
     assert (out / "a.csv").is_file() and not lock.exists()

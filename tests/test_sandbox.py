@@ -49,7 +49,7 @@ from lengthlens.data.grading.sandbox import (
 #: Small limits: one CPU second, a three-second wall, 256 MiB, 8 MiB of disk, 1 MiB of output.
 SMALL = Limits(cpu_s=1, wall_factor=3, memory_mb=256, disk_mb=8, output_mb=1, threads=8)
 #: For programs that wait: the shortest wall limit (the CPU limit's whole second, plus one).
-WAITS = Limits(cpu_s=1, wall_factor=1, memory_mb=256, disk_mb=8, output_mb=1)
+WAITS = Limits(cpu_s=1, wall_factor=1, wall_margin_s=0, memory_mb=256, disk_mb=8, output_mb=1)
 
 
 @pytest.fixture
@@ -722,6 +722,65 @@ def test_other_hostile_problem_blobs_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(untrusted, "MAX_TESTS_BYTES", 1000)
     with pytest.raises(ProblemsUnavailable, match="decompresses to more than"):
         lcb_problem({**rec, "private_test_cases": _lcb_blob("x" * 5000)}, "f.jsonl:9")
+
+
+def _self_referential_list() -> bytes:
+    a: list = []
+    a.append(a)
+    return pickle.dumps(a, protocol=2)  # 9 bytes: ]q\x00h\x00a.
+
+
+def _shared_levels(levels: int):
+    x: object = "leaf"
+    for _ in range(levels):
+        x = [x, x]  # each level holds the one below twice: 2**levels values from a few hundred bytes
+    return x
+
+
+def _nested(depth: int):
+    x: list = []
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("blob, why", [
+    (_self_referential_list(), "holds itself"),
+    (pickle.dumps({"k": _shared_levels(40)}, protocol=4), "more than 5,000,000 values"),
+    (pickle.dumps(_shared_levels(23), protocol=4), "more than 5,000,000 values"),
+    (pickle.dumps(_nested(100)), "nested more than 64 levels"),
+    (pickle.dumps([10 ** 2000]), "integer of"),
+], ids=["self_referential_9_bytes", "shared_40_levels", "shared_23_levels", "nested_100", "huge_int"])
+def test_a_pickle_that_describes_an_endless_or_huge_value_is_refused_at_once(tmp_path, blob, why):
+    rec = {"question_id": "5", "public_test_cases": "[]",
+           "private_test_cases": base64.b64encode(zlib.compress(blob)).decode()}
+    f = tmp_path / "lcb.jsonl"
+    f.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(ProblemsUnavailable, match=why):
+        load_livecodebench_tests(f)
+    g = grade("livecodebench", H("print(1)\n"), None, "lcb:test:5", problems=f, execute_code="unsafe")
+    assert g.correct is None and "refused, unexecuted" in g.detail
+
+
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero", "folder", "gzip_bomb"])
+def test_a_problems_file_that_is_not_a_small_regular_file_is_a_reason_not_a_hang(tmp_path, kind, monkeypatch):
+    import gzip
+
+    f = tmp_path / "lcb.jsonl.gz"
+    if kind == "fifo":
+        os.mkfifo(f)
+    elif kind == "dev_zero":
+        f.symlink_to("/dev/zero")
+    elif kind == "folder":
+        f.mkdir()
+    else:
+        monkeypatch.setenv("LENGTHLENS_MAX_FILE_BYTES", str(1 << 20))
+        f.write_bytes(gzip.compress(b"0" * (64 << 20)))
+    g = grade("livecodebench", H("print(1)\n"), None, "lcb:test:5", problems=f, execute_code="unsafe")
+    assert g.correct is None and str(f) in g.detail
+    assert any(w in g.detail for w in ("FIFO", "character device", "folder", "line longer than", "decompresses"))
 
 
 @pytest.mark.timeout(30)

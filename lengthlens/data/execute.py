@@ -54,13 +54,18 @@ def mode_from_env(environ: Any = None) -> str:
 
 
 def add_execution_flags(parser: Any) -> None:
-    """``--execute-code`` and ``--execute-code-unsafe`` on an argparse parser (report, snapshot, check)."""
+    """``--execute-code``, ``--execute-code-unsafe`` and ``--grading-budget`` on an argparse parser (report, snapshot,
+    check)."""
     parser.add_argument("--execute-code", dest="execute_code", action="store_const", const="sandbox", default=None,
                         help="grade HumanEval/LiveCodeBench runs by running their code, isolated by bubblewrap (refused "
                              f"where it cannot run). Default: off, or ${ENV_VAR} (1, unsafe, 0); see docs/execution.md")
     parser.add_argument("--execute-code-unsafe", dest="execute_code", action="store_const", const="unsafe",
                         help="as --execute-code, but where the sandbox cannot run, run the code with resource limits "
                              "only (no isolation; a warning says so)")
+    parser.add_argument("--grading-budget", dest="grading_budget", type=float, default=None, metavar="SECONDS",
+                        help="the most seconds all executed programs may take together (default: "
+                             "$LENGTHLENS_GRADING_BUDGET_S, else 600); runs not graded by then stay ungraded, counted "
+                             "in a warning")
 
 
 def mode_from_args(args: Any) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import polars as pl
 
-from lengthlens.data.readers.flat import flat_kind, flat_parts, read_flat, read_flat_frame, read_parquet_parts
+from lengthlens.data.readers.flat import flat_kind, flat_listing, read_flat, read_flat_frame, read_parquet_parts
 from lengthlens.data.readers.rawroot import load_raw_root
 from lengthlens.data.validation.records import field_failure, reattach, resolve, validate_records
 from lengthlens.data.runset import LoadError, RunSet  # noqa: F401  (public here: ll.load returns a RunSet)
@@ -27,6 +27,7 @@ from lengthlens.data.validation.table import (
     drop_mixed_alphas,
     finish_reason_warnings,
     l_bar_warnings,
+    missing_length_warnings,
     pairing_checks,
     share_draftless_baselines,
 )
@@ -101,22 +102,77 @@ def _load_flat(p: Path, with_text: bool = True) -> tuple[pl.DataFrame, list[dict
     return table, fails + invalid, count, unknown
 
 
+def _part_failure(part: Path, reason: str) -> dict[str, str]:
+    return {"path": display_path(part), "reason": reason, "stage": "read"}
+
+
 def _load_flat_parts(folder: Path, parts: list[Path], with_text: bool) -> tuple[pl.DataFrame, list[dict[str, str]], int,
-                                                                             list[str]]:
-    """A folder of flat record files as one table: Parquet parts in one lazy scan, other files one by one."""
-    if all(flat_kind(p) == "parquet" for p in parts):
+                                                                             list[str], list[str]]:
+    """A folder of flat record files as one table: each part checked and named, Parquet parts of one schema in one lazy
+    scan. Returns the table, failures (a part that cannot be read is one, named), entries found, unknown columns and
+    warnings. Parts that cannot be read are skipped, the others loaded."""
+    from lengthlens.data.safeio import UnreadableFile, check_regular
+
+    fails: list[dict[str, str]] = []
+    readable: list[Path] = []
+    for part in parts:
         try:
-            df, where, unknown = read_parquet_parts(parts, with_text)
-        except ValueError as exc:
-            raise LoadError(str(exc)) from None
-        if df.height == 0:
-            raise LoadError(f"{folder}: the files hold no records")
-        table, fails = _validate_frame(df, where)
-        return table, fails, df.height, unknown
-    loaded = [_load_flat(p, with_text) for p in parts]
-    unknown = list(dict.fromkeys(u for _, _, _, us in loaded for u in us))
-    return (pl.concat([t for t, _, _, _ in loaded], how="diagonal_relaxed"), [f for _, fs, _, _ in loaded for f in fs],
-            sum(n for _, _, n, _ in loaded), unknown)
+            check_regular(part)
+            readable.append(part)
+        except FileNotFoundError:
+            fails.append(_part_failure(part, "cannot follow symlink: it points to nothing"))
+        except UnreadableFile as exc:
+            fails.append(_part_failure(part, str(exc)))
+    tables: list[pl.DataFrame] = []
+    unknown: list[str] = []
+    warnings: list[str] = []
+    found = len(fails)
+    if readable and all(flat_kind(p) == "parquet" for p in readable):
+        groups: dict[tuple, list[Path]] = {}
+        for part in readable:
+            try:
+                schema = pl.read_parquet_schema(part)
+            except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
+                fails.append(_part_failure(part, f"unreadable Parquet part ({exc})"))
+                found += 1
+                continue
+            groups.setdefault(tuple(schema.items()), []).append(part)
+        for schema, group in groups.items():  # parts of one schema together; another numeric type validated apart
+            try:
+                framed = [read_parquet_parts(group, with_text)]
+            except ValueError:
+                framed = []
+                for part in group:  # read one by one: the error names its part, the others load
+                    try:
+                        framed.append(read_parquet_parts([part], with_text))
+                    except ValueError as exc:
+                        fails.append(_part_failure(part, str(exc).split(": ", 1)[-1]))
+                        found += 1
+            names = {n for n, _ in schema}
+            if "output_tokens" not in names:
+                shown = ", ".join(p.name for p in group[:3]) + (f" and {len(group) - 3} more" if len(group) > 3 else "")
+                warnings.append(f"{folder}: part(s) {shown} have no output_tokens column: λ and censoring are "
+                                f"empty for the cells of their runs")
+            for df, where, unk in framed:
+                unknown += unk
+                table, f = _validate_frame(df, where)
+                tables.append(table)
+                fails += f
+                found += df.height
+    else:
+        for part in readable:
+            try:
+                table, f, n, unk = _load_flat(part, with_text)
+            except LoadError as exc:
+                fails.append(_part_failure(part, str(exc).removeprefix(f"{part}: ")))
+                found += 1
+                continue
+            tables.append(table)
+            fails += f
+            found += n
+            unknown += unk
+    table = pl.concat(tables, how="diagonal_relaxed") if tables else pl.DataFrame(schema=POLARS_SCHEMA)
+    return table, fails, found, list(dict.fromkeys(unknown)), warnings
 
 
 def read_format(path: str | os.PathLike[str], name: str, **options: Any) -> tuple[pl.DataFrame, list[dict[str, str]], int, list[str]]:
@@ -155,10 +211,16 @@ def _read_source(p: Path, *, explicit: list, find_grades: bool, cache: bool, wit
         table, fails, found, fwarn = read_format(p, format, **(format_options or {}))
         table, gwarn = resolve(table, explicit, run_graders, problems, grading, max_bytes, execute_code)
         return table, fails, found, fwarn + gwarn
-    parts = flat_parts(p) if p.is_dir() else None
-    if parts is not None:  # a folder of Parquet parts or JSONL shards: one table
-        table, fails, found, unknown = _load_flat_parts(p, parts, with_text)
-        warn = [f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}"] if unknown else []
+    listing = flat_listing(p) if p.is_dir() else None
+    if listing is not None:  # a folder of Parquet parts or JSONL shards: one table
+        parts, others = listing
+        table, fails, found, unknown, warn = _load_flat_parts(p, parts, with_text)
+        if unknown:
+            warn.append(f"{p}: columns not in the run record schema were ignored: {', '.join(sorted(unknown))}")
+        if others:
+            shown = ", ".join(o.name for o in others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            warn.append(f"{p}: {len(others)} file(s) that are not flat record files (.jsonl, .csv, .parquet) were not "
+                        f"read: {shown}")
         table, gwarn = resolve(table, explicit, run_graders, problems, grading, max_bytes, execute_code)
         return table, fails, found, warn + gwarn
     if p.is_dir():
@@ -236,7 +298,7 @@ def _checked_table(frames: list[pl.DataFrame], failures: list[dict[str, str]], w
     skipped_parts.append(sk)
     slim, sk = drop_mixed_alphas(slim)
     skipped_parts.append(sk)
-    warnings += finish_reason_warnings(slim) + l_bar_warnings(slim)
+    warnings += missing_length_warnings(slim) + finish_reason_warnings(slim) + l_bar_warnings(slim)
     slim, shared_notes = share_draftless_baselines(slim)
     warnings += shared_notes
     slim, sk, pair_warn = pairing_checks(slim)
@@ -254,7 +316,7 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
          workers: int | None = None, progress: bool = False, run_graders: bool = True,
          problems: object = None, grading: str = "default", format: str | None = None,
          format_options: dict[str, Any] | None = None, max_file_bytes: int | None = None,
-         execute_code: bool | str = False) -> RunSet:
+         execute_code: bool | str = False, grading_budget_s: float | None = None) -> RunSet:
     """Load runs from raw-layout folders and/or flat record files (JSONL, CSV, Parquet).
 
     Parameters
@@ -282,6 +344,9 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         runs stay ungraded, one warning counts them), ``True`` (isolated by bubblewrap; a :class:`LoadError`
         where it cannot run) or ``"unsafe"`` (isolated where possible, else with resource limits only, and a
         warning). See docs/execution.md.
+    grading_budget_s : the most seconds the execution graders may spend in all (default
+        ``$LENGTHLENS_GRADING_BUDGET_S``, else 600); runs still ungraded when it is spent stay ungraded,
+        and one warning counts them (:mod:`lengthlens.data.grading.budget`).
 
     Returns
     -------
@@ -299,8 +364,13 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
         raise LoadError("no sources given: pass raw-layout folders or flat record files")
     if grading not in ("default", "study"):
         raise LoadError(f"grading must be 'default' or 'study', not {grading!r}")
+    from lengthlens.data.grading import budget
+    from lengthlens.execution import resolve_workers
+
     try:
         max_bytes = safeio.max_file_bytes(max_file_bytes)
+        seconds = budget.budget_seconds(grading_budget_s)
+        n_workers = resolve_workers(workers)
     except ValueError as exc:
         raise LoadError(str(exc)) from None
     opts = dict(explicit=[Path(g) for g in (grades or [])], find_grades=find_grades, cache=cache, with_text=with_text,
@@ -310,12 +380,13 @@ def load(*sources: str | os.PathLike[str], grades: Sequence[str | os.PathLike[st
     sources = _expand_globs(sources)
     frames, failures, n_found = [], [], 0
     warnings: list[str] = _check_execution(execute_code) if run_graders else []
-    for src in sources:
-        table, fails, found, warn = _read_source(src, **opts)
-        frames.append(table)
-        failures.extend(fails)
-        warnings.extend(warn)
-        n_found += found
+    with budget.session(seconds, n_workers):  # one grading time budget for every source
+        for src in sources:
+            table, fails, found, warn = _read_source(src, **opts)
+            frames.append(table)
+            failures.extend(fails)
+            warnings.extend(warn)
+            n_found += found
     _raise_if_strict(strict, failures)
     from lengthlens.data.grading.correctness import merge_not_executed
 

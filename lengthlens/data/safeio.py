@@ -1,11 +1,13 @@
 """Read input files defensively: regular files only, each under a size cap, JSON checked for duplicate keys and depth.
 
-Every reader of the data stage opens run files through :func:`read_file`, so that a FIFO (which would
-block forever), a device such as ``/dev/zero`` (read until memory runs out), a folder, a symlink
-loop or a path past PATH_MAX each becomes a one-line reason instead of a hang or a traceback.
-:func:`decode_json` parses JSON the way every read path must agree on: a key given twice in one
-object is an error (Python's ``json`` keeps the last value, other readers the first), and nesting
-too deep for the parser is a reason, not a crash.
+Every reader of the data stage opens files through :func:`read_file`, :func:`read_input` or
+:func:`iter_lines`, so that a FIFO (which would block forever), a device such as ``/dev/zero`` (read
+until memory runs out), a folder, a symlink loop or a path past PATH_MAX each becomes a one-line
+reason instead of a hang or a traceback. A gzip file (told by its first bytes, whatever its name) is
+read decompressed, its output under the same cap, and a UTF-8 byte-order mark at the start of a file
+is dropped. :func:`decode_json` parses JSON the way every read path must agree on: a key given twice
+in one object is an error (Python's ``json`` keeps the last value, other readers the first), and
+nesting too deep for the parser is a reason, not a crash.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import json
 import os
 import re
 import stat
+import zlib
+from collections.abc import Iterator
 from typing import Any
 
 #: Largest file of one run (run.json, config.json, output.txt), grade file or problems file read, in bytes.
@@ -126,6 +130,102 @@ def read_file_stamped(path: str | os.PathLike[str], limit: int) -> tuple[bytes, 
     return data, file_stamp(st)
 
 
+#: The first bytes of a gzip file, and the UTF-8 byte-order mark some editors put at the start of a text file.
+GZIP_MAGIC = b"\x1f\x8b"
+BOM = b"\xef\xbb\xbf"
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """``data`` (one or more gzip members) decompressed; :class:`UnreadableFile` past ``limit`` bytes or when damaged."""
+    out: list[bytes] = []
+    size = 0
+    while data:
+        d = zlib.decompressobj(wbits=31)
+        try:
+            chunk = d.decompress(data, limit + 1 - size)
+        except zlib.error as exc:
+            raise UnreadableFile(f"not a valid gzip file ({exc})") from None
+        size += len(chunk)
+        out.append(chunk)
+        if size > limit or d.unconsumed_tail:
+            raise UnreadableFile(f"decompresses to more than {limit:,} bytes, the limit per file "
+                                 f"(raise it with max_file_bytes= or ${MAX_FILE_BYTES_ENV})")
+        if not d.eof:
+            raise UnreadableFile("gzip data ends early (a truncated file)")
+        data = d.unused_data
+    return b"".join(out)
+
+
+def read_input(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """The bytes of an input file as :func:`read_file` reads them, decompressed when gzip, without a leading BOM.
+
+    ``limit`` (default :func:`max_file_bytes`) caps the file and its decompressed content alike.
+    """
+    limit = max_file_bytes() if limit is None else limit
+    data = read_file(path, limit)
+    if data[:2] == GZIP_MAGIC:
+        data = gunzip(data, limit)
+    return data[3:] if data[:3] == BOM else data
+
+
+def _open_regular(path: str | os.PathLike[str]) -> int:
+    """A descriptor of a regular file (checked before and after opening; a FIFO is never opened)."""
+    check_regular(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise UnreadableFile(os_reason(exc)) from None
+    kind = _kind(os.fstat(fd).st_mode)
+    if kind is not None:
+        os.close(fd)
+        raise UnreadableFile(f"not a regular file: it is {kind}")
+    os.set_blocking(fd, True)
+    return fd
+
+
+def iter_lines(path: str | os.PathLike[str], max_line: int | None = None) -> Iterator[tuple[int, bytes | None, str | None]]:
+    """``(line number, line without its newline, None)`` for each line of a regular file read as a stream, or
+    ``(line number, None, reason)`` for a line past ``max_line`` bytes (default :func:`max_file_bytes`).
+
+    A gzip file is decompressed as it is read, all of it under the same limit (a last ``(n, None,
+    reason)`` says where it stopped, and so does a damaged or truncated stream); a leading UTF-8 BOM is
+    dropped. Raises FileNotFoundError, or :class:`UnreadableFile` for a path that is not a readable
+    regular file.
+    """
+    import gzip
+
+    limit = max_file_bytes() if max_line is None else max_line
+    with os.fdopen(_open_regular(path), "rb") as fh:
+        zipped = fh.peek(2)[:2] == GZIP_MAGIC
+        stream = gzip.GzipFile(fileobj=fh, mode="rb") if zipped else fh
+        n, total = 0, 0
+        try:
+            if stream.peek(3)[:3] == BOM:
+                stream.read(3)
+            while True:
+                line = stream.readline(limit + 1)
+                if not line:
+                    return
+                n += 1
+                total += len(line)
+                if len(line) > limit:
+                    yield n, None, f"line longer than {limit:,} bytes, the limit (max_file_bytes= or ${MAX_FILE_BYTES_ENV})"
+                    while line and not line.endswith(b"\n") and (not zipped or total <= limit):  # the rest of it
+                        line = stream.readline(1 << 20)
+                        total += len(line)
+                else:
+                    yield n, line[:-1].rstrip(b"\r") if line.endswith(b"\n") else line, None
+                if zipped and total > limit:
+                    yield n + 1, None, (f"decompresses to more than {limit:,} bytes, the limit per file (raise it with "
+                                        f"max_file_bytes= or ${MAX_FILE_BYTES_ENV}); lines after {n} not read")
+                    return
+        except (OSError, EOFError, zlib.error) as exc:
+            what = "not a valid gzip file" if n == 0 else f"gzip data ends early or is damaged after line {n}"
+            yield n + 1, None, f"{what} ({exc})"
+
+
 def too_large(size: int, limit: int) -> str:
     """The reason for a file over the cap, saying how to raise it."""
     return (f"{size:,} bytes is over the limit of {limit:,} bytes per file "
@@ -184,6 +284,14 @@ def _second_key_line(text: str, key: str) -> int | None:
     next(hits, None)
     second = next(hits, None)
     return None if second is None else text.count("\n", 0, second.start()) + 1
+
+
+_JSON_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+
+
+def kind_of(value: Any) -> str:
+    """What a JSON value is, in words (``a list``, ``a string``, ``a number``): for reasons that name a field's type."""
+    return _JSON_KINDS.get(type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
 def decode_json(text: str | bytes) -> Any:

@@ -9,6 +9,7 @@ appendix: publication tables, figures at full width, the per-cell tables on land
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -179,9 +180,14 @@ def _write(job: tuple[str, AnalysisResult, dict[str, Any], Path]) -> tuple[list[
     if name == "report.html":
         (folder / name).write_text(render_html(analysis, model=model), encoding="utf-8")
         return [name], {}
+    from lengthlens.report.output import disk_error
+
     try:
         render_pdf(analysis, folder / name, model=model)
     except Exception as exc:  # noqa: BLE001 - the PDF is one view of the report: whatever stops it, the rest stands
+        if disk_error(exc):  # a full or failing disk: no part of the report stands
+            raise OSError(getattr(exc, "errno", None) or errno.ENOSPC, f"{name} could not be written ({exc})",
+                          str(folder)) from None
         (folder / name).unlink(missing_ok=True)
         return [], {name: f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"}
     return [name], {}
@@ -237,7 +243,7 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     out = Path(out)
     say = progress or (lambda _stage: None)
     failed: dict[str, str] = {}
-    with report_folder(out, report_files()) as folder:
+    with report_folder(out, report_files(), inputs=analysis.runs.sources) as folder:
         tmp = folder.path
         figs: dict[str, dict[str, Any]] = {}
         if figures:

@@ -16,7 +16,8 @@ def _load_runs(args: argparse.Namespace):
     from lengthlens.data.loading import load
 
     return load(*args.runs, grades=args.grades, strict=args.strict, cache=not args.no_cache,
-                run_graders=not args.no_graders, problems=args.problems, execute_code=mode_from_args(args))
+                run_graders=not args.no_graders, problems=args.problems, execute_code=mode_from_args(args),
+                grading_budget_s=getattr(args, "grading_budget", None))
 
 
 def _cmd_snapshot(args: argparse.Namespace) -> int:

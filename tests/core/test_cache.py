@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import re
 import os
@@ -56,7 +57,7 @@ ALTERNATIVES = {
     "grades": lambda tmp: [_grade_file(tmp)], "find_grades": lambda tmp: False, "strict": lambda tmp: True,
     "with_text": lambda tmp: False, "workers": lambda tmp: 1, "run_graders": lambda tmp: False,
     "problems": lambda tmp: str(_grade_file(tmp)), "grading": lambda tmp: "study", "format_options": lambda tmp: {"x": 1},
-    "max_file_bytes": lambda tmp: 10**6, "execute_code": lambda tmp: "unsafe",
+    "max_file_bytes": lambda tmp: 10**6, "execute_code": lambda tmp: "unsafe", "grading_budget_s": lambda tmp: 30.0,
 }
 #: Options under which no raw tree is read, so nothing is cached.
 NO_RAW_TREE = {"format"}
@@ -163,10 +164,63 @@ def test_an_entry_stored_under_another_key_is_not_used(cache_dir, root):
     ll.load(root, cache=True)
     ll.load(root, cache=True, run_graders=False)
     a, b = sorted(entries(cache_dir))
-    (cache_dir / b).write_bytes((cache_dir / a).read_bytes())
+    for suffix in ("", ".sum"):  # the entry copied whole, with its digest
+        (cache_dir / (b + suffix)).write_bytes((cache_dir / (a + suffix)).read_bytes())
     got = [ll.load(root, cache=True), ll.load(root, cache=True, run_graders=False)]
     assert sum("holds another entry" in w for r in got for w in r.warnings) == 1
     assert got[0].table.equals(ll.load(root).table) and got[1].table.equals(ll.load(root, run_graders=False).table)
+
+
+def _forge(entry: Path, table: pl.DataFrame) -> None:
+    """Put ``table`` in the entry with a header whose own checksum is right (what the issue's forgery did)."""
+    import hashlib
+
+    data = entry.read_bytes()
+    n = int.from_bytes(data[len(cache.MAGIC):len(cache.MAGIC) + 8], "big")
+    header = json.loads(data[len(cache.MAGIC) + 8:len(cache.MAGIC) + 8 + n])
+    buf = io.BytesIO()
+    table.write_ipc(buf)
+    payload = buf.getvalue()
+    header.update(payload_bytes=len(payload), payload_sha256=hashlib.sha256(payload).hexdigest())
+    h = json.dumps(header).encode()
+    entry.write_bytes(cache.MAGIC + len(h).to_bytes(8, "big") + h + payload)
+
+
+def test_a_forged_entry_is_ignored_with_a_warning_and_changes_no_number(cache_dir, root):
+    fresh = ll.load(root, cache=True)
+    lam = ll.cells(fresh, n_resamples=50).to_frame()["lambda"].iloc[0]
+    (name,) = entries(cache_dir)
+    t = pl.read_ipc(io.BytesIO(_payload(cache_dir / name)))
+    _forge(cache_dir / name, t.with_columns(pl.col("output_tokens") * 3))
+    got = ll.load(root, cache=True)
+    assert [w for w in got.warnings if "does not match the digest" in w and name in w]
+    assert ll.cells(got, n_resamples=50).to_frame()["lambda"].iloc[0] == lam
+    assert got.table.equals(fresh.table)
+    assert ll.load(root, cache=True).warnings == fresh.warnings  # rebuilt with a digest of its own
+
+
+def _payload(entry: Path) -> bytes:
+    data = entry.read_bytes()
+    n = int.from_bytes(data[len(cache.MAGIC):len(cache.MAGIC) + 8], "big")
+    return data[len(cache.MAGIC) + 8 + n:]
+
+
+def test_a_shared_cache_folder_loses_none_of_another_programs_files(tmp_path, cache_dir, root, monkeypatch):
+    cache_dir.mkdir()
+    theirs = {"job.tmp": b"a temporary file of another program", "raw-data.bin": b"raw data",
+              "raw-0123456789abcdef01234567.pkl": b"an old pickle", ".raw-cache.llcache.1.2.tmp": b"not ours",
+              "raw-00.llcache": b"a name close to ours", "notes.txt": b"notes"}
+    old = time.time() - 7 * 86400
+    for name, data in theirs.items():
+        (cache_dir / name).write_bytes(data)
+        os.utime(cache_dir / name, (old, old))
+    monkeypatch.setenv(cache.MAX_ENTRIES_ENV, "1")
+    ll.load(root, cache=True)
+    ll.load(root, cache=True, run_graders=False)  # evicts the first entry
+    monkeypatch.setenv(cache.MAX_BYTES_ENV, "1")
+    ll.load(root, cache=True, with_text=False)  # evicts every entry
+    assert {n: (cache_dir / n).read_bytes() for n in theirs} == theirs
+    assert (cache_dir / cache.MARKER).is_file() and entries(cache_dir) == {"raw-00.llcache"}  # only theirs is left
 
 
 class _Trap:
@@ -185,7 +239,7 @@ def test_no_pickle_is_ever_loaded(cache_dir, root, tmp_path):
     ll.load(root, cache=True)
     ll.load(root, cache=True)
     assert not trap.exists()
-    assert not list(cache_dir.glob("*.pkl")) and not list(cache_dir.glob("*.arrow"))  # the former cache's files go
+    assert len(list(cache_dir.glob("*.pkl"))) == 1  # not read, and not removed either: the cache did not write it
     for module in ("cache", "readers/rawroot", "loading", "readers/raw", "safeio"):
         src = (Path(cache.__file__).parent / f"{module}.py").read_text()
         assert not re.search(r"import pickle|pickle\.load|from pickle", src), module
@@ -207,15 +261,18 @@ def test_entries_are_bounded_least_recently_used_first(tmp_path, cache_dir, root
 
 
 def test_a_killed_writers_temporary_file_is_ignored_and_cleaned(cache_dir, root):
+    import subprocess
+    import sys
+
     cache_dir.mkdir()
-    stale, recent = cache_dir / ".raw-x.llcache.1.2.tmp", cache_dir / ".raw-y.llcache.3.4.tmp"
-    for f in (stale, recent):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = cache_dir / f".raw-{'a' * 40}.llcache.{int(dead.stdout)}.2.tmp"
+    live = cache_dir / f".raw-{'b' * 40}.llcache.{os.getpid()}.4.tmp"  # a writer still busy with it
+    for f in (stale, live):
         f.write_bytes(b"half an entry")
-    old = time.time() - 7200
-    os.utime(stale, (old, old))
     runs = ll.load(root, cache=True)
     assert not [w for w in runs.warnings if "cache" in w]
-    assert not stale.exists() and recent.exists()  # a writer may still be busy with a recent one
+    assert not stale.exists() and live.exists()
     assert len(entries(cache_dir)) == 1
 
 

@@ -246,16 +246,23 @@ def grade_study(dataset: str, text: str, reference: str | None = None, source_id
     return Grade(f"study:{name}", ans, ok, how)
 
 
-def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, timeout_s: float = 10.0,
+def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int | None = None, timeout_s: float = 10.0,
                 memory_mb: int = 1024, policy: str = "default", execute_code: bool | str = False) -> pl.DataFrame:
     """Grade every row of a normalized run table (schema columns ``dataset``, ``text``, ...).
 
     Returns ``runs`` with ``grader``, ``graded_answer``, ``correct`` (replaced) and ``grade_detail``.
-    Rows without text are ungraded. ``workers`` threads run the execution graders in parallel
-    (each program is its own isolated process, limited in CPU time, so the verdicts do not depend on
-    how many run at once). ``policy``: ``default`` (lengthlens' graders) or ``study`` (the study's own
-    grading rules, :func:`grade_study`). ``execute_code``: see :func:`grade`.
+    Rows without text are ungraded. ``workers`` threads run the execution graders in parallel (default:
+    the load's worker count inside :func:`lengthlens.load`, else 4; each program is its own isolated
+    process, limited in CPU time, so the verdicts do not depend on how many run at once). Inside a load,
+    runs not graded when its grading time budget is spent stay ungraded (:mod:`.budget`). ``policy``:
+    ``default`` (lengthlens' graders) or ``study`` (the study's own grading rules, :func:`grade_study`).
+    ``execute_code``: see :func:`grade`.
     """
+    from lengthlens.data.grading.budget import BudgetSpent, current
+
+    session = current()
+    if workers is None:
+        workers = session.workers if session is not None else 4
     execution_mode(execute_code)  # a bad value is an error before any row
     if policy not in POLICIES:
         raise ValueError(f"grading policy must be one of {POLICIES}, not {policy!r}")
@@ -274,11 +281,15 @@ def grade_frame(runs: pl.DataFrame, *, problems: Any = None, workers: int = 4, t
         dataset, text, ref, sid, fin, model = r
         if text is None:
             return Grade(grader_name(dataset) or "none", None, None, "no text")
-        if policy == "study":
-            return grade_study(dataset, text, ref, sid, problems=problems, timeout_s=timeout_s, memory_mb=memory_mb,
-                               execute_code=execute_code)
-        return grade(dataset, text, ref, sid, finish_reason=fin, model=model, problems=problems,
-                     timeout_s=timeout_s, memory_mb=memory_mb, execute_code=execute_code)
+        try:
+            if policy == "study":
+                return grade_study(dataset, text, ref, sid, problems=problems, timeout_s=timeout_s,
+                                   memory_mb=memory_mb, execute_code=execute_code)
+            return grade(dataset, text, ref, sid, finish_reason=fin, model=model, problems=problems,
+                         timeout_s=timeout_s, memory_mb=memory_mb, execute_code=execute_code)
+        except BudgetSpent as exc:  # the run's program was stopped or not started: no verdict, said so
+            name = grader_name(dataset) or "none"
+            return Grade(f"study:{name}" if policy == "study" else name, None, None, str(exc))
 
     grades = map_ordered(one, rows, workers=max(1, workers), threads=True)  # the graders wait on their subprocesses
     added = pl.DataFrame({"grader": [g.grader for g in grades], "graded_answer": [g.answer for g in grades],

@@ -2,8 +2,8 @@
 
 Nothing here executes a program unless the caller passed ``execute_code`` (``True``: isolated by
 :mod:`lengthlens.data.grading.sandbox`, which refuses where it cannot isolate; ``"unsafe"``: isolated
-where possible, else with resource limits only). ``timeout_s`` is CPU time (the wall limit is ten
-times longer), so verdicts do not depend on the machine's load. See docs/execution.md.
+where possible, else with resource limits only). ``timeout_s`` is CPU time (the wall limit is twice it
+plus 5 s), so verdicts do not depend on the machine's load. See docs/execution.md.
 
 Problem sources
 ---------------
@@ -28,7 +28,6 @@ LiveCodeBench's own ``code_generation_lite`` records are accepted too: ``public_
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import pickle
@@ -94,7 +93,7 @@ def run_program(source: str, *, stdin: str = "", timeout_s: float = 10.0, memory
     ----------
     source : the program.
     stdin : its standard input.
-    timeout_s : CPU seconds (rounded up to whole seconds); the wall limit is ten times longer.
+    timeout_s : CPU seconds (rounded up to whole seconds); the wall limit is twice it plus 5 s.
     memory_mb : address space of the program (one process with its threads).
     run_name : the module's ``__name__``.
     script : the program's own ``sys.exit(0)`` ends it normally (a stdin test); else an exit before its
@@ -122,34 +121,40 @@ def run_program(source: str, *, stdin: str = "", timeout_s: float = 10.0, memory
 # HumanEval.
 # --------------------------------------------------------------------------------------------
 
-def _read_jsonl_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, record) of a JSONL(.gz) file; a line that is not a JSON object names its file and line."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def _read_jsonl_lines(path: Path, what: str = "problems") -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a JSONL(.gz) file read as an input file is (a regular file, gzip decompressed within
+    the size cap, :func:`lengthlens.data.safeio.iter_lines`); a line that is not a JSON object names its file and line."""
+    from lengthlens.data.safeio import UnreadableFile, iter_lines
+
     out = []
-    with opener(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
+    try:
+        for n, raw, bad in iter_lines(path):
+            if bad is not None:
+                raise ProblemsUnavailable(f"{path}:{n}: {bad}")
+            if not raw.strip():
                 continue
             try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ProblemsUnavailable(f"{path}:{n}: not JSON ({exc.msg})") from None
+                rec = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                raise ProblemsUnavailable(f"{path}:{n}: not JSON ({getattr(exc, 'msg', None) or exc})") from None
             if not isinstance(rec, dict):
                 raise ProblemsUnavailable(f"{path}:{n}: a {type(rec).__name__}, not a JSON object")
             out.append((n, rec))
+    except FileNotFoundError:
+        raise ProblemsUnavailable(f"{what} file not found: {path}") from None
+    except UnreadableFile as exc:
+        raise ProblemsUnavailable(f"{path}: {exc}") from None
     return out
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    return [rec for _, rec in _read_jsonl_lines(path)]
+def _read_jsonl(path: Path, what: str = "problems") -> list[dict[str, Any]]:
+    return [rec for _, rec in _read_jsonl_lines(path, what)]
 
 
 @lru_cache(maxsize=8)
 def _humaneval_from_path(path: str) -> dict[str, dict[str, Any]]:
     p = Path(path)
-    if not p.is_file():
-        raise ProblemsUnavailable(f"HumanEval problems file not found: {p}")
-    recs = _read_jsonl(p)
+    recs = _read_jsonl(p, "HumanEval problems")
     bad = [r.get("task_id") for r in recs if not {"task_id", "prompt", "test", "entry_point"} <= set(r)]
     if bad:
         raise ProblemsUnavailable(f"{p}: records lack task_id/prompt/test/entry_point: {bad[:3]}")
@@ -277,7 +282,12 @@ def lcb_problem(rec: Mapping[str, Any], where: str = "LiveCodeBench record") -> 
     fn = rec.get("fn_name")
     if fn is None and rec.get("metadata"):
         meta = rec["metadata"]
-        meta = json.loads(meta) if isinstance(meta, str) else meta
+        try:
+            meta = json.loads(meta) if isinstance(meta, str) else meta
+        except (json.JSONDecodeError, RecursionError):
+            raise ProblemsUnavailable(f"{where}: metadata is not JSON") from None
+        if not isinstance(meta, dict):
+            raise ProblemsUnavailable(f"{where}: metadata is a {type(meta).__name__}, not an object")
         fn = meta.get("func_name")
     bad = [i for i, t in enumerate(raw) if not isinstance(t, dict) or not {"input", "output"} <= set(t)]
     if bad:
@@ -291,9 +301,7 @@ def lcb_problem(rec: Mapping[str, Any], where: str = "LiveCodeBench record") -> 
 @lru_cache(maxsize=8)
 def _lcb_from_path(path: str) -> dict[str, LCBProblem]:
     p = Path(path)
-    if not p.is_file():
-        raise ProblemsUnavailable(f"LiveCodeBench tests file not found: {p}")
-    return {q.question_id: q for q in (lcb_problem(rec, f"{p}:{n}") for n, rec in _read_jsonl_lines(p))}
+    return {q.question_id: q for q in (lcb_problem(rec, f"{p}:{n}") for n, rec in _read_jsonl_lines(p, "LiveCodeBench tests"))}
 
 
 def load_livecodebench_tests(tests: Mapping[str, Any] | str | os.PathLike | None) -> Mapping[str, LCBProblem]:

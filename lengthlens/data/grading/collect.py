@@ -88,6 +88,9 @@ def collect(proc: subprocess.Popen, token: bytes, limits: Limits, info_fd: int |
     open, so the main process' end ends the reading.
     """
     deadline = time.monotonic() + limits.wall_s
+    by_budget = limits.stop_at is not None and limits.stop_at < deadline
+    if by_budget:
+        deadline = limits.stop_at
     cap = limits.output_mb << 20
     out, err = bytearray(), bytearray()
     bufs = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
@@ -135,6 +138,8 @@ def collect(proc: subprocess.Popen, token: bytes, limits: Limits, info_fd: int |
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILLed; it dies with lengthlens at the latest
             pass
+    if stopped_by == "wall" and by_budget:
+        stopped_by = "budget"
     return _verdict(proc.returncode, bytes(out[:cap]), bytes(err[-(1 << 16):]), token, limits, stopped_by)
 
 
@@ -168,6 +173,8 @@ def _verdict(rc: int | None, out: bytes, err: bytes, token: bytes, limits: Limit
     finished = out.endswith(suffix)
     if finished:
         stdout = out[:-len(suffix)]
+    if stopped_by == "budget":
+        return RunResult(False, True, None, _dec(stdout), "stopped: the grading time budget was spent", "budget")
     if stopped_by == "wall":
         return RunResult(False, True, None, _dec(stdout), f"timed out after {limits.wall_s:g}s (wall limit)", "wall")
     if stopped_by == "output":

@@ -18,6 +18,8 @@ from typing import Iterable
 import polars as pl
 
 from lengthlens.data.errors import LoadError
+from lengthlens.data.grading.budget import SPENT, Session, budget_seconds
+from lengthlens.data.grading.budget import current as current_budget
 from lengthlens.data.grading.generic import attach_generic, is_generic, load_generic_grades
 from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, display_path, max_file_bytes, read_file
 
@@ -131,8 +133,7 @@ def _attach_generic_files(table: pl.DataFrame, files: list, max_bytes: int | Non
     for f in files:
         where = display_path(f)
         try:
-            read_file(f, max_file_bytes(max_bytes))
-            grades = load_generic_grades(f)
+            grades = load_generic_grades(f, max_file_bytes(max_bytes))
             table, _, w = attach_generic(table, grades, where)
         except FileNotFoundError:
             raise LoadError(f"{where}: grade file not found") from None
@@ -199,7 +200,13 @@ def resolve_correctness(table: pl.DataFrame, grade_files: list, *, run_graders: 
             not_run = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") == NOT_EXECUTED))
             if not_run.height:
                 warnings.append(_not_executed_warning(dict(not_run.group_by("_grader").len().iter_rows())))
-            ungraded = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") != NOT_EXECUTED))
+            over = pl.col("_c").is_null() & pl.col("_detail").str.starts_with(SPENT).fill_null(False)
+            out_of_time = graded.filter(over)
+            if out_of_time.height:
+                counts = ", ".join(f"{g} {n}" for g, n in sorted(out_of_time.group_by("_grader").len().iter_rows()))
+                session = current_budget() or Session(budget_seconds(), 1)
+                warnings.append(session.warning(out_of_time.height, counts))
+            ungraded = graded.filter(pl.col("_c").is_null() & (pl.col("_detail") != NOT_EXECUTED) & ~over)
             if ungraded.height:
                 ex = ungraded.row(0, named=True)
                 warnings.append(f"{ungraded.height} runs could not be graded (e.g. {ex['_grader']}: {ex['_detail']})")

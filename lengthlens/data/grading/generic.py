@@ -27,8 +27,9 @@ _FALSE = {"false", "0", "no", "incorrect", "i"}
 
 
 def is_generic(path: Path) -> bool:
-    """Whether ``path`` is a generic grades file (by suffix; the study's grade files are ``.json``)."""
-    return path.suffix.lower() in SUFFIXES
+    """Whether ``path`` is a generic grades file (by suffix, also gzip-compressed; the study's grade files are ``.json``)."""
+    name = path.name.lower().removesuffix(".gz")
+    return name.endswith(SUFFIXES)
 
 
 def verdict(value: Any, where: str) -> bool:
@@ -42,33 +43,45 @@ def verdict(value: Any, where: str) -> bool:
     raise ValueError(f"{where}: field 'correct' must be true/false or 1/0, got {value!r}")
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        return pl.read_parquet(path).to_dicts()
-    if suffix == ".csv":
-        return pl.read_csv(path, infer_schema=False).to_dicts()
+def _rows(path: Path, max_bytes: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The rows of a grades file read as every input is (:func:`lengthlens.data.safeio.read_input`: a regular file
+    under the size cap, gzip decompressed, a byte-order mark dropped), each with where it stands (``line n``, ``row n``);
+    ValueError naming the line or what is wrong."""
+    import io
+
+    from lengthlens.data.safeio import JSONProblem, decode_json, read_input
+
+    data = read_input(path, max_bytes)
+    suffix = path.name.lower().removesuffix(".gz").rpartition(".")[2]
+    if suffix == "parquet":
+        return [(f"row {i}", r) for i, r in enumerate(pl.read_parquet(io.BytesIO(data)).to_dicts(), start=1)]
+    if suffix == "csv":  # the header is line 1
+        return [(f"line {i}", r) for i, r in enumerate(pl.read_csv(io.BytesIO(data), infer_schema=False).to_dicts(), start=2)]
     rows = []
-    for lineno, line in enumerate(path.read_bytes().decode("utf-8").splitlines(), start=1):
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {lineno}: invalid JSON ({exc.msg})") from None
+            obj = decode_json(line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"line {lineno}: not UTF-8 (byte {exc.start + 1} of the line)") from None
+        except JSONProblem as exc:
+            raise ValueError(f"line {lineno}: " + (f"field '{exc.field}': " if exc.field else "") + exc.reason) from None
         if not isinstance(obj, dict):
             raise ValueError(f"line {lineno}: expected a JSON object")  # noqa: TRY004 - bad file content
-        rows.append(obj)
+        rows.append((f"line {lineno}", obj))
     return rows
 
 
-def load_generic_grades(path: str | Path) -> pl.DataFrame:
+def load_generic_grades(path: str | Path, max_bytes: int | None = None) -> pl.DataFrame:
     """The verdicts of a generic grades file: its key columns (as given) and ``correct``.
 
     Parameters
     ----------
     path : a ``.csv``, ``.jsonl`` or ``.parquet`` file with ``item_id`` and ``correct`` (and optionally
-        ``seed``, ``turn``, ``target``, ``draft``, ``dataset``, ``method``, ``params``).
+        ``seed``, ``turn``, ``target``, ``draft``, ``dataset``, ``method``, ``params``), gzip-compressed or not.
+    max_bytes : the size cap of the file and of its decompressed content (default
+        :func:`lengthlens.data.safeio.max_file_bytes`).
 
     Returns
     -------
@@ -84,17 +97,16 @@ def load_generic_grades(path: str | Path) -> pl.DataFrame:
     [True, False]
     """
     path = Path(path)
-    rows = _rows(path)
+    placed = _rows(path, max_bytes)
+    rows = [r for _, r in placed]
     if not rows:
         raise ValueError("no grades in the file")
     cols = [c for c in KEY_COLUMNS if any(c in r for r in rows)]
     if "item_id" not in cols or not any("correct" in r for r in rows):
         raise ValueError("a grades file needs the columns item_id and correct (and optionally seed, turn, "
                          "target, draft, dataset, method, params)")
-    line0 = 1 if path.suffix.lower() == ".jsonl" else 2  # CSV: the header is line 1
     out: dict[str, list[Any]] = {c: [] for c in (*cols, "correct")}
-    for i, r in enumerate(rows):
-        where = f"line {i + line0}" if path.suffix.lower() != ".parquet" else f"row {i + 1}"
+    for where, r in placed:
         for c in cols:
             v = r.get(c)
             if v is None or v == "":

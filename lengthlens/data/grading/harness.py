@@ -12,7 +12,6 @@ columns; ``lengthlens grades lm-eval SAMPLES --arm method=... --out grades.csv``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -48,14 +47,25 @@ def lm_eval_grades(path: str | Path, *, metric: str | None = None, filter: str |
     >>> lm_eval_grades(f, arm={"method": "fly"})[["method", "item_id", "correct"]].values.tolist()
     [['fly', '0', False], ['fly', '1', True], ['fly', '2', False]]
     """
+    from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, iter_lines
+
     path = Path(path)
     rows = []
-    for lineno, line in enumerate(path.read_bytes().decode("utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append((lineno, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+    try:  # read as every input is: a regular file, each line under the size cap, gzip decompressed, a BOM dropped
+        for lineno, raw, bad in iter_lines(path):
+            if bad is not None:
+                raise ValueError(f"{path}:{lineno}: {bad}")
+            if raw.strip():
+                try:
+                    rows.append((lineno, decode_json(raw)))
+                except JSONProblem as exc:
+                    raise ValueError(f"{path}:{lineno}: " + (f"field '{exc.field}': " if exc.field else "")
+                                     + exc.reason) from None
+    except UnreadableFile as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    bad_row = next((n for n, r in rows if not isinstance(r, dict)), None)
+    if bad_row is not None:
+        raise ValueError(f"{path}:{bad_row}: expected a JSON object (one sample per line)")
     if not rows:
         raise ValueError(f"{path}: no samples")
     filters = sorted({str(r.get("filter", "none")) for _, r in rows})

@@ -17,17 +17,24 @@ class Limits:
     """What one program run may use; the defaults suit HumanEval and LiveCodeBench tests."""
 
     cpu_s: float = 10.0  # CPU seconds of the program (rounded up to whole seconds: RLIMIT_CPU's unit)
-    wall_factor: float = 10.0  # the wall limit is cpu_s times this (generous, so load does not decide)
+    # The wall limit is (whole) cpu_s times this plus wall_margin_s: a program that computes gets its CPU seconds on
+    # a machine loaded twice over (the graders run at most one program per worker) with time to start, one that
+    # sleeps is stopped soon after.
+    wall_factor: float = 2.0
+    wall_margin_s: float = 5.0
     memory_mb: int = 1024  # address space of the whole program (one process: all its threads together)
     threads: int = 32  # threads besides the main one (enforced where the program's user is not root outside)
     disk_mb: int = 16  # bytes the program may write, all files together (the tmpfs size), and per file
     output_mb: int = 32  # bytes of stdout and stderr together that lengthlens reads; beyond: killed
     open_files: int = 64  # open file descriptors
+    stop_at: float | None = None  # a time.monotonic() at which the run is stopped whatever its limits (the budget)
 
     @property
     def wall_s(self) -> float:
-        """The wall-clock limit: ``cpu_s * wall_factor``, at least one second more than the CPU limit."""
-        return max(self.cpu_s * self.wall_factor, math.ceil(self.cpu_s) + 1.0)
+        """The wall-clock limit: ``ceil(cpu_s) * wall_factor + wall_margin_s``, at least one second more than the CPU
+        limit (25 s for the default 10 CPU seconds)."""
+        cpu = math.ceil(self.cpu_s)
+        return max(cpu * self.wall_factor + self.wall_margin_s, cpu + 1.0)
 
 
 @dataclass(frozen=True)
@@ -39,7 +46,7 @@ class RunResult:
     returncode: int | None  # exit status (None when lengthlens stopped it)
     stdout: str  # what the program printed (the sentinel removed), at most Limits.output_mb
     error: str  # last line of stderr (the exception), or why it failed or was stopped; "" when ok
-    stopped_by: str | None = None  # "cpu", "wall", "output" or None: the limit that ended the run
+    stopped_by: str | None = None  # "cpu", "wall", "output", "budget" or None: the limit that ended the run
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ fresh user, PID, network, mount, IPC, UTS and cgroup namespaces:
 * **No network** (an empty network namespace), an empty environment but for ``PATH``, ``HOME``,
   ``TMPDIR``, ``LANG``, ``PYTHONHASHSEED`` and ``PYTHONIOENCODING``, and no inherited descriptors.
 * **Limits.** CPU seconds (``RLIMIT_CPU``: verdicts do not depend on the machine's load) with a wall
-  limit ``wall_factor`` times longer; one process (a seccomp filter refuses ``fork``, ``vfork``,
+  limit of twice that plus 5 s (``wall_factor``, ``wall_margin_s``), and the load's total grading budget
+  (:mod:`.budget`); one process (a seccomp filter refuses ``fork``, ``vfork``,
   ``clone`` without ``CLONE_THREAD``, ``clone3`` and ``memfd_create``), so the address-space limit is
   the limit on the program's total memory; threads (``RLIMIT_NPROC``, where the program's user is not
   root outside); open files; bytes written (the tmpfs size and ``RLIMIT_FSIZE``); bytes of output
@@ -37,11 +38,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
 from lengthlens.data.execute import ENV_VAR, add_execution_flags, execution_mode, mode_from_args, mode_from_env
+from lengthlens.data.grading.budget import BudgetSpent
+from lengthlens.data.grading.budget import current as current_budget
 from lengthlens.data.grading.launch import base_interpreter, run_bwrap, run_unsafe
 from lengthlens.data.grading.limits import Limits, RunResult, SandboxInfo, SandboxUnavailable
 from lengthlens.data.grading.seccomp import seccomp_filter
@@ -195,6 +199,9 @@ def run(source: str, *, stdin: str = "", limits: Limits = Limits(), run_name: st
         script: bool = False, isolation: str = "sandbox", python: str | None = None) -> RunResult:
     """Run Python ``source`` isolated and capped; never raises for the program's own failures.
 
+    Inside a load's grading :func:`~lengthlens.data.grading.budget.session`, a program is not started once the
+    budget is spent and is stopped when it runs out: :class:`~lengthlens.data.grading.budget.BudgetSpent`.
+
     Parameters
     ----------
     source : the program (run as a file named ``/sandbox/program.py``).
@@ -216,10 +223,20 @@ def run(source: str, *, stdin: str = "", limits: Limits = Limits(), run_name: st
     >>> run("print(input()[::-1])", stdin="abc\\n").stdout  # doctest: +SKIP
     'cba\\n'
     """
+    if isolation not in ("sandbox", "unsafe"):
+        raise ValueError(f"isolation must be 'sandbox' or 'unsafe', not {isolation!r}")
+    budget = current_budget()
+    if budget is not None:  # the load's total grading time: not started once spent, stopped when it runs out
+        stop_at = budget.deadline()
+        if time.monotonic() >= stop_at:
+            raise BudgetSpent(budget.detail)
+        limits = replace(limits, stop_at=stop_at if limits.stop_at is None else min(stop_at, limits.stop_at))
     if isolation == "sandbox":
-        return run_bwrap(sandbox_info(python), source, stdin, limits, run_name, script)
-    if isolation == "unsafe":
+        r = run_bwrap(sandbox_info(python), source, stdin, limits, run_name, script)
+    else:
         python = python or os.environ.get(PYTHON_ENV_VAR) or None
-        return run_unsafe(os.path.realpath(python) if python else base_interpreter(), source, stdin, limits, run_name,
-                           script)
-    raise ValueError(f"isolation must be 'sandbox' or 'unsafe', not {isolation!r}")
+        r = run_unsafe(os.path.realpath(python) if python else base_interpreter(), source, stdin, limits, run_name,
+                       script)
+    if r.stopped_by == "budget" and budget is not None:
+        raise BudgetSpent(budget.detail)
+    return r

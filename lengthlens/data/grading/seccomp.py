@@ -1,4 +1,5 @@
-"""The seccomp filter the sandbox loads: one process (no fork, vfork, clone3 or memfd), threads allowed."""
+"""The seccomp filter the sandbox loads: one process (no fork, vfork, clone3 or memfd), threads allowed; no io_uring
+(its requests bypass this filter) and no ptrace."""
 
 from __future__ import annotations
 
@@ -16,9 +17,15 @@ _EAGAIN, _EPERM, _ENOSYS = 11, 1, 38
 _CLONE_THREAD = 0x00010000
 #: Per architecture: (AUDIT_ARCH, {syscall: errno} refused outright, clone's number, first number of a
 #: second ABI on the same architecture (x32) or None).
+#: io_uring_setup, io_uring_enter and io_uring_register (425-427 on both architectures): I/O submitted through a ring is
+#: performed by the kernel without a system call this filter could see.
+_IO_URING = {425: _EPERM, 426: _EPERM, 427: _EPERM}
 _ARCHES = {
-    "x86_64": (0xC000003E, {435: _ENOSYS, 57: _EAGAIN, 58: _EAGAIN, 319: _EPERM}, 56, 0x40000000),
-    "aarch64": (0xC00000B7, {435: _ENOSYS, 279: _EPERM}, 220, None),
+    # clone3, fork, vfork, memfd_create, ptrace
+    "x86_64": (0xC000003E, {435: _ENOSYS, 57: _EAGAIN, 58: _EAGAIN, 319: _EPERM, 101: _EPERM, **_IO_URING}, 56,
+               0x40000000),
+    # clone3, memfd_create, ptrace
+    "aarch64": (0xC00000B7, {435: _ENOSYS, 279: _EPERM, 117: _EPERM, **_IO_URING}, 220, None),
 }
 
 
@@ -27,7 +34,8 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
 
 
 def seccomp_filter(machine: str | None = None) -> bytes:
-    """The compiled filter bwrap loads (``--seccomp``): refuses new processes and ``memfd_create``, allows the rest.
+    """The compiled filter bwrap loads (``--seccomp``): refuses new processes, ``memfd_create``, ``ptrace`` and the
+    ``io_uring_*`` calls (EPERM), allows the rest.
 
     ``clone3`` answers ENOSYS, so the C library falls back to ``clone``, whose flags a classic BPF
     filter can read: with ``CLONE_THREAD`` (a thread) it is allowed, without it (a process) refused

@@ -1,4 +1,12 @@
-"""Untrusted serialized data decoded without running anything: pickles admitted as plain data only."""
+"""Untrusted serialized data decoded without running anything: pickles admitted as plain data only, within bounds.
+
+A pickle can describe a value far larger than its bytes: a list that holds itself (8 bytes), or
+levels of lists each holding the level below twice (2^40 values from a few hundred bytes). Decoding
+is linear in the pickle's length; the value is then walked once, counting a shared value each time
+it is reached, and refused past :data:`MAX_DEPTH` levels, :data:`MAX_VALUES` values or
+:data:`MAX_TESTS_BYTES` bytes of text, so that nothing that later reads it (the test harness,
+``str()``, ``json``) can be made to run without end.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +17,16 @@ import pickle
 import zlib
 from typing import Any
 
-__all__ = ["MAX_TESTS_BYTES", "decode_pickled", "plain_unpickle"]
+__all__ = ["MAX_DEPTH", "MAX_TESTS_BYTES", "MAX_VALUES", "decode_pickled", "plain_unpickle"]
 
-#: The largest decompressed private-test blob accepted (a zlib bomb is refused, not inflated).
+#: The largest decompressed private-test blob accepted (a zlib bomb is refused, not inflated), and the most
+#: bytes of text and bytes the value may hold, a shared string counted each time it is used.
 MAX_TESTS_BYTES = 1 << 30
+#: The deepest nesting accepted: test cases are a list of objects of strings (3 levels); a value that holds
+#: itself is infinitely deep.
+MAX_DEPTH = 64
+#: The most values (containers, strings, numbers) accepted, a shared one counted each time it is used.
+MAX_VALUES = 5_000_000
 
 _PLAIN = (str, bytes, int, float, bool, type(None), list, tuple, dict)
 
@@ -45,17 +59,67 @@ def plain_unpickle(data: bytes) -> Any:
     {'a': [1, 2.5, None]}
     """
     obj = _PlainUnpickler(io.BytesIO(data)).load()
-    stack = [obj]
-    while stack:  # iterative: a deeply nested value must not overflow the check
-        v = stack.pop()
-        if type(v) not in _PLAIN:
-            raise pickle.UnpicklingError(f"it holds a {type(v).__name__}, not plain data")
-        if isinstance(v, (list, tuple)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
+    _check_plain(obj)
     return obj
+
+
+def _children(v: Any) -> Any:
+    return (*v.keys(), *v.values()) if type(v) is dict else v
+
+
+def _leaf(v: Any) -> int:
+    """Bytes of text a plain leaf holds; UnpicklingError for anything that is not plain data or an outsized integer."""
+    t = type(v)
+    if t not in _PLAIN:
+        raise pickle.UnpicklingError(f"it holds a {t.__name__}, not plain data")
+    if t is int and v.bit_length() > 4096:
+        raise pickle.UnpicklingError(f"it holds an integer of {v.bit_length():,} bits")
+    return len(v) if t is str or t is bytes else 0
+
+
+def _check_plain(obj: Any) -> None:
+    """Raise UnpicklingError unless ``obj`` is plain data within :data:`MAX_DEPTH`, :data:`MAX_VALUES` and
+    :data:`MAX_TESTS_BYTES`, a shared value counted each time it is used.
+
+    Each distinct container is visited once (depth first, without recursion) and its expanded size,
+    depth and text are summed from its children's, so shared structure costs its distinct size, not
+    its expanded one; a container met again while it is being walked holds itself.
+    """
+    if type(obj) not in (list, tuple, dict):
+        _leaf(obj)
+        return
+    done: dict[int, tuple[int, int, int]] = {}  # id -> (values, depth, bytes of text), expanded
+    walking: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(obj, False)]
+    while stack:
+        v, finish = stack.pop()
+        i = id(v)
+        if finish:
+            values, depth, text = 1, 1, 0
+            for c in _children(v):
+                if type(c) in (list, tuple, dict):
+                    cv, cd, ct = done[id(c)]
+                    values, depth, text = values + cv, max(depth, cd + 1), text + ct
+                else:
+                    values, text = values + 1, text + _leaf(c)
+            walking.discard(i)
+            if values > MAX_VALUES:
+                raise pickle.UnpicklingError(f"it holds more than {MAX_VALUES:,} values (a shared value counted each "
+                                             f"time it is used)")
+            if depth > MAX_DEPTH:
+                raise pickle.UnpicklingError(f"it is nested more than {MAX_DEPTH} levels deep")
+            if text > MAX_TESTS_BYTES:
+                raise pickle.UnpicklingError(f"it holds more than {MAX_TESTS_BYTES:,} bytes of text (a shared string "
+                                             f"counted each time it is used)")
+            done[i] = (values, depth, text)
+            continue
+        if i in done:
+            continue
+        if i in walking:
+            raise pickle.UnpicklingError("it holds itself (a value that contains itself has no end)")
+        walking.add(i)
+        stack.append((v, True))
+        stack.extend((c, False) for c in _children(v) if type(c) in (list, tuple, dict) and id(c) not in done)
 
 
 def decode_pickled(text: str) -> Any:

@@ -38,7 +38,7 @@ written with ``exclude_none``, so absent fields are missing keys. The mapping:
 
 from __future__ import annotations
 
-import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,15 @@ from lengthlens.data.readers.common import (
     files_under,
     identity_failure,
     json_lines,
+    kind_of,
+    mapping,
     missing_identity,
     request_fields,
     seconds,
+    where_in,
     whole,
 )
+from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, read_input
 from lengthlens.data.readers import ReadResult, Record
 
 ITEM_KEYS = ("conversation_id", "session_num", "x_correlation_id")
@@ -63,8 +67,8 @@ _SPEC_METRICS = {"spec_decode_steps": "draft_rounds", "spec_decode_accepted_draf
 
 def _metric(metrics: dict[str, Any], *tags: str) -> tuple[Any, str | None]:
     for tag in tags:
-        m = metrics.get(tag)
-        if isinstance(m, dict) and m.get("value") is not None:
+        m = mapping(metrics.get(tag), f"metrics.{tag}")
+        if m.get("value") is not None:
             return m["value"], m.get("unit")
     return None, None
 
@@ -80,8 +84,8 @@ def from_record(line: dict[str, Any]) -> dict[str, Any]:
     >>> rec["output_tokens"], rec["wall_time_s"]
     (9, 0.2975)
     """
-    meta, metrics = line.get("metadata"), line.get("metrics") or {}
-    if not isinstance(meta, dict) or not isinstance(metrics, dict):
+    meta, metrics = line.get("metadata"), mapping(line.get("metrics"), "metrics")
+    if not isinstance(meta, dict):
         raise ValueError("not an AIPerf record (no 'metadata' object)")
     failed = line.get("error") is not None or bool(meta.get("was_cancelled"))
     out_tok, _ = _metric(metrics, "usage_completion_tokens", "output_sequence_length")
@@ -92,8 +96,10 @@ def from_record(line: dict[str, Any]) -> dict[str, Any]:
                            "output_tokens": whole(out_tok, "output tokens"),
                            "reasoning_tokens": whole(reasoning, "reasoning tokens"),
                            "input_tokens": whole(prompt, "input tokens"),
-                           "wall_time_s": seconds(latency, unit)}
+                           "wall_time_s": seconds(latency, unit, "metrics.request_latency")}
     spec = line.get("spec_decode_acceptance")
+    if spec is not None and not isinstance(spec, dict):
+        raise ValueError(f"field 'spec_decode_acceptance' is {kind_of(spec)}, not an object")
     if isinstance(spec, dict):
         rec.update(draft_rounds=whole(spec.get("num_spec_steps"), "num_spec_steps"),
                    accepted_tokens=whole(spec.get("num_accepted_draft_tokens"), "num_accepted_draft_tokens"),
@@ -109,14 +115,17 @@ def from_record(line: dict[str, Any]) -> dict[str, Any]:
 def _budgets(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
     """(session id, turn index) -> budget and sampling settings, from AIPerf's inputs.json beside the records."""
     f = folder / "inputs.json"
-    if not f.is_file():
+    if not os.path.lexists(f):
         return {}
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{f}: unreadable inputs.json ({exc})") from None
+        data = decode_json(read_input(f))
+    except (OSError, UnreadableFile, JSONProblem) as exc:
+        raise ValueError(f"its inputs.json cannot be read ({exc})") from None
     out = {}
-    for session in data.get("data") or []:
+    sessions = mapping(data, "inputs.json").get("data") or []
+    for session in sessions if isinstance(sessions, list) else ():
+        if not isinstance(session, dict):
+            continue
         for t, payload in enumerate(session.get("payloads") or []):
             if isinstance(payload, dict):
                 out[(str(session.get("session_id")), t)] = request_fields(payload)
@@ -124,24 +133,27 @@ def _budgets(folder: Path) -> dict[tuple[str, int], dict[str, Any]]:
 
 
 def _file_records(f: Path, base: dict[str, Any], item_key: str) -> tuple[list[Record], list[dict[str, str]], int]:
-    budgets = _budgets(f.parent)
+    try:
+        budgets = _budgets(f.parent)
+    except ValueError as exc:  # the file's records cannot get their budgets: the file is skipped, named
+        return [], [{"path": str(f), "reason": str(exc), "stage": "read"}], 1
     rows, fails, n = [], [], 0
     for lineno, obj, bad in json_lines(f):
         n += 1
-        where = f"{f}:{lineno}"
+        where = where_in(f, lineno)
         try:
             if bad:
                 raise ValueError(bad)
             if not isinstance(obj, dict):
                 raise ValueError(f"expected a JSON object, got {type(obj).__name__}")  # noqa: TRY004 - bad file content
-            meta = obj.get("metadata") or {}
+            meta = mapping(obj.get("metadata"), "metadata")
             if meta.get("benchmark_phase") == "warmup":
                 raise ValueError("an AIPerf warm-up request (not measured)")
             fields = from_record(obj)
             if meta.get(item_key) is None:
                 raise ValueError(f"metadata.{item_key} is missing: the record names no item")
             turn = whole(meta.get("turn_index") or 0, "metadata.turn_index")
-        except ValueError as exc:
+        except (ValueError, TypeError, AttributeError) as exc:  # a malformed record: skipped, named
             fails.append({"path": where, "reason": str(exc), "stage": "read"})
             continue
         # The request's own payload wins over an arm-wide budget (AIPerf may give every request its own).
@@ -175,10 +187,10 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
     if max_new_tokens is not None:
         opts.setdefault("max_new_tokens", max_new_tokens)
     files = files_under(path, ("profile_export.jsonl",))
-    if not files:
+    if not files and not files.skipped:
         raise ValueError(f"{path}: no AIPerf profile_export.jsonl (run AIPerf with --export-level records)")
-    out = ReadResult(records=[])
-    n = 0
+    out = ReadResult(records=[], failures=list(files.skipped))
+    n = len(files.skipped)
     for f in files:
         rows, fails, k = _file_records(f, {**opts, **arm_from_files(f, path)}, item_key)
         warns: list[str] = []

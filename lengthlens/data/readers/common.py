@@ -13,18 +13,36 @@ most specific first:
 3. the reader's ``arm`` option (``lengthlens report --format vllm --arm method=eagle3 ...``).
 
 A record still missing an identity field is a read failure that says where to give it.
+
+Every file a reader is given or finds is read or listed as skipped with its reason: :func:`files_under`
+lists what matches a reader's names but is not a readable regular file (a FIFO, a folder, a device, a
+dangling link), :func:`json_lines` reads through :func:`lengthlens.data.safeio.iter_lines` (gzip files
+decompressed, a byte-order mark dropped, a file that holds no record named as empty), and a field of
+the wrong type (:func:`mapping`, :func:`seconds`, :func:`whole`) skips its record, naming the field.
 """
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from collections.abc import Callable
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Iterator
 
 from lengthlens.data.readers import ReadResult
 from lengthlens.data.readers.stream import assemble_lines, sse_lines
+from lengthlens.data.safeio import (
+    JSONProblem,
+    UnreadableFile,
+    check_regular,
+    decode_json,
+    display_path,
+    iter_lines,
+    kind_of,
+    os_reason,
+    read_input,
+)
 from lengthlens.data.schema import RunRecord
 
 #: File holding an arm's identity and serving condition, beside the records or in a folder above them.
@@ -79,10 +97,10 @@ def arm_from_files(file: Path, root: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for folder in reversed(folders):
         f = folder / ARM_FILE
-        if f.is_file():
+        if os.path.lexists(f):
             try:
-                data = json.loads(f.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                data = decode_json(read_input(f, 1 << 20))
+            except (OSError, UnreadableFile, JSONProblem) as exc:
                 raise ValueError(f"{f}: unreadable arm file ({exc})") from None
             if not isinstance(data, dict):
                 raise ValueError(f"{f}: expected a JSON object with the arm's fields")  # noqa: TRY004 - bad file
@@ -102,12 +120,21 @@ def identity_failure(where: str, missing: list[str]) -> dict[str, str]:
                       f"(or a folder above it) or with --arm KEY=VALUE (arm= in the API)"}
 
 
-def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """(line number, parsed JSON or None, reason when unreadable) per non-blank line; a bad byte spoils only its line."""
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+def json_lines(path: Path) -> Iterator[tuple[int | None, Any, str | None]]:
+    """(line number, parsed JSON or None, reason when unreadable) per non-blank line; a bad byte spoils only its line.
+
+    A problem of the whole file (not a regular file, no record in it) is one ``(None, None, reason)``.
+    """
+    found = False
+    try:
+        for lineno, raw, bad in iter_lines(path):
+            if bad is not None:
+                found = True
+                yield lineno, None, bad
+                continue
             if not raw.strip():
                 continue
+            found = True
             if not raw.strip(b"\x00 \t\r\n"):
                 yield lineno, None, (f"padding of {raw.count(0)} NUL bytes, not a record (a file preallocated or cut "
                                      "while it was written)")
@@ -118,11 +145,41 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str | None]]:
                 yield lineno, None, f"not UTF-8 (byte {exc.start + 1} of the line)"
                 continue
             try:
-                yield lineno, json.loads(text), None
-            except json.JSONDecodeError as exc:
-                yield lineno, None, f"invalid JSON ({exc.msg}, column {exc.colno})"
-            except RecursionError:
-                yield lineno, None, "JSON nested too deeply"
+                yield lineno, decode_json(text), None
+            except JSONProblem as exc:
+                yield lineno, None, (f"field '{exc.field}': " if exc.field else "") + exc.reason
+    except FileNotFoundError:
+        found = True
+        yield None, None, "gone while it was read"
+    except UnreadableFile as exc:
+        found = True
+        yield None, None, str(exc)
+    if not found:
+        yield None, None, "an empty file: it holds no record"
+
+
+def where_in(path: Path, lineno: int | None) -> str:
+    """``file:line``, or the file alone for what concerns it whole."""
+    return str(path) if lineno is None else f"{path}:{lineno}"
+
+
+def mapping(value: Any, field: str) -> dict[str, Any]:
+    """A field that must hold an object: the object, ``{}`` when absent (null); ValueError naming the field otherwise.
+
+    Examples
+    --------
+    >>> mapping(None, "usage")
+    {}
+    >>> mapping([1], "usage")
+    Traceback (most recent call last):
+    ...
+    ValueError: field 'usage' is a list, not an object
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"field '{field}' is {kind_of(value)}, not an object")
+    return value
 
 
 def record_fields(d: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -130,15 +187,23 @@ def record_fields(d: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return {k: v for k, v in d.items() if k in _FIELDS}, [k for k in d if k not in _FIELDS]
 
 
-def seconds(value: Any, unit: str | None) -> float | None:
-    """A time in seconds from a value and its unit (``ns``, ``ms``, ``s``, ...); None when absent or not finite."""
-    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+def seconds(value: Any, unit: Any, field: str = "time") -> float | None:
+    """A time in seconds from a value and its unit (``ns``, ``ms``, ``s``, ...); None when absent.
+
+    ValueError naming ``field`` for a value that is not a number, not finite or negative, and for an
+    unknown unit: a malformed time skips its record rather than becoming a missing one.
+    """
+    if value is None:
         return None
-    factor = _TIME_UNITS.get((unit or "s").strip().lower())
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"field '{field}' is {kind_of(value)}, not a number of seconds")
+    factor = _TIME_UNITS.get(unit.strip().lower()) if isinstance(unit, str) else 1.0 if unit is None else None
     if factor is None:
-        raise ValueError(f"unknown time unit {unit!r}")
+        raise ValueError(f"field '{field}': unknown time unit {unit!r}")
     out = float(value) * factor
-    return out if math.isfinite(out) else None
+    if not math.isfinite(out) or out < 0:
+        raise ValueError(f"field '{field}' is {value!r}: not a time (a finite number, at least 0)")
+    return out
 
 
 def whole(value: Any, what: str) -> int | None:
@@ -152,12 +217,53 @@ def whole(value: Any, what: str) -> int | None:
     return int(value)
 
 
-def files_under(path: Path, patterns: tuple[str, ...]) -> list[Path]:
-    """``path`` itself when a file, else every file below it matching one of the glob ``patterns``, sorted."""
-    if path.is_file():
-        return [path]
-    found = {p for pat in patterns for p in path.rglob(pat) if p.is_file() and p.name != ARM_FILE}
-    return sorted(found)
+class FoundFiles(list):
+    """The files a reader is to read (a list of paths), and ``skipped``: the entries found under the reader's names
+    that are not readable regular files, as read failures with their reasons (each counts as one run found)."""
+
+    def __init__(self, files: list[Path] = (), skipped: list[dict[str, str]] = ()):  # type: ignore[assignment]
+        super().__init__(files)
+        self.skipped = list(skipped)
+
+
+def files_under(path: Path, patterns: tuple[str, ...]) -> FoundFiles:
+    """``path`` itself when a file, else every entry below it matching one of the glob ``patterns`` (or the same name
+    gzip-compressed, ``.gz``), sorted: regular files to read, the rest in ``skipped`` with the reason.
+
+    A ``path`` that is neither a folder nor a regular file is a ValueError naming what it is.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        try:
+            check_regular(path)
+        except FileNotFoundError:
+            raise ValueError(f"{display_path(path)}: no such file or folder") from None
+        except UnreadableFile as exc:
+            raise ValueError(f"{display_path(path)}: {exc}") from None
+        return FoundFiles([path])
+    names = (*patterns, *(p + ".gz" for p in patterns if not p.endswith(".gz")))
+    files: list[Path] = []
+    skipped: list[dict[str, str]] = []
+
+    def unlistable(exc: OSError) -> None:
+        skipped.append({"path": display_path(exc.filename or path), "reason": f"cannot list folder: {os_reason(exc)}",
+                        "stage": "read"})
+
+    for root, dirs, entries in os.walk(path, onerror=unlistable):
+        dirs.sort()
+        for name in (*dirs, *entries):
+            if name == ARM_FILE or not any(fnmatchcase(name, pat) for pat in names):
+                continue
+            f = Path(root, name)
+            try:
+                check_regular(f)
+                files.append(f)
+            except FileNotFoundError:
+                skipped.append({"path": display_path(f), "reason": "cannot follow symlink: it points to nothing",
+                                "stage": "read"})
+            except UnreadableFile as exc:
+                skipped.append({"path": display_path(f), "reason": str(exc), "stage": "read"})
+    return FoundFiles(sorted(files), sorted(skipped, key=lambda d: d["path"]))
 
 
 def cap_warnings(file: Path, warns: list[str], limit: int = 20) -> list[str]:
@@ -210,14 +316,22 @@ def place(rec: dict[str, Any], position: int, where: str, index: int = 0, n: int
     return rec
 
 
-def json_objects(path: Path) -> list[tuple[int, Any, str | None]]:
-    """A .json file as one object or a list of them (numbered from 1), a .jsonl file line by line."""
-    if path.suffix.lower() == ".json":
+def json_objects(path: Path) -> list[tuple[int | None, Any, str | None]]:
+    """A .json file (or .json.gz) as one object or a list of them (numbered from 1), a .jsonl file line by line."""
+    if path.name.lower().endswith((".json", ".json.gz")):
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            return [(1, None, f"unreadable JSON ({exc})")]
-        return [(i + 1, d, None) for i, d in enumerate(data if isinstance(data, list) else [data])]
+            raw = read_input(path)
+            if not raw.strip():
+                return [(None, None, "an empty file: it holds no record")]
+            data = decode_json(raw)
+        except FileNotFoundError:
+            return [(None, None, "gone while it was read")]
+        except (UnreadableFile, OSError) as exc:
+            return [(None, None, str(exc))]
+        except JSONProblem as exc:
+            return [(None, None, f"unreadable JSON ({(f'field {exc.field!r}: ' if exc.field else '') + exc.reason})")]
+        items = data if isinstance(data, list) else [data]
+        return [(i + 1, d, None) for i, d in enumerate(items)] or [(None, None, "an empty list: it holds no record")]
     return list(json_lines(path))
 
 
@@ -226,16 +340,21 @@ def response_objects(f: Path) -> tuple[list[tuple[int, Any, str | None]], list[s
 
     See :mod:`lengthlens.data.readers.stream`; the notes say how many chunks became how many responses.
     """
-    sse = f.suffix.lower() == ".sse" or _starts_with_data(f)
+    sse = f.name.lower().endswith((".sse", ".sse.gz")) or _starts_with_data(f)
     return assemble_lines(sse_lines(f) if sse else json_objects(f))
 
 
 def _starts_with_data(f: Path) -> bool:
-    """Whether the file's first non-blank line is a server-sent event (``data: ...``)."""
-    with open(f, "rb") as fh:
-        for raw in fh:
+    """Whether the file's first non-blank line is a server-sent event (``data: ...``); read as the records are (a file
+    that cannot be read is not one, and the reading names why)."""
+    try:
+        for _, raw, bad in iter_lines(f):
+            if bad is not None:
+                return False
             if raw.strip():
                 return raw.lstrip().startswith((b"data:", b"event:"))
+    except (FileNotFoundError, UnreadableFile):
+        pass
     return False
 
 
@@ -254,24 +373,25 @@ def read_response_files(path: Path, arm: dict[str, Any] | None, max_new_tokens: 
     if max_new_tokens is not None:
         opts.setdefault("max_new_tokens", max_new_tokens)
     files = files_under(path, ("*.jsonl", "*.json", "*.sse"))
-    if not files:
+    if not files and not files.skipped:
         raise ValueError(f"{path}: no .jsonl/.json/.sse files of {what}")
-    out = ReadResult(records=[])
-    n = 0
+    out = ReadResult(records=[], failures=list(files.skipped))
+    n = len(files.skipped)
     for f in files:
         base = {**opts, **arm_from_files(f, path)}
         objects, notes = response_objects(f)
         warns = [f"{f}: {x}" for x in notes]
         positional = False
         for pos, (lineno, obj, bad) in enumerate(objects, start=1):
-            where = f"{f}:{lineno}"
+            where = where_in(f, lineno)
             try:
                 if bad:
                     raise ValueError(bad)
                 recs, w, by_pos = line_records(obj, base, pos, where)
-            except (ValueError, TypeError, KeyError) as exc:
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:  # a malformed record
                 n += 1
-                out.failures.append({"path": where, "reason": str(exc), "stage": "read"})
+                why = str(exc) if isinstance(exc, ValueError) else f"malformed record ({type(exc).__name__}: {exc})"
+                out.failures.append({"path": where, "reason": why, "stage": "read"})
                 continue
             n += len(recs)
             positional |= by_pos

@@ -18,7 +18,19 @@ from typing import Any, Iterator
 
 import polars as pl
 
-from lengthlens.data.safeio import JSONProblem, UnreadableFile, check_regular, decode_json, decode_text, display_path
+from lengthlens.data.safeio import (
+    BOM,
+    GZIP_MAGIC,
+    JSONProblem,
+    UnreadableFile,
+    check_regular,
+    decode_json,
+    decode_text,
+    display_path,
+    gunzip,
+    max_file_bytes,
+    read_file,
+)
 from lengthlens.data.schema import RunRecord
 
 FLAT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -38,8 +50,25 @@ class FlatRow:
 
 
 def flat_kind(path: str | Path) -> str | None:
-    """'jsonl', 'csv' or 'parquet' for a flat records file, None for anything else."""
-    return FLAT_SUFFIXES.get(Path(path).suffix.lower())
+    """'jsonl', 'csv' or 'parquet' for a flat records file (a gzip-compressed JSONL file too), None for anything else."""
+    p = Path(path)
+    if p.suffix.lower() == ".gz":
+        kind = FLAT_SUFFIXES.get(Path(p.stem).suffix.lower())
+        return kind if kind == "jsonl" else None
+    return FLAT_SUFFIXES.get(p.suffix.lower())
+
+
+def _jsonl_bytes(path: Path) -> bytes:
+    """A JSONL file's bytes: gzip decompressed (told by its magic bytes), a leading byte-order mark dropped."""
+    try:
+        data = read_file(path, 2**62)
+        if data[:2] == GZIP_MAGIC:
+            data = gunzip(data, max_file_bytes())
+    except FileNotFoundError:
+        raise ValueError(f"{display_path(path)}: no such file") from None
+    except UnreadableFile as exc:
+        raise ValueError(f"{display_path(path)}: {exc}") from None
+    return data[len(BOM):] if data.startswith(BOM) else data
 
 
 def _open_check(path: Path) -> None:
@@ -96,13 +125,22 @@ def _jsonl_screen(data: bytes) -> tuple[list[int], bool]:
     return numbers, not bool((keys.list.len() != keys.list.n_unique()).any())
 
 
-def flat_parts(folder: str | Path) -> list[Path] | None:
-    """The flat record files of a folder that holds only such files (Parquet parts, JSONL shards), sorted; None
-    for any other folder (a raw-layout root has subfolders)."""
+def flat_listing(folder: str | Path) -> tuple[list[Path], list[Path]] | None:
+    """(the entries of a folder named as flat record files, whatever they are, and its other files), sorted, for a
+    folder without subfolders that holds at least one such entry (Parquet parts, JSONL shards); None for any
+    other folder (a raw-layout root has subfolders). Hidden entries are left out."""
     folder = Path(folder)
     entries = [e for e in folder.iterdir() if not e.name.startswith(".")]
-    parts = sorted(e for e in entries if e.is_file() and flat_kind(e))
-    return parts if parts and not any(e.is_dir() for e in entries) else None
+    if any(e.is_dir() and not e.is_symlink() for e in entries):
+        return None
+    parts = sorted(e for e in entries if flat_kind(e))
+    return (parts, sorted(e for e in entries if not flat_kind(e))) if parts else None
+
+
+def flat_parts(folder: str | Path) -> list[Path] | None:
+    """The entries named as flat record files of a folder that holds only files (see :func:`flat_listing`), or None."""
+    listing = flat_listing(folder)
+    return None if listing is None else listing[0]
 
 
 def read_parquet_parts(paths: list[Path], with_text: bool = True) -> tuple[pl.DataFrame, pl.Series, list[str]]:
@@ -122,7 +160,9 @@ def read_parquet_parts(paths: list[Path], with_text: bool = True) -> tuple[pl.Da
             lf = pl.scan_parquet([str(p) for p in paths], include_file_paths="_part").select(*keep, "_part")
         df = lf.with_columns(pl.col("_part").cast(pl.Categorical)).collect()
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
-        raise ValueError(f"{display_path(paths[0].parent)}: unreadable Parquet parts ({exc})") from None
+        where = paths[0] if len(paths) == 1 else paths[0].parent
+        raise ValueError(f"{display_path(where)}: unreadable Parquet {'file' if len(paths) == 1 else 'parts'} "
+                         f"({exc})") from None
     row = pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("_part")
     where = df.select(pl.concat_str(pl.col("_part").cast(pl.String), pl.lit(":"), row.cast(pl.String))).to_series()
     return df.drop("_part"), where.alias("_where"), [n for n in names if n not in _FIELDS]
@@ -151,7 +191,7 @@ def read_flat_frame(path: str | Path, with_text: bool = True) -> tuple[pl.DataFr
             df = pl.read_csv(path, infer_schema_length=None)
             lines = pl.Series("_line", range(2, df.height + 2), dtype=pl.Int64)
         else:
-            data = path.read_bytes()
+            data = _jsonl_bytes(path)
             nonblank, safe = _jsonl_screen(data)
             if not safe:
                 return None
@@ -168,7 +208,7 @@ def read_flat_frame(path: str | Path, with_text: bool = True) -> tuple[pl.DataFr
 
 
 def _jsonl_rows(path: Path) -> Iterator[FlatRow]:
-    data = path.read_bytes()
+    data = _jsonl_bytes(path)
     for lineno, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -186,7 +226,7 @@ def _jsonl_rows(path: Path) -> Iterator[FlatRow]:
 
 def _csv_header(path: Path) -> list[str]:
     """The header of a CSV file; ValueError naming a column given twice (readers would rename or drop one)."""
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+    with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
         header = next(csv.reader(fh), [])
     seen: set[str] = set()
     for name in header:
@@ -202,7 +242,7 @@ def _csv_rows(path: Path) -> tuple[Iterator[FlatRow], list[str]]:
     unknown = [c for c in header if c not in _FIELDS]
 
     def rows() -> Iterator[FlatRow]:
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
+        with open(path, encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
             reader = csv.reader(fh)
             next(reader, None)
             line = reader.line_num + 1

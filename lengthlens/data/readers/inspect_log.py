@@ -26,7 +26,7 @@ The mapping:
 
 from __future__ import annotations
 
-import json
+import io
 import struct
 import zipfile
 from pathlib import Path
@@ -39,68 +39,86 @@ from lengthlens.data.readers.common import (
     check_arm,
     files_under,
     identity_failure,
+    kind_of,
+    mapping,
     missing_identity,
     request_fields,
     seconds,
     whole,
 )
 from lengthlens.data.readers.vllm_records import from_openai_response
+from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, max_file_bytes, read_input, too_large
 
 _ZSTD = 93
 _CORRECT = {"C": True, "I": False, "CORRECT": True, "INCORRECT": False}
 _SUMMED = ("output_tokens", "reasoning_tokens", "draft_rounds", "accepted_tokens", "draft_tokens", "wall_time_s")
 
 
-def _member(z: zipfile.ZipFile, path: Path, name: str) -> bytes:
-    """One member of a zip, Zstandard (inspect_ai's default) decompressed with pyarrow's codec."""
+def _member(z: zipfile.ZipFile, data: bytes, name: str) -> bytes:
+    """One member of the zip ``data``, Zstandard (inspect_ai's default) decompressed with pyarrow's codec, under the size
+    cap of a file (:func:`lengthlens.data.safeio.max_file_bytes`): a member is read only when its stated size is within it."""
     info = z.getinfo(name)
+    limit = max_file_bytes()
+    if info.file_size > limit or info.compress_size > limit:
+        raise UnreadableFile(f"member {name}: {too_large(max(info.file_size, info.compress_size), limit)}")
     if info.compress_type != _ZSTD:
         return z.read(name)
     import pyarrow as pa
 
-    with open(path, "rb") as fh:
-        fh.seek(info.header_offset)
-        head = fh.read(30)
-        if head[:4] != b"PK\x03\x04":
-            raise ValueError(f"{name}: not a zip member header")
-        n_name, n_extra = struct.unpack("<HH", head[26:30])
-        fh.seek(info.header_offset + 30 + n_name + n_extra)
-        raw = fh.read(info.compress_size)
+    head = data[info.header_offset:info.header_offset + 30]
+    if head[:4] != b"PK\x03\x04" or len(head) < 30:
+        raise ValueError(f"{name}: not a zip member header")
+    n_name, n_extra = struct.unpack("<HH", head[26:30])
+    start = info.header_offset + 30 + n_name + n_extra
+    raw = data[start:start + info.compress_size]
     return pa.Codec("zstd").decompress(raw, decompressed_size=info.file_size).to_pybytes()
 
 
 def log_contents(path: Path) -> tuple[dict[str, Any], list[tuple[str, Any, str | None]]]:
-    """(the log's ``eval`` header, [(where, sample or None, reason when unreadable)]) of one ``.eval`` or ``.json`` log."""
-    if path.suffix.lower() == ".json":
-        data = json.loads(path.read_bytes().decode("utf-8"))
-        if not isinstance(data, dict) or "eval" not in data:
+    """(the log's ``eval`` header, [(where, sample or None, reason when unreadable)]) of one ``.eval`` or ``.json`` log.
+
+    The file is read as every input is (:func:`lengthlens.data.safeio.read_input`: a regular file under the size
+    cap, gzip decompressed, a byte-order mark dropped); ValueError for a file that is not an inspect_ai log.
+    """
+    data = read_input(path)
+    if not data.strip():
+        raise ValueError("an empty file: it holds no record")
+    if path.name.lower().endswith((".json", ".json.gz")):
+        log = decode_json(data)
+        if not isinstance(log, dict) or "eval" not in log:
             raise ValueError("not an inspect_ai log (no 'eval' header)")
-        return data["eval"], [(f"{path}#sample{i + 1}", s, None) for i, s in enumerate(data.get("samples") or [])]
-    with zipfile.ZipFile(path) as z:
+        samples = log.get("samples") or []
+        if not isinstance(samples, list):
+            raise ValueError(f"field 'samples' is {kind_of(samples)}, not a list")
+        return mapping(log["eval"], "eval"), [(f"{path}#sample{i + 1}", s, None) for i, s in enumerate(samples)]
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
         names = z.namelist()
         if "header.json" in names:
-            header = json.loads(_member(z, path, "header.json"))
+            header = decode_json(_member(z, data, "header.json"))
         elif "_journal/start.json" in names:
-            header = json.loads(_member(z, path, "_journal/start.json"))
+            header = decode_json(_member(z, data, "_journal/start.json"))
         else:
             raise ValueError("not an inspect_ai .eval log (no header.json)")
         out: list[tuple[str, Any, str | None]] = []
         for name in sorted(n for n in names if n.startswith("samples/") and n.endswith(".json")):
             try:
-                out.append((f"{path}#{name}", json.loads(_member(z, path, name)), None))
-            except (ValueError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
+                out.append((f"{path}#{name}", decode_json(_member(z, data, name)), None))
+            except JSONProblem as exc:
+                out.append((f"{path}#{name}", None, "unreadable sample (" + (f"field '{exc.field}': " if exc.field else "")
+                            + f"{exc.reason})"))
+            except (ValueError, UnicodeDecodeError, zipfile.BadZipFile, OSError, EOFError) as exc:
                 out.append((f"{path}#{name}", None, f"unreadable sample ({exc})"))
-    return header.get("eval") or {}, out
+    return mapping(mapping(header, "header").get("eval"), "eval"), out
 
 
 def _score(sample: dict[str, Any], scorer: str | None) -> tuple[bool | None, str | None]:
-    scores = sample.get("scores") or {}
+    scores = mapping(sample.get("scores"), "scores")
     if not scores:
         return None, None
     name = scorer if scorer is not None else next(iter(scores))
     if name not in scores:
         raise ValueError(f"no score {name!r} (the sample has {', '.join(scores)})")
-    v = (scores[name] or {}).get("value")
+    v = mapping(scores[name], f"scores.{name}").get("value")
     if isinstance(v, bool):
         return v, name
     if isinstance(v, str) and v.upper() in _CORRECT:
@@ -135,12 +153,15 @@ def from_sample(sample: dict[str, Any], *, scorer: str | None = None,
     """
     if not isinstance(sample, dict) or "id" not in sample:
         raise ValueError("not an inspect_ai sample (no 'id')")
-    attachments = sample.get("attachments") or {}
-    calls = [e for e in sample.get("events") or [] if isinstance(e, dict) and e.get("event") == "model"]
-    responses = [(e, _resolve((e.get("call") or {}).get("response"), attachments)) for e in calls]
+    attachments = mapping(sample.get("attachments"), "attachments")
+    events = sample.get("events") or []
+    if not isinstance(events, list):
+        raise ValueError(f"field 'events' is {kind_of(events)}, not a list")
+    calls = [e for e in events if isinstance(e, dict) and e.get("event") == "model"]
+    responses = [(e, _resolve(mapping(e.get("call"), "events[].call").get("response"), attachments)) for e in calls]
     responses = [(e, r) for e, r in responses if isinstance(r, dict) and r.get("choices") is not None]
     warns: list[str] = []
-    rec: dict[str, Any] = {"item_id": str(sample["id"]), "seed": int(sample.get("epoch") or 1) - 1}
+    rec: dict[str, Any] = {"item_id": str(sample["id"]), "seed": (whole(sample.get("epoch"), "field 'epoch'") or 1) - 1}
     correct, _ = _score(sample, scorer)
     rec["correct"] = correct
     if responses:
@@ -161,10 +182,12 @@ def from_sample(sample: dict[str, Any], *, scorer: str | None = None,
         if len(parts) > 1:
             warns.append(f"{len(parts)} model calls: their tokens, counters and times summed into one run of the item")
     else:
-        out = sample.get("output") or {}
-        usage = out.get("usage") or {}
-        choice = (out.get("choices") or [{}])[0]
-        stop = choice.get("stop_reason")
+        out = mapping(sample.get("output"), "output")
+        usage = mapping(out.get("usage"), "output.usage")
+        choices = out.get("choices") or [{}]
+        if not isinstance(choices, list):
+            raise ValueError(f"field 'output.choices' is {kind_of(choices)}, not a list")
+        stop = mapping(choices[0], "output.choices[0]").get("stop_reason")
         rec.update(status="error" if sample.get("error") else "ok",
                    output_tokens=whole(usage.get("output_tokens"), "output.usage.output_tokens"),
                    reasoning_tokens=whole(usage.get("reasoning_tokens"), "output.usage.reasoning_tokens"),
@@ -191,19 +214,29 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
     opts = check_arm(arm, "arm option")
     if max_new_tokens is not None:
         opts.setdefault("max_new_tokens", max_new_tokens)
-    files = files_under(path, ("*.eval", "*.json"))
-    files = [f for f in files if f.suffix.lower() == ".eval" or f.name != "arm.json"]
-    if not files:
+    found = files_under(path, ("*.eval", "*.json"))
+    files = [f for f in found if f.suffix.lower() == ".eval" or f.name != "arm.json"]
+    if not files and not found.skipped:
         raise ValueError(f"{path}: no inspect_ai logs (.eval or .json)")
     records: list[Record] = []
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, str]] = list(found.skipped)  # found but not a readable regular file: each named
     warnings: list[str] = []
-    n = 0
+    n = len(found.skipped)
     for f in files:
         base = {**opts, **arm_from_files(f, path)}
         try:
             header, samples = log_contents(f)
-        except (ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+        except FileNotFoundError:
+            n += 1
+            failures.append({"path": str(f), "reason": "gone while it was read", "stage": "read"})
+            continue
+        except JSONProblem as exc:
+            n += 1
+            line = f":{exc.line}" if exc.line is not None else ""
+            failures.append({"path": f"{f}{line}", "stage": "read", "reason": "unreadable inspect_ai log ("
+                             + (f"field '{exc.field}': " if exc.field else "") + f"{exc.reason})"})
+            continue
+        except (ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError, EOFError) as exc:
             n += 1
             failures.append({"path": str(f), "reason": f"unreadable inspect_ai log ({exc})", "stage": "read"})
             continue
@@ -217,8 +250,9 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
                 if bad:
                     raise ValueError(bad)
                 fields, w = from_sample(sample, scorer=scorer, wall_time=wall_time)
-            except (ValueError, TypeError, KeyError) as exc:
-                failures.append({"path": where, "reason": str(exc), "stage": "read"})
+            except (ValueError, TypeError, KeyError, AttributeError, IndexError, RecursionError) as exc:  # a malformed sample
+                why = str(exc) if isinstance(exc, ValueError) else f"malformed sample ({type(exc).__name__}: {exc})"
+                failures.append({"path": where, "reason": why, "stage": "read"})
                 continue
             warns += [f"{where}: {x}" for x in w]
             ungraded += "correct" not in fields and bool(sample.get("scores"))

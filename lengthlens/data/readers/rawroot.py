@@ -25,6 +25,7 @@ from lengthlens.data.cache import (
     stamp,
     write_entry,
 )
+from lengthlens.data.grading.budget import SPENT_WARNING
 from lengthlens.data.readers.raw import READER_VERSION, RawResult, discover, note_warnings, read_output, read_runs, tree_fingerprint
 from lengthlens.data.validation.records import resolve, validate_dicts
 from lengthlens.data.schema import POLARS_SCHEMA, SCHEMA_VERSION
@@ -141,7 +142,7 @@ def load_raw_root(root: Path, *, options: dict[str, Any], cache: bool, with_text
     table, failures, n_found, read_warnings = _read_root(
         root, with_text=with_text, workers=workers, progress=progress, grade_files=grade_files, run_graders=run_graders,
         problems=problems, grading=grading, max_bytes=max_bytes, execute_code=execute_code)
-    if key is not None:
+    if key is not None and not any(SPENT_WARNING in w for w in read_warnings):  # grades cut short by the budget: not kept
         stored = table if os.environ.get(TEXTS_ENV) == "1" else table.drop("text")
         write_entry(key, stored, {"failures": failures, "n_found": n_found, "warnings": read_warnings})
     return table.drop(_STAMP), failures, n_found, warnings + read_warnings

@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.readers.common import engine_model, place, read_response_files, seconds, unwrap, whole
+from lengthlens.data.readers.common import engine_model, kind_of, mapping, place, read_response_files, seconds, unwrap, whole
 from lengthlens.data.readers import ReadResult
 
 _ACCEPTED = ("spec_num_correct_drafts", "spec_accept_token_num")
@@ -68,6 +68,9 @@ def spec_fields(meta: dict[str, Any], completion_tokens: int | None,
     """Run-record counters from SGLang's speculative fields (``meta_info`` or ``spec_tokens_details``), and warnings."""
     rounds = whole(meta.get("spec_verify_ct"), "spec_verify_ct")
     if rounds is None:
+        logged = [k for k in (*_ACCEPTED, *_PROPOSED) if meta.get(k) is not None]
+        if logged:
+            raise ValueError(f"field 'spec_verify_ct' is missing beside {logged[0]}: the speculative counters are incomplete")
         return {}, []
     acc = whole(_first(meta, _ACCEPTED), "spec_num_correct_drafts")
     out: dict[str, Any] = {"draft_rounds": rounds, "draft_tokens": whole(_first(meta, _PROPOSED), "spec_num_proposed_drafts")}
@@ -108,7 +111,7 @@ def from_meta_info(meta: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         "status": "error" if kind == "abort" else "ok", "finish_reason": kind, "output_tokens": completion,
         "input_tokens": whole(meta.get("prompt_tokens"), "prompt_tokens"),
         "reasoning_tokens": whole(meta.get("reasoning_tokens"), "reasoning_tokens"),
-        "wall_time_s": seconds(meta.get("e2e_latency"), "s"), "backend": "sglang",
+        "wall_time_s": seconds(meta.get("e2e_latency"), "s", "meta_info.e2e_latency"), "backend": "sglang",
     }
     spec, warns = spec_fields(meta, completion, kind)
     rec.update(spec)
@@ -118,15 +121,25 @@ def from_meta_info(meta: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
 def _openai(resp: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """Records of an OpenAI-compatible SGLang response: choices, usage, ``sglext.spec_tokens_details``."""
     choices = resp["choices"]
-    usage = resp.get("usage") or {}
-    details = (resp.get("sglext") or {}).get("spec_tokens_details")
+    usage = mapping(resp.get("usage"), "usage")
+    details = mapping(resp.get("sglext"), "sglext").get("spec_tokens_details")
+    if details is not None and not isinstance(details, (dict, list)):
+        raise ValueError(f"field 'sglext.spec_tokens_details' is {kind_of(details)}, not an object or a list")
     per_choice = details if isinstance(details, list) else [details] * len(choices)
+    if len(per_choice) != len(choices):
+        raise ValueError(f"field 'sglext.spec_tokens_details' has {len(per_choice)} entries for {len(choices)} choices")
     out, warns = [], []
     for choice, spec in zip(choices, per_choice):
-        if isinstance(choice.get("meta_info"), dict):
+        if not isinstance(choice, dict):
+            raise ValueError(f"field 'choices' holds {kind_of(choice)}, not an object")
+        if spec is not None and not isinstance(spec, dict):
+            raise ValueError(f"field 'sglext.spec_tokens_details' holds {kind_of(spec)}, not an object")
+        if choice.get("meta_info") is not None:
+            mapping(choice["meta_info"], "choices.meta_info")
             rec, w = from_meta_info(choice["meta_info"])
         else:
-            reasoning = usage.get("reasoning_tokens") or (usage.get("completion_tokens_details") or {}).get("reasoning_tokens")
+            reasoning = usage.get("reasoning_tokens") or mapping(usage.get("completion_tokens_details"),
+                                                                  "usage.completion_tokens_details").get("reasoning_tokens")
             one = len(choices) == 1
             rec = {"status": "error" if choice.get("finish_reason") == "abort" else "ok",
                    "finish_reason": choice.get("finish_reason"), "backend": "sglang",

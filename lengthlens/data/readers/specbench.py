@@ -39,7 +39,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.readers.common import cap_warnings, json_lines, whole
+from lengthlens.data.readers.common import cap_warnings, json_lines, where_in, whole
 from lengthlens.data.readers import ReadResult, Record
 from lengthlens.data.readers.specbench_ids import (  # noqa: F401  (parse_model_id, KNOWN_METHODS: public here)
     KNOWN_METHODS,
@@ -85,7 +85,7 @@ def read_questions(path: Path) -> tuple[dict[str, dict[str, Any]], list[str]]:
     warns = []
     for lineno, q, bad in json_lines(path):
         if bad or not isinstance(q, dict):
-            warns.append(f"{path}:{lineno}: question not read ({bad or 'not a JSON object'})")
+            warns.append(f"{where_in(path, lineno)}: question not read ({bad or 'not a JSON object'})")
             continue
         out[str(q.get("question_id"))] = q
     return out, warns
@@ -198,12 +198,12 @@ def _file_records(path: Path, ident: dict[str, Any], ctx: dict[str, Any]) -> tup
     warnings: list[str] = []
     n = 0
     for lineno, row, bad in json_lines(path):
-        where = f"{path}:{lineno}"
+        where = where_in(path, lineno)
         try:
             if bad:
                 raise ValueError(bad)
             recs, warns = _line_records(row, ident, ctx, where)
-        except (ValueError, TypeError, KeyError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:  # a malformed line: skipped, named
             n += 1
             failures.append({"path": where, "reason": f"not read: {exc}", "stage": "read"})
             continue

@@ -112,9 +112,11 @@ def parse_method_map(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item and Path(item).is_file():
-            try:
-                data = json.loads(Path(item).read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            from lengthlens.data.safeio import decode_json, read_input
+
+            try:  # read as every input is: a regular file under the size cap; a duplicated key is an error
+                data = decode_json(read_input(item))
+            except (OSError, ValueError) as exc:
                 raise ValueError(f"--method-map {item}: unreadable JSON file ({exc})") from None
             if not isinstance(data, dict):
                 raise ValueError(f"--method-map {item}: expected a JSON object mapping model ids to arms")

@@ -17,12 +17,14 @@ chunk is the final usage chunk becomes a response with no choice text: its count
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-#: (line number, parsed JSON or None, reason when unreadable) as the response readers take them.
-Line = tuple[int, Any, str | None]
+from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, iter_lines, kind_of
+
+#: (line number, parsed JSON or None, reason when unreadable) as the response readers take them; no line number for
+#: what concerns the whole file.
+Line = tuple[int | None, Any, str | None]
 
 CHUNK_OBJECTS = frozenset({"chat.completion.chunk"})
 
@@ -40,10 +42,16 @@ def is_chunk(obj: Any) -> bool:
 
 
 def _text_piece(choice: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A chunk's piece of text and of reasoning; ValueError naming the field that holds something else than text."""
     delta = choice.get("delta")
+    if delta is not None and not isinstance(delta, dict):
+        raise ValueError(f"field 'choices[].delta' is {kind_of(delta)}, not an object")
     if isinstance(delta, dict):
-        reasoning = delta.get("reasoning") if delta.get("reasoning") is not None else delta.get("reasoning_content")
-        return delta.get("content"), reasoning
+        reasoning_key = "reasoning" if delta.get("reasoning") is not None else "reasoning_content"
+        for key in ("content", reasoning_key):
+            if delta.get(key) is not None and not isinstance(delta[key], str):
+                raise ValueError(f"field 'choices[].delta.{key}' is {kind_of(delta[key])}, not text")
+        return delta.get("content"), delta.get(reasoning_key)
     text = choice.get("text")
     return (text if isinstance(text, str) else None), None
 
@@ -73,6 +81,9 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
     >>> r["choices"][0]["message"]["content"], r["choices"][0]["finish_reason"], r["usage"]["completion_tokens"]
     ('42', 'stop', 2)
     """
+    for c in chunks:
+        if c.get("choices") is not None and not isinstance(c["choices"], list):
+            raise ValueError(f"field 'choices' is {kind_of(c['choices'])}, not a list")
     chat = any(c.get("object") in CHUNK_OBJECTS or any(isinstance(x, dict) and "delta" in x for x in c.get("choices") or [])
                for c in chunks)
     texts: dict[int, list[str]] = {}
@@ -86,8 +97,10 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
                 out[key] = c[key]
         for choice in c.get("choices") or []:
             if not isinstance(choice, dict):
-                raise ValueError(f"a stream chunk's choice is not an object: {choice!r}")
-            i = choice.get("index", 0)
+                raise ValueError(f"field 'choices' holds {kind_of(choice)}, not an object")
+            i = choice.get("index") if choice.get("index") is not None else 0
+            if isinstance(i, bool) or not isinstance(i, int):
+                raise ValueError(f"field 'choices[].index' is {kind_of(i)}, not a whole number")
             text, reasoning = _text_piece(choice)
             texts.setdefault(i, [])
             if text:
@@ -111,25 +124,49 @@ def assemble(chunks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def sse_lines(path: Path) -> list[Line]:
-    """A saved server-sent-events stream as JSON lines: each ``data:`` payload, ``[DONE]``, ``event:`` and comment lines left out."""
+    """A saved server-sent-events stream as JSON lines: each ``data:`` payload, ``[DONE]``, ``event:`` and comment lines left out.
+
+    The file is read as every response file is (:func:`lengthlens.data.safeio.iter_lines`: regular files only,
+    gzip decompressed, a byte-order mark dropped); a problem of the whole file (not a regular file, no event
+    in it) is one ``(None, None, reason)``, as :func:`lengthlens.data.readers.common.json_lines` gives it.
+    """
     out: list[Line] = []
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+    found = False
+    try:
+        for lineno, raw, bad in iter_lines(path):
+            if bad is not None:
+                found = True
+                out.append((lineno, None, bad))
+                continue
             line = raw.strip()
             if not line or line.startswith(b":") or line.split(b":", 1)[0] in (b"event", b"id", b"retry"):
+                continue
+            found = True
+            if not line.strip(b"\x00 \t\r\n"):
+                out.append((lineno, None, f"padding of {line.count(0)} NUL bytes, not a record (a file preallocated "
+                                          "or cut while it was written)"))
                 continue
             if line.startswith(b"data:"):
                 line = line[5:].strip()
             if line == b"[DONE]":
                 continue
             try:
-                out.append((lineno, json.loads(line.decode("utf-8")), None))
+                text = line.decode("utf-8")
             except UnicodeDecodeError as exc:
                 out.append((lineno, None, f"not UTF-8 (byte {exc.start + 1} of the line)"))
-            except json.JSONDecodeError as exc:
-                out.append((lineno, None, f"invalid JSON ({exc.msg}, column {exc.colno})"))
-            except RecursionError:
-                out.append((lineno, None, "JSON nested too deeply"))
+                continue
+            try:
+                out.append((lineno, decode_json(text), None))
+            except JSONProblem as exc:
+                out.append((lineno, None, (f"field '{exc.field}': " if exc.field else "") + exc.reason))
+    except FileNotFoundError:
+        found = True
+        out.append((None, None, "gone while it was read"))
+    except UnreadableFile as exc:
+        found = True
+        out.append((None, None, str(exc)))
+    if not found:
+        out.append((None, None, "an empty file: it holds no event"))
     return out
 
 
@@ -146,7 +183,8 @@ def assemble_lines(lines: list[Line]) -> tuple[list[Line], list[str]]:
     rest: dict[int, Line] = {}
     for lineno, obj, bad in lines:
         if bad is None and is_chunk(obj):
-            key = ("id", obj.get("id"))
+            rid = obj.get("id")
+            key = ("id", rid if isinstance(rid, (str, int, type(None))) else repr(rid))  # an odd id still groups
             if key not in groups:
                 groups[key] = []
                 order.append((lineno, key))
@@ -154,7 +192,10 @@ def assemble_lines(lines: list[Line]) -> tuple[list[Line], list[str]]:
             continue
         if bad is None and isinstance(obj, dict) and isinstance(obj.get("response"), list) and obj["response"] \
                 and all(is_chunk(c) for c in obj["response"]):
-            obj = {**obj, "response": assemble(obj["response"])}
+            try:
+                obj = {**obj, "response": assemble(obj["response"])}
+            except (ValueError, TypeError, AttributeError) as exc:
+                obj, bad = None, f"field 'response': its stream chunks not assembled: {exc}"
         rest[lineno] = (lineno, obj, bad)
         order.append((lineno, None))
     out: list[Line] = []
@@ -163,7 +204,12 @@ def assemble_lines(lines: list[Line]) -> tuple[list[Line], list[str]]:
             out.append(rest[lineno])
             continue
         members = groups[key]
-        resp = assemble([c for _, c in members])
+        try:
+            resp = assemble([c for _, c in members])
+        except (ValueError, TypeError, AttributeError) as exc:  # a malformed chunk skips its request, naming it
+            lines_of = ", ".join(str(n) for n, _ in members)
+            out.append((lineno, None, f"stream chunks of request id {key[1]!r} (lines {lines_of}) not assembled: {exc}"))
+            continue
         resp["stream_lines"] = [n for n, _ in members]
         out.append((lineno, resp, None))
     notes = []

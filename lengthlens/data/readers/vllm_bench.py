@@ -29,7 +29,6 @@ the length against ``max_new_tokens``.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -44,8 +43,10 @@ from lengthlens.data.readers.common import (
     files_under,
     identity_failure,
     missing_identity,
+    seconds,
     whole,
 )
+from lengthlens.data.safeio import JSONProblem, UnreadableFile, decode_json, read_input
 from lengthlens.data.readers import ReadResult, Record
 from lengthlens.data.schema import STRICT
 
@@ -54,13 +55,23 @@ _FROM_METADATA = (*IDENTITY, "temperature", "top_p", "max_new_tokens", "gpu", "s
 
 
 def results(path: Path) -> list[dict[str, Any]]:
-    """The result objects of one file (one, or one per line with ``--append-result``)."""
-    text = path.read_bytes().decode("utf-8")
+    """The result objects of one file (one, or one per line with ``--append-result``); ValueError for a file that is
+    not a readable regular file or holds no result."""
     try:
-        data = json.loads(text)
-        return data if isinstance(data, list) else [data]
-    except json.JSONDecodeError:
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
+        data = read_input(path)
+    except (OSError, UnreadableFile) as exc:
+        raise ValueError(str(exc)) from None
+    try:
+        parsed = decode_json(data)
+        out = parsed if isinstance(parsed, list) else [parsed]
+    except JSONProblem:
+        try:
+            out = [decode_json(line) for line in data.split(b"\n") if line.strip()]
+        except JSONProblem as exc:
+            raise ValueError(f"line {exc.line}: {exc.reason}" if exc.line else exc.reason) from None
+    if not out:
+        raise ValueError("an empty file: it holds no result")
+    return out
 
 
 def _serving(res: dict[str, Any]) -> dict[str, Any]:
@@ -71,10 +82,21 @@ def _serving(res: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v is not None}
 
 
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+
+def _unusable_totals(res: dict[str, Any]) -> list[str]:
+    """The run's speculative totals that are logged but not finite non-negative numbers (left out, and named)."""
+    keys = ("spec_decode_num_drafts", "spec_decode_accepted_tokens", "spec_decode_draft_tokens",
+            "spec_decode_acceptance_length")
+    return [f"{k} {res[k]!r}" for k in keys if res.get(k) is not None and not _finite(res[k])]
+
+
 def pooled(res: dict[str, Any]) -> dict[str, Any] | None:
     """The run's pooled speculative figures (drafts, accepted, ℓ̄ = accepted / drafts), or None when not logged."""
     drafts, acc = res.get("spec_decode_num_drafts"), res.get("spec_decode_accepted_tokens")
-    if not drafts or acc is None:
+    if not _finite(drafts) or not _finite(acc) or not drafts:
         return None
     return {"num_drafts": int(drafts), "accepted_tokens": int(acc), "draft_tokens": res.get("spec_decode_draft_tokens"),
             "l_bar_pooled": acc / drafts, "acceptance_length_vllm": res.get("spec_decode_acceptance_length")}
@@ -92,11 +114,15 @@ def _result_records(res: dict[str, Any], base: dict[str, Any], where: str) -> li
     for i in range(n):
         err = res["errors"][i]
         rec = {**_serving(res), **base, **meta, "item_id": str(i), "backend": "vllm",
-               "status": "error" if err else "ok", "source": f"{where}#request{i}",
-               "input_tokens": whole(res["input_lens"][i], "input_lens"), "text": res["generated_texts"][i]}
+               "status": "error" if err else "ok", "source": f"{where}#request{i}"}
         rec.setdefault("seed", 0)
-        if not err:
-            rec.update(output_tokens=whole(res["output_lens"][i], "output_lens"), wall_time_s=res["latencies"][i])
+        try:  # a malformed entry skips its request only, named
+            rec.update(input_tokens=whole(res["input_lens"][i], "input_lens"), text=res["generated_texts"][i])
+            if not err:
+                rec.update(output_tokens=whole(res["output_lens"][i], "output_lens"),
+                           wall_time_s=seconds(res["latencies"][i], "s", "latencies"))
+        except ValueError as exc:
+            rec = {"_failure": str(exc), "source": rec["source"]}
         out.append(rec)
     return out
 
@@ -105,6 +131,9 @@ def _pooled_warning(res: dict[str, Any], where: str) -> str:
     p = pooled(res)
     head = (f"{where}: vllm bench serve logs speculative counters only for the whole run, none per request: "
             "gain, ℓ̄ and R/R* are unavailable per cell")
+    bad = _unusable_totals(res)
+    if bad:
+        return head + f" (and this run's totals are not usable numbers: {', '.join(bad)})"
     if p is None:
         return head + " (and this run logged none)"
     return (head + f"; pooled over the run: {p['num_drafts']} verification steps, {p['accepted_tokens']} accepted "
@@ -120,13 +149,19 @@ POOLED_COLUMNS = ("target", "draft", "dataset", "method", "params", "concurrency
 
 
 def _runs(path: Path, arm: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """Every result under ``path`` with its identity, serving condition and file."""
+    """Every result under ``path`` with its identity, serving condition and file; a file or result that cannot be read
+    is left out here (:func:`read` names it as a failure)."""
     opts = check_arm(arm, "arm option")
     out = []
     for f in files_under(path, ("*.json",)):
         base = {**opts, **arm_from_files(f, path)}
-        objs = results(f)
+        try:
+            objs = results(f)
+        except ValueError:
+            continue
         for k, res in enumerate(objs, start=1):
+            if not isinstance(res, dict):
+                continue
             ident = {**_serving(res), **base, **{key: res[key] for key in _FROM_METADATA if res.get(key) is not None}}
             out.append({"ident": ident, "res": res, "file": f"{f}:{k}" if len(objs) > 1 else str(f)})
     return out
@@ -209,8 +244,17 @@ def pooled_cells(path: str | Path, *, arm: dict[str, Any] | None = None) -> pd.D
     runs = _runs(Path(path), arm)
     key = ("target", "draft", "dataset", "concurrency", "request_rate")
     bases = {tuple(r["ident"].get(k) for k in key): r for r in runs if r["ident"].get("method") == STRICT}
-    rows = [_pooled_row(r, bases[k]) for r in runs
-            if r["ident"].get("method") != STRICT and (k := tuple(r["ident"].get(x) for x in key)) in bases]
+    rows = []
+    for r in runs:
+        if r["ident"].get("method") == STRICT or (k := tuple(r["ident"].get(x) for x in key)) not in bases:
+            continue
+        try:
+            rows.append(_pooled_row(r, bases[k]))
+        except (TypeError, ValueError, ZeroDivisionError, IndexError, AttributeError, KeyError) as exc:
+            # A malformed per-request list or total: this pair is named, not pooled; the others stand.
+            rows.append({**{x: r["ident"].get(x) for x in IDENTITY}, "concurrency": r["ident"].get("concurrency"),
+                         "request_rate": r["ident"].get("request_rate"), "file": r["file"], "file_star": bases[k]["file"],
+                         "note": f"not pooled: a per-request list or total is malformed ({type(exc).__name__}: {exc})"})
     return pd.DataFrame(rows, columns=list(POOLED_COLUMNS))
 
 
@@ -225,17 +269,17 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
     if max_new_tokens is not None:
         opts.setdefault("max_new_tokens", max_new_tokens)
     files = files_under(path, ("*.json",))
-    if not files:
+    if not files and not files.skipped:
         raise ValueError(f"{path}: no vllm bench serve result files (.json)")
     records: list[Record] = []
-    failures: list[dict[str, str]] = []
+    failures: list[dict[str, str]] = list(files.skipped)
     warnings: list[str] = []
-    n = 0
+    n = len(files.skipped)
     for f in files:
         base = {**opts, **arm_from_files(f, path)}
         try:
             objs = results(f)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except ValueError as exc:
             failures.append({"path": str(f), "reason": f"unreadable result file ({exc})", "stage": "read"})
             n += 1
             continue
@@ -250,6 +294,9 @@ def read(path: Path, *, arm: dict[str, Any] | None = None, max_new_tokens: int |
             n += len(recs)
             warnings.append(_pooled_warning(res, where))
             for rec in recs:
+                if "_failure" in rec:
+                    failures.append({"path": rec["source"], "reason": rec["_failure"], "stage": "read"})
+                    continue
                 miss = missing_identity(rec)
                 if miss:
                     failures.append(identity_failure(rec["source"], miss))
@@ -262,7 +309,7 @@ def _pooled_lines(path: Path, arm: dict[str, Any] | None) -> list[str]:
     """One line per relaxed run with its baseline: the pooled gain and R/R* the cells cannot carry."""
     try:
         cells = pooled_cells(path, arm=arm)
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError, json.JSONDecodeError):
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
         return []  # the files' problems are already failures of read()
     out = []
     for r in cells.to_dict("records"):

@@ -37,7 +37,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lengthlens.data.readers.common import engine_model, place, read_response_files, seconds, unwrap, whole
+from lengthlens.data.readers.common import engine_model, kind_of, mapping, place, read_response_files, seconds, unwrap, whole
 from lengthlens.data.readers import ReadResult
 
 #: finish_reason values that mean the request did not finish (vLLM's FinishReason ABORT / ERROR).
@@ -48,8 +48,12 @@ def spec_fields(sd: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Run-record counters from vLLM's per-request speculative metrics, and warnings where they disagree."""
     rounds = whole(sd.get("num_spec_steps"), "num_spec_steps")
     acc = whole(sd.get("num_accepted_draft_tokens"), "num_accepted_draft_tokens")
-    out: dict[str, Any] = {"draft_rounds": rounds, "accepted_tokens": acc,
-                           "draft_tokens": whole(sd.get("num_draft_tokens"), "num_draft_tokens")}
+    drafted = whole(sd.get("num_draft_tokens"), "num_draft_tokens")
+    counters = {"num_spec_steps": rounds, "num_accepted_draft_tokens": acc, "num_draft_tokens": drafted}
+    if any(v is not None for v in counters.values()) and (rounds is None or acc is None):
+        missing = [k for k in ("num_spec_steps", "num_accepted_draft_tokens") if counters[k] is None]
+        raise ValueError(f"field 'speculative_decoding.{missing[0]}' is missing beside the other counters")
+    out: dict[str, Any] = {"draft_rounds": rounds, "accepted_tokens": acc, "draft_tokens": drafted}
     mal = sd.get("mean_acceptance_length")
     if rounds and isinstance(mal, (int, float)) and not isinstance(mal, bool):
         out["l_bar_logged"] = float(mal) - 1.0  # vLLM's mean counts the bonus token, lengthlens' does not
@@ -78,12 +82,13 @@ def _choice_text(choice: dict[str, Any]) -> str | None:
 
 
 def _wall_time(metrics: dict[str, Any], mode: str) -> float | None:
-    ttft, gen = metrics.get("time_to_first_token_ms"), metrics.get("generation_time_ms")
+    ttft = seconds(metrics.get("time_to_first_token_ms"), "ms", "metrics.time_to_first_token_ms")
+    gen = seconds(metrics.get("generation_time_ms"), "ms", "metrics.generation_time_ms")
     if ttft is None or gen is None:
         return None
-    total = seconds(ttft, "ms") + seconds(gen, "ms")
+    total = ttft + gen
     if mode == "e2e":
-        queue = seconds(metrics.get("queue_time_ms"), "ms")
+        queue = seconds(metrics.get("queue_time_ms"), "ms", "metrics.queue_time_ms")
         return None if queue is None else total + queue
     return total
 
@@ -112,17 +117,19 @@ def from_openai_response(resp: dict[str, Any], *, wall_time: str = "inference") 
     if resp.get("object") == "error" or "error" in resp and "choices" not in resp:
         return [{"status": "error"}], []
     choices = resp.get("choices")
-    usage = resp.get("usage") or {}
-    metrics = resp.get("metrics") or {}
+    usage = mapping(resp.get("usage"), "usage")
+    metrics = mapping(resp.get("metrics"), "metrics")
     if choices == [] and (usage or metrics):
         # A stream's final usage chunk on its own: the request's counters without its text.
         choices = [{"index": 0, "finish_reason": None}]
     if not isinstance(choices, list) or not choices:
         raise ValueError("not a vLLM response (no 'choices')")
-    details = usage.get("completion_tokens_details") or {}
+    details = mapping(usage.get("completion_tokens_details"), "usage.completion_tokens_details")
     warns: list[str] = []
     out = []
     for choice in choices:
+        if not isinstance(choice, dict):
+            raise ValueError(f"field 'choices' holds {kind_of(choice)}, not an object")
         finish = choice.get("finish_reason")
         rec: dict[str, Any] = {"status": "error" if finish in FAILED_FINISH else "ok", "finish_reason": finish,
                                "input_tokens": whole(usage.get("prompt_tokens"), "usage.prompt_tokens"),
@@ -131,8 +138,8 @@ def from_openai_response(resp: dict[str, Any], *, wall_time: str = "inference") 
             rec["output_tokens"] = whole(usage.get("completion_tokens"), "usage.completion_tokens")
             rec["reasoning_tokens"] = whole(details.get("reasoning_tokens"), "reasoning_tokens")
             rec["wall_time_s"] = _wall_time(metrics, wall_time)
-            if isinstance(metrics.get("speculative_decoding"), dict):
-                spec, w = spec_fields(metrics["speculative_decoding"])
+            if metrics.get("speculative_decoding") is not None:
+                spec, w = spec_fields(mapping(metrics["speculative_decoding"], "metrics.speculative_decoding"))
                 rec.update(spec)
                 warns += w
         elif isinstance(choice.get("token_ids"), list):

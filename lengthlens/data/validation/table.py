@@ -45,6 +45,16 @@ def drop_duplicates(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     return keep, skipped
 
 
+def missing_length_warnings(table: pl.DataFrame) -> list[str]:
+    """One line naming the ok runs without ``output_tokens`` (kept: their cells' λ and censoring are empty)."""
+    bad = table.filter((pl.col("status") == "ok") & pl.col("output_tokens").is_null())
+    if bad.height == 0:
+        return []
+    shown = ", ".join(str(s) for s in bad.get_column("source").head(3).to_list())
+    return [f"{bad.height} ok run(s) have no output_tokens (e.g. {shown}): λ and censoring are empty "
+            f"for the cells they are in"]
+
+
 def finish_reason_warnings(table: pl.DataFrame, limit: int = 20) -> list[str]:
     """Runs whose finish_reason and length disagree about reaching the budget (kept; both signals mean censored)."""
     # Without a finish_reason (or a budget) there is nothing to disagree with.
