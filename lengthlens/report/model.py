@@ -73,9 +73,16 @@ def collapsible(summary: str, blocks: list[Block], *, count: str = "", open: boo
     return {**b, "media": media} if media else b
 
 
+#: Columns that say which row is which: those of them that lead a table stay in sight on screen as it scrolls sideways.
+ROW_KEYS = frozenset({"target", "draft", "dataset", "method", "params", "serving"})
+
+
 def _columns(cols: Sequence[Col]) -> list[dict[str, Any]]:
-    """Each column's header and alignment: text to the left (the verdicts' words too), numbers to the right."""
-    return [{"label": c.text(), "left": c.left or c.kind == "text", "ci": bool(c.ci), "title": c.title or ""} for c in cols]
+    """Each column's header and alignment (text to the left, the verdicts' words too; numbers to the right) and
+    whether it is one of the key columns that lead the table."""
+    lead = next((i for i, c in enumerate(cols) if c.name not in ROW_KEYS), len(cols))
+    return [{"label": c.text(), "left": c.left or c.kind == "text", "ci": bool(c.ci), "title": c.title or "",
+             "key": i < lead} for i, c in enumerate(cols)]
 
 
 def _rows(df: pd.DataFrame, cols: Sequence[Col], bold: Callable[[dict[str, Any]], bool] | None = None) -> list[Block]:
