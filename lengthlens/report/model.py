@@ -318,7 +318,7 @@ def _provenance(p: _Parts, spec: Section) -> list[Block]:
 def _decision(p: _Parts, spec: Section) -> list[Block] | None:
     """The verdicts: a sentence per rule (pooled, then per pair) and the rules' verdict counts on Table 3's cells."""
     from lengthlens.report import wording
-    from lengthlens.report.columns import Col, declared_columns
+    from lengthlens.report.columns import Col, declared_columns, serving_first
 
     sentences = wording.verdict_sentences(p.analysis)
     if not sentences:
@@ -334,7 +334,7 @@ def _decision(p: _Parts, spec: Section) -> list[Block] | None:
         d = v[v["scope"] == "table3"]
         several = d.loc[d["target"] != "all", ["target", "draft"]].drop_duplicates().shape[0] > 1
         d = d if several else d[d["target"] == "all"]
-        cols = declared_columns("verdicts", d, p.analysis)
+        cols = serving_first(declared_columns("verdicts", d, p.analysis), d)
         if several:
             cols = [Col("target", "target", "text", left=True), Col("draft", "draft", "text", left=True), *cols]
         blocks.append(table(d, cols, bold=lambda r: r.get("target") == "all" and several, css="t3",
@@ -387,16 +387,15 @@ def _attribution(p: _Parts, spec: Section) -> list[Block]:
     from dataclasses import replace
 
     from lengthlens.report import context as ctx
-    from lengthlens.report.columns import described_columns
+    from lengthlens.report.columns import described_columns, serving_first
 
     from lengthlens.report import wording
 
     # The paper's claim with its counts first (Table 3's cells, then all), then the tables it is counted from.
-    lead = [paragraph(claim) for claim in (wording.attribution_claim(p.analysis, scope) for scope in ("table3", "all"))
-            if claim]
+    lead = [paragraph(line) for scope in ("table3", "all") for line in wording.attribution_claim(p.analysis, scope).splitlines()]
     for level, title, g in _attribution_frames(p.analysis):
         lead += [subheading(title, level),
-                 table(g, described_columns("attribution_summary", g, p.analysis), bold=_bold_all)]
+                 table(g, serving_first(described_columns("attribution_summary", g, p.analysis), g), bold=_bold_all)]
     intro = f"{spec.intro} {ctx.thinking_sentence(p.analysis)}"
     return _default(p, replace(spec, intro=intro, tables=("attribution",)), lead)
 
@@ -422,7 +421,7 @@ def _attribution_frames(analysis: AnalysisResult) -> list[tuple[int, str, pd.Dat
             continue
         for (tg, dr), g in d.groupby(["target", "draft"], sort=False):
             g = g.drop(columns=["target", "draft"])
-            n = int(g.loc[g["method"] == "all", "n_cells"].iloc[0]) if (g["method"] == "all").any() else len(g)
+            n = int(g.loc[g["method"] == "all", "n_cells"].sum()) if (g["method"] == "all").any() else len(g)  # every load
             if tg == "all":
                 out.append((3, f"{title} ({n}{', every target–draft pair pooled' if d['target'].nunique() > 1 else ''})", g))
             else:

@@ -165,6 +165,7 @@ def _n(k: int, one: str, many: str | None = None) -> str:
 def verdict_sentence(r: Any) -> str:
     """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv)."""
     pair = "" if r["target"] == "all" else f" on {r['target']} ← {r['draft'] or '(no draft)'}"
+    pair += f" at {r['serving']}" if str(r.get("serving", "") or "") not in ("", "nan") else ""
     if r["method"] in LOSSLESS_METHODS:  # no α to choose
         where = "in Table 3" if r["scope"] == "table3" else "in all"
     else:
@@ -201,11 +202,17 @@ def accuracy_verdict_text(verdict: str, mdd_pp: float | None) -> str:
 
 
 def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
-    """Per rule (pooled over pairs, then per pair when there are several): (target, draft, rule, sentence)."""
+    """Per rule (pooled over pairs, then per pair when there are several), a line per serving condition where there
+    are several (loads are never pooled): (target, draft, rule, sentence)."""
     v = analysis.tables.get("verdicts")
     if v is None or v.empty:
         return []
     d = v[v["scope"] == scope]
+    if "serving" in d:  # the loads in numeric order, each rule's lines together
+        from lengthlens.data.serving import serving_conditions
+
+        order = {c: i for i, c in enumerate(serving_conditions(d["serving"].fillna("")))}
+        d = d.assign(_load=d["serving"].fillna("").map(order)).sort_values(["method", "_load"], kind="mergesort")
     pooled = d[d["target"] == "all"]
     pairs = d[d["target"] != "all"]
     several = pairs[["target", "draft"]].drop_duplicates().shape[0] > 1
@@ -264,10 +271,17 @@ def headline(analysis: AnalysisResult) -> str:
               if n_small else "")
     methods = set(t3["method"]) - {"all"}
     graded = f" Accuracy is graded by {grading_name(analysis)}." if int(a["n_graded"]) else ""
+    family = accuracy_family(analysis.cells)
+    # Loads are never pooled: under several serving conditions, a line per load (Table 3's cells under it alone).
+    by_load = (analysis.results or {}).get("table3_by_load") or {}
+    rows = [(f"At {load}: ", row) for load, row in by_load.items()] or [("", a)]
     if methods and methods <= LOSSLESS_METHODS:
         # Lossless methods: a length ratio away from 1 is a failed check, not inflation.
-        return _lossless_headline(a) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
-    return _headline_sentence(a, which) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
+        lines = [lead + _lossless_headline(r) + _accuracy_clause(r, family) + "." for lead, r in rows]
+    else:
+        lines = [lead + _headline_sentence(r, which if k == 0 else "chosen the same way") + _accuracy_clause(r, family)
+                 + "." for k, (lead, r) in enumerate(rows)]
+    return "\n".join(lines) + graded
 
 
 def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
@@ -333,8 +347,7 @@ def summary_lines(analysis: AnalysisResult) -> list[str]:
                      f"({int(more)} more often than strict); median lambda {cz['lambda_plain'].median():.2f} plain vs "
                      f"{aft.median():.2f} geometric-mean ratio of the log-normal AFT (censoring-aware; not a ratio of means)")
     for scope in ("table3", "all"):
-        if (claim := attribution_claim(analysis, scope)):
-            lines.append(f"attribution: {claim}")
+        lines += [f"attribution: {line}" for line in attribution_claim(analysis, scope).splitlines()]
     if (claim := table4_claim(analysis)):
         lines.append(f"table 4: {claim}")
     ex = analysis.tables.get("extra_tokens")
@@ -472,6 +485,17 @@ def attribution_claim(analysis: AnalysisResult, scope: str = "table3") -> str:
     at = analysis.tables.get("attribution_summary")
     if at is None or at.empty:
         return ""
+    if "serving" in at.columns:  # loads are never pooled: a sentence per serving condition, on its own line
+        from lengthlens.data.serving import serving_conditions
+
+        loads = serving_conditions(at["serving"].fillna(""))
+        said = [_attribution_sentence(at[at["serving"].fillna("") == load], scope) for load in loads]
+        return "\n".join(f"At {load}: {s}" for load, s in zip(loads, said) if s)
+    return _attribution_sentence(at, scope)
+
+
+def _attribution_sentence(at: pd.DataFrame, scope: str) -> str:
+    """:func:`attribution_claim` on one serving condition's rows of the summary."""
     pooled = at["target"] == "all" if "target" in at.columns else True
     rows = at[(at["scope"] == scope) & pooled]
     total = rows[rows["method"] == "all"]
