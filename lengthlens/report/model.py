@@ -558,13 +558,26 @@ def _arms(p: _Parts, spec: Section) -> list[Block]:
     return blocks
 
 
+def _specbench_speedup(p: _Parts, spec: Section) -> list[Block]:
+    """Spec-Bench's table as speed.py prints it: per pair, each method's tasks in name order, its overall row last."""
+    from lengthlens.report.columns import described_columns
+
+    blocks = [paragraph(spec.intro, muted=True)] if spec.intro else []
+    for name, df in p.tables(spec):
+        df = df.assign(_last=df["dataset"] == "overall").sort_values(
+            ["target", "draft", "method", "params", "_last", "dataset"], kind="mergesort").drop(columns="_last")
+        blocks += grouped(df, described_columns(name, df, p.analysis), sub=None, keep_order=True,
+                          bold=lambda r: r.get("dataset") == "overall")
+    return blocks
+
+
 #: Sections whose body is not the default (intro, figures, tables): by id. A builder returns the blocks, a dict of
 #: blocks with hints that override the declaration's (``new_page``, ``title_in_caption``), or None (not shown).
 BUILDERS: dict[str, Callable[[_Parts, Section], Any]] = {
     "provenance": _provenance, "decision": _decision, "table3": _table3, "illusion": _illusion, "cells": _cells,
     "attribution": _attribution, "serving": _serving, "extra_tokens": _extra_tokens, "table4": _table4,
     "figures": _more_figures, "drilldown": _drilldown, "methodology": _methodology, "limitations": _limitations,
-    "arms": _arms,
+    "arms": _arms, "specbench_speedup": _specbench_speedup,
 }
 
 
