@@ -644,7 +644,9 @@ def build(analysis: AnalysisResult, figures: Mapping[str, Block] | None = None, 
         "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {len(prov['pairs'])} "
                      f"target–draft pair(s) · {len(prov['benchmarks'])} dataset(s) · {prov['generated']}"),
         "headline": wording.headline(analysis), "boxes": boxes,
-        "cards": wording.cards(ctx.headline_numbers(analysis)), "sections": sections,
+        # The cards pool Table 3's cells; under several serving conditions the headline's line per load replaces them.
+        "cards": [] if (analysis.results or {}).get("table3_by_load") else wording.cards(ctx.headline_numbers(analysis)),
+        "sections": sections,
         "footer": (f"lengthlens {prov['version']} · {prov['generated']} · tables as CSV next to this file "
                    "(cells.csv, table3.csv, …)"),
     }

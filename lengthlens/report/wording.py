@@ -277,17 +277,38 @@ def headline(analysis: AnalysisResult) -> str:
     family = accuracy_family(analysis.cells)
     # Loads are never pooled: under several serving conditions, a line per load (Table 3's cells under it alone).
     by_load = (analysis.results or {}).get("table3_by_load") or {}
-    rows = [(f"At {load}: ", row) for load, row in by_load.items()] or [("", a)]
+    said = graded_clause(analysis)
+    if by_load:
+        lines = [f"Across {int(a['n_cells'])} cells under {len(by_load)} serving conditions ({which}), load by load:"]
+        lines += [_load_line(load, r) for load, r in by_load.items()]
+        tail = (graded + (" " + said if said else "")).strip()
+        return "\n".join(lines + ([tail] if tail else []))
+    rows = [("", a)]
     if methods and methods <= LOSSLESS_METHODS:
         # Lossless methods: a length ratio away from 1 is a failed check, not inflation. The tasks are named: a
         # method that never reached some of them is not summarised over them.
         tasks = "; ".join(f"{m} on {', '.join(t)}" for m in sorted(methods) if (t := _tasks(analysis, m)))
         lines = [lead + _lossless_headline(r, tasks) + _accuracy_clause(r, family) + "." for lead, r in rows]
     else:
-        lines = [lead + _headline_sentence(r, which if k == 0 else "chosen the same way") + _accuracy_clause(r, family)
-                 + "." for k, (lead, r) in enumerate(rows)]
-    said = graded_clause(analysis)
+        lines = [lead + _headline_sentence(r, which) + _accuracy_clause(r, family) + "." for lead, r in rows]
     return "\n".join(lines) + graded + (" " + said if said else "")
+
+
+def _load_line(load: str, r: pd.Series) -> str:
+    """One serving condition's line of the headline: Table 3's ``all`` row on its cells alone, in short."""
+    def x(name: str, label: str, spec: str = ".2f", unit: str = "") -> str:
+        v = r.get(name, np.nan)
+        return f"{label} {format(v, spec)}{unit}" if v is not None and np.isfinite(v) else f"{label} not computed"
+
+    parts = [x("gain_mean", "mean gain"), x("lambda_mean", "λ"), x("rounds_ratio_mean", "R/R*", unit="x"),
+             x("time_ratio_mean", "T/T*", unit="x")]
+    g = int(r.get("n_graded", 0) or 0)
+    if g:
+        ci = (f" [{r['accuracy_delta_pp_mean_lo']:.1f}, {r['accuracy_delta_pp_mean_hi']:.1f}]"
+              if np.isfinite(r.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
+        parts.append(f"accuracy {r['accuracy_delta_pp_mean']:+.1f} points{ci}, {int(r['n_drop_2pp'])} of {g} graded cells "
+                     f"lost more than {ACCURACY_DROP_PP:g} points by the one-sided test")
+    return f"{load}: {int(r['n_cells'])} cells, " + ", ".join(parts) + "."
 
 
 def _tasks(analysis: Any, method: str | None = None) -> list[str]:

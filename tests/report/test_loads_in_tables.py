@@ -79,14 +79,16 @@ def test_per_rule_counts_and_lines_keep_loads_apart(serving_model):
                 assert r["n_cells"] == ((cells["serving"] == load) & (cells["method"] == r["method"])
                                         & ~cells["method"].str.endswith("_force_commit")).sum(), (name, load, r["method"])
     lines = wording.headline(analysis).splitlines()
-    assert [ln.split(":")[0] for ln in lines] == [f"At {c}" for c in order]
-    for load, ln in zip(order, lines):
+    assert lines[0].startswith(f"Across {len(chosen)} cells under 4 serving conditions")
+    assert [ln.split(":")[0] for ln in lines[1:5]] == order and lines[5].endswith("All 8 cells are graded.")
+    for load, ln in zip(order, lines[1:5]):
         n = int(((chosen["serving"] == load) & ~chosen["method"].str.endswith("_force_commit")).sum())
-        assert f"Across {n} cells" in ln, ln
+        assert ln.startswith(f"{load}: {n} cells, "), ln
     verdict_lines = [s for tg, _d, _m, s in wording.verdict_sentences(analysis) if tg == "all"]
     for method in sorted(set(analysis.tables["verdicts"]["method"])):
         mine = [s for s in verdict_lines if s.startswith(f"{method} at ")]
         assert [s.split(" at ")[1].split(",")[0] for s in mine] == order, mine
+    assert _model["cards"] == []  # the four pooled numbers would pool the loads
     claim = wording.attribution_claim(analysis).splitlines()
     assert [ln.split(":")[0] for ln in claim] == [f"At {c}" for c in order]
 
