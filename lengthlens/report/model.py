@@ -638,11 +638,15 @@ def build(analysis: AnalysisResult, figures: Mapping[str, Block] | None = None, 
     boxes += [{"id": "grading-warning", "label": "Grading", "text": w} for w in [wording.grading_warning(analysis)] if w]
     boxes += [{"id": "incomplete-warning", "label": "Incomplete arms", "text": w}
               for w in [wording.incomplete_warning(analysis)] if w]
+    # What the cells cover, as the cell table counts it (a baseline without a draft is no pair; Provenance lists all).
+    cells = analysis.tables.get("cells")
+    n_pairs, n_datasets = ((cells[["target", "draft"]].drop_duplicates().shape[0], cells["dataset"].nunique())
+                           if cells is not None and not cells.empty else (len(prov["pairs"]), len(prov["benchmarks"])))
     return {
         "title": "Acceptance length against what happened",
         "version": prov["version"], "generated": prov["generated"],
-        "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {len(prov['pairs'])} "
-                     f"target–draft pair(s) · {len(prov['benchmarks'])} dataset(s) · {prov['generated']}"),
+        "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {n_pairs} "
+                     f"target–draft pair(s) · {n_datasets} dataset(s) · {prov['generated']}"),
         "headline": wording.headline(analysis), "boxes": boxes,
         # The cards pool Table 3's cells; under several serving conditions the headline's line per load replaces them.
         "cards": [] if (analysis.results or {}).get("table3_by_load") else wording.cards(ctx.headline_numbers(analysis)),
