@@ -223,7 +223,8 @@ class AttributionReport(ReportAnalysis):
                 Column("extra_chars_mean", "mean extra characters per paired run", interval=True),
                 Column("n_runs_share_defined", "runs whose own share is defined (extra length not 0)")),
                 written="when runs have texts or logged channel counts"),
-            Table("attribution_summary", "scope (all, table3) × pair (`all`: pooled; per pair with several) × rule, "
+            Table("attribution_summary", "scope (all, table3) × serving condition (where several) × pair (`all`: pooled; per "
+                  "pair with several) × rule, "
                   "and `all`", (
                       Column("scope", "all (every cell) or table3 (the cells Table 3 uses)", label="cells", fmt="text"),
                       *keys("method", also=("serving", "target", "draft")),

@@ -230,7 +230,7 @@ class VerdictsReport(ReportAnalysis):
     name = "verdicts"
     stage = "arms and Table 3"
     outputs = Outputs(
-        tables=(Table("verdicts", "scope (table3, all) × pair (or `all`) × rule", (
+        tables=(Table("verdicts", "scope (table3, all) × serving condition (where several) × pair (or `all`) × rule", (
             Column("scope", "table3 (the cells Table 3 uses, small ones counted apart) or all (every α)"),
             *keys("method", also=("serving", "target", "draft")),
             Column("n_cells", "cells counted (small ones left out)", label="cells", fmt="int"),
