@@ -14,7 +14,8 @@ Then prints, in one run (every figure below comes from this run, on this machine
 * the study-style loop on the same data: per cell, numpy draws of item indices (B x n) and the per-item
   sums gathered with fancy indexing, the registry's formulas, percentiles (a stratified sample of
   cells, scaled to all 360);
-* the ratio the project holds itself to: the whole ``--no-pdf`` report at least 4x faster than that loop;
+* the ratios the project holds itself to: the whole ``--no-pdf`` report at least 4x faster than that loop, the
+  report with the PDF at least 3x (issue 30); the same ratios in CPU seconds, which a loaded machine disturbs less;
 * with ``--real``, the report on real logs (with and without the PDF);
 * the PDF's price on both: the report with the PDF against the ``--no-pdf`` command, in wall and in CPU
   seconds (target: at most 1.2x). ``--pdf-only`` times just those commands.
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 TARGET_VS_STUDY = 4.0
+TARGET_PDF_VS_STUDY = 3.0
 TARGET_PDF = 1.2
 _STAGE = re.compile(r"^lengthlens: (.+?) (\d+\.\d) s$")
 
@@ -161,9 +163,9 @@ def study_loop(cells, n_resamples: int) -> list[float]:
 
     names = REGISTRY.interval_metrics
     needed = sorted({q for m in names for q in REGISTRY.sums_of(m)})
-    times = []
+    times, cpu = [], []
     for i, c in enumerate(cells):
-        t = time.perf_counter()
+        t, t_cpu = time.perf_counter(), time.process_time()
         per_run = REGISTRY.quantities_of(c.fields, c.n_runs)
         X = {q: np.bincount(c.item, weights=per_run[q], minlength=c.n_items) for q in needed}
         idx = np.random.default_rng(i).integers(0, c.n_items, size=(n_resamples, c.n_items))
@@ -172,7 +174,8 @@ def study_loop(cells, n_resamples: int) -> list[float]:
         for m in names:
             np.nanpercentile(reps[m], [2.5, 97.5])
         times.append(time.perf_counter() - t)
-    return times
+        cpu.append(time.process_time() - t_cpu)
+    return times, cpu
 
 
 def startup() -> None:
@@ -228,12 +231,20 @@ def main() -> int:
     show("lengthlens report PAPER (with the PDF)", with_pdf)
     pdf_ok = pdf_price("paper scale", no_pdf, with_pdf)
     cells, weights, n_all = cell_sample(flat, args.study_cells)
-    study = float(np.dot(study_loop(cells, args.n_resamples), weights))
+    wall, cpu = study_loop(cells, args.n_resamples)
+    study, study_cpu = float(np.dot(wall, weights)), float(np.dot(cpu, weights))
     scaled = "" if len(cells) == n_all else f" (timed on {len(cells)} cells, every dataset in proportion, scaled to {n_all})"
-    print(f"study-style numpy loop, intervals only:       {study:6.1f} s{scaled}")
+    print(f"study-style numpy loop, intervals only:       {study:6.1f} s wall, {study_cpu:6.1f} s CPU{scaled}")
     ratio = study / no_pdf["wall"]
     print(f"ratio: the whole --no-pdf report is {ratio:.2f}x faster than the study-style loop   "
           f"target >= {TARGET_VS_STUDY:.0f}x: {'ok' if ratio >= TARGET_VS_STUDY else 'MISSED'}")
+    ratio_pdf = study / with_pdf["wall"]
+    print(f"ratio: the report with the PDF is {ratio_pdf:.2f}x faster than the study-style loop   "
+          f"target >= {TARGET_PDF_VS_STUDY:.0f}x: {'ok' if ratio_pdf >= TARGET_PDF_VS_STUDY else 'MISSED'}")
+    # On a shared machine wall time measures the other users too; CPU seconds (the report's worker processes
+    # included) measure the work, which is what the code changes.
+    print(f"in CPU seconds: the --no-pdf report {study_cpu / no_pdf['cpu']:.2f}x, with the PDF "
+          f"{study_cpu / with_pdf['cpu']:.2f}x less than the loop")
     if args.real is not None:
         real_no_pdf = time_report(args.real, out / "real-no-pdf", args.n_resamples, args.repeat, "--no-pdf")
         show("lengthlens report REAL --no-pdf", real_no_pdf)

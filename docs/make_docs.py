@@ -58,8 +58,7 @@ def outputs_md() -> str:
              "paired runs. Metrics with an interval have `<stem>_lo` and `<stem>_hi` columns.", "",
              "| column | label | definition | meaning | interval | needs |", "|---|---|---|---|---|---|"]
     for m in REGISTRY.metrics:
-        interval = {None: "none", "ratio": f"`{m.stem}_lo`, `{m.stem}_hi` (studentized, log scale)",
-                    "difference": f"`{m.stem}_lo`, `{m.stem}_hi` (percentile)"}[m.interval]
+        interval = "none" if m.interval is None else f"`{m.stem}_lo`, `{m.stem}_hi` ({m.interval_method})"
         needs = ", ".join(f"`{f}`" for f in REGISTRY.inputs_of(m.name)) or "verdicts (`correct`)"
         lines.append(f"| `{m.name}` | {m.label} | {m.formula} | {m.description} | {interval} | {needs} |")
     lines += ["", "### Other columns", "", "| column | meaning |", "|---|---|"]

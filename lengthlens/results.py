@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,6 +49,8 @@ class Estimate:
     method asked for (e.g. the bootstrap-t was unbounded and the percentile interval stands in) or why
     the estimate is undefined. ``undefined_resamples`` counts resamples where the statistic had no value
     (e.g. a zero denominator): they are left out of the interval and reported rather than hidden.
+    ``replicates`` is the statistic in every resample (a numpy array, NaN where undefined) when the
+    caller asked to keep it (``keep_replicates=True``), else None.
 
     Examples
     --------
@@ -64,6 +66,7 @@ class Estimate:
     confidence_level: float = _NAN
     undefined_resamples: int = 0
     note: str = ""
+    replicates: Any = field(default=None, repr=False, compare=False)
 
     @property
     def low(self) -> float:

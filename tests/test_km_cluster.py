@@ -9,7 +9,7 @@ from scipy import stats
 
 from lengthlens.analyses.censoring import KM_RESAMPLES, censoring_cell
 from lengthlens.stats.resample import item_counts
-from lengthlens.stats.survival import KM_CLUSTER_CI, kaplan_meier, km_quantiles_many
+from lengthlens.stats.survival import kaplan_meier, km_quantiles_many
 
 
 def _runs(rng, n, seeds, budget=np.inf):
@@ -31,6 +31,35 @@ def test_weighted_quantiles_equal_a_loop_of_weighted_kaplan_meier_fits():
         assert q[b].tolist() == ref
 
 
+@pytest.mark.parametrize("n_items, seeds, early", [(15, 2, 0.15), (130, 3, 0.0), (130, 3, 0.1), (86, 3, 0.02)])
+def test_item_weights_give_every_resample_s_curve_at_once_as_a_loop_of_weighted_fits_does(n_items, seeds, early):
+    """Item weights (B, n_items) with each run's item, all rows at once and in blocks, against one weighted KM fit per
+    resample (its survival checked against lifelines' weighted KaplanMeierFitter): censoring at the budget only (the
+    quantiles from the event counts alone), and before it too (some rows' quantiles from the product); short rows and
+    long ones (searched chunk by chunk)."""
+    from lifelines import KaplanMeierFitter
+
+    rng = np.random.default_rng(n_items + int(100 * early))
+    L, cut, item = _runs(rng, n_items, seeds, budget=500.0)
+    cut |= rng.random(L.size) < early  # censoring before the budget too
+    counts = item_counts(n_items, 120, rng).astype(np.uint8)
+    counts[5] = 0  # a row with no weight: NaN
+    q = km_quantiles_many(L, ~cut, counts, item=item, block=7)
+    assert np.isnan(q[5]).all()
+    counts[5] = 1
+    fitter = KaplanMeierFitter()
+    q[5] = km_quantiles_many(L, ~cut, counts[5:6], item=item)[0]
+    for b in range(len(counts)):
+        w = counts[b][item].astype(float)
+        km = kaplan_meier(L, cut, weights=w)
+        assert q[b].tolist() == [np.inf if np.isnan(e.point) else e.point for e in km.quantiles]
+        if b < 10:
+            keep = w > 0
+            fitter.fit(L[keep], ~cut[keep], weights=w[keep])
+            sf = fitter.survival_function_.iloc[:, 0]
+            np.testing.assert_allclose(km.survival, sf.loc[km.times].to_numpy(), rtol=1e-12)
+
+
 def test_cell_median_interval_is_the_expanded_percentile_interval_of_item_resampled_medians():
     rng = np.random.default_rng(8)
     L, cut, item = _runs(rng, 10, 4)
@@ -40,7 +69,7 @@ def test_cell_median_interval_is_the_expanded_percentile_interval_of_item_resamp
     medians = [kaplan_meier(L, cut, weights=c[item]).median.point for c in counts[:KM_RESAMPLES]]
     # the expanded percentile levels at 10 items: Φ(∓ sqrt(10/9) t_9(0.975)) (Hesterberg 2015)
     a = stats.norm.cdf(-np.sqrt(10 / 9) * stats.t.ppf(0.975, 9))
-    assert cell.km.median.method == KM_CLUSTER_CI
+    assert cell.km.median.method == "expanded_percentile"
     assert (cell.km.median.low, cell.km.median.high) == pytest.approx(tuple(np.quantile(medians, [a, 1 - a])), rel=1e-12)
 
 

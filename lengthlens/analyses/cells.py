@@ -21,7 +21,7 @@ from lengthlens.stats import metrics
 from lengthlens.stats.influence import INFLUENTIAL_SHARE, RatioInfluence, ratio_influence
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp_point
 from lengthlens.stats.multiplicity import benjamini_hochberg, holm
-from lengthlens.stats.paired import (ALPHA_ONE_SIDED, accuracy_change_interval, accuracy_loss_test, accuracy_mdd_pp,
+from lengthlens.stats.paired import (ALPHA_ONE_SIDED, accuracy_loss_test, accuracy_mdd_pp,
                                      smallest_attainable_p)
 from lengthlens.stats.signflip import paired_accuracy_test
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
@@ -46,6 +46,24 @@ SIGNIFICANCE = 0.05
 
 _LOSS = (f"loss of more than {ACCURACY_DROP_PP:g} points: one-sided test at {ALPHA_ONE_SIDED:.1%} of H0 "
          f"change ≥ −{ACCURACY_DROP_PP:g} points")
+
+def _influence_columns(reg: metrics.Registry) -> dict[str, str]:
+    """cells.csv's influence columns of the registry's metrics marked ``influence`` (and the flag they set), described."""
+    inf = reg.influence_metrics
+    labels = {m: reg.metric(m).label for m in inf}
+    out = {}
+    for m, (x, y) in inf.items():
+        out.update({f"{m}_item_min": f"{labels[m]}: smallest item ratio (an item's seeds added up)",
+                    f"{m}_item_max": f"{labels[m]}: largest item ratio; no resample, and no default interval, leaves this range",
+                    f"{m}_loo_lo": f"{labels[m]}: smallest value with one item left out",
+                    f"{m}_loo_hi": f"{labels[m]}: largest value with one item left out"})
+        if m != "lambda":
+            out[f"{m}_top_share"] = f"the largest share one item has of either sum of {labels[m]} ({x} or {y})"
+    names = ", ".join(labels.values())
+    out["influential"] = (f"one item carries more than {INFLUENTIAL_SHARE:.0%} of either sum of {names}, or one of them has "
+                          "an interval excluding 1 while leaving one item out puts it on the other side of 1")
+    return out
+
 
 #: What each of cells.csv's columns beside the metrics holds (the metrics' own come from the registry).
 CELL_COLUMNS: dict[str, str] = {
@@ -75,8 +93,6 @@ CELL_COLUMNS: dict[str, str] = {
     "accuracy_p_smallest": "the smallest accuracy_p the cell's test could give at its size (every unit flipped one way)",
     "in_accuracy_family": "counts in the family the multiplicity columns adjust over: graded, not partly graded, "
                           f"at least {SMALL_N_ITEMS} items",
-    "rounds_ratio_median_item": "median over items of the item's mean per-run R/R*",
-    "time_ratio_median_item": "median over items of the item's mean per-run T/T*",
     "budget": "the relaxed runs' token budget (max_new_tokens)", "n_items_baseline": "items of the group's baseline",
     "coverage": "n_items / n_items_baseline: the share of its baseline's items the cell covers",
     "complete": f"coverage of at least {COMPLETE_SHARE:.0%}; an incomplete arm (say an answer file cut short) is marked "
@@ -88,17 +104,8 @@ CELL_COLUMNS: dict[str, str] = {
                          "item-ratio range: percentile interval'; the bootstrap-t unbounded, or past the item ratios)",
     "unbounded": "metrics whose interval is still unbounded or undefined at a defined estimate, each with the reason",
     "percentile_fallback": "old form of interval_fallback: the metrics' names only (kept for one release)",
-    "influence_top_share": "the largest share one item has of the cell's output-token sum (relaxed or baseline)",
-    **{f"{m}_{part}": f"{words}: {what}" for m, words in (("lambda", "λ"), ("rounds_ratio", "R/R*"), ("time_ratio", "T/T*"))
-       for part, what in (("item_min", "smallest item ratio (an item's seeds added up)"),
-                          ("item_max", "largest item ratio; no resample, and no default interval, leaves this range"),
-                          ("loo_lo", "smallest value with one item left out"),
-                          ("loo_hi", "largest value with one item left out"))},
-    "rounds_ratio_top_share": "the largest share one item has of the cell's verifier-round sum (either arm)",
-    "time_ratio_top_share": "the largest share one item has of the cell's wall-time sum (either arm)",
-    "influential": f"one item carries more than {INFLUENTIAL_SHARE:.0%} of the output-token, round or wall-time sum "
-                   "of either arm, or λ, R/R* or T/T* has an interval excluding 1 while leaving one item out puts it "
-                   "on the other side of 1",
+    "influence_top_share": "the largest share one item has of either sum of λ (output tokens, relaxed or baseline)",
+    **_influence_columns(metrics.REGISTRY),
     "n_graded_items": "items with at least one pair graded on both sides",
     "graded_partial": "graded on fewer than half its items: accuracy shown, kept out of the accuracy counts",
     "accuracy_p_holm": "accuracy_p adjusted by Holm over the cells in_accuracy_family (family-wise); empty outside it",
@@ -115,8 +122,6 @@ CELL_COLUMNS: dict[str, str] = {
 
 _NAN = float("nan")
 
-#: The ratios of sums whose items' influence each cell reports, with the sums they are made of.
-INFLUENCE_METRICS = {"lambda": ("L", "L_star"), "rounds_ratio": ("R", "R_star"), "time_ratio": ("T", "T_star")}
 #: A graded cell's per-item accuracy sums (graded pairs, correct relaxed, correct baseline), kept for pooling across cells.
 ACCURACY_ITEM_SUMS = ("n_graded", "c", "c_star")
 
@@ -135,8 +140,9 @@ class Cell:
     """One relaxed arm paired with its strict baseline on the items where both runs are ok.
 
     ``estimates`` maps each registry metric to its :class:`~lengthlens.results.Estimate` (NaN where its
-    inputs are not logged: ``unavailable`` says why); the accuracy change's default interval is Tango's
-    score interval (one graded pair per item) or a t interval over items (several seeds). ``accuracy_test``
+    inputs are not logged: ``unavailable`` says why), with the interval its registry row declares (the
+    accuracy change's: Tango's score interval, one graded pair per item, or a t interval over items with
+    several seeds). ``accuracy_test``
     is the paired accuracy test, mid-p (McNemar with one run per item, the item-level sign-flip test
     with several seeds), ``accuracy_test_exact`` the same test's exact p; None when nothing is graded;
     ``accuracy_p_holm``/``accuracy_q_bh`` adjust the mid-p over the cells ``in_accuracy_family``.
@@ -169,11 +175,10 @@ class Cell:
     accuracy_mdd_pp: float = _NAN
     accuracy_p_holm: float | None = None
     accuracy_q_bh: float | None = None
-    rounds_ratio_median_item: float = _NAN
-    time_ratio_median_item: float = _NAN
-    #: λ, R/R* and T/T*: single items' weight in them (absent where the metric is unavailable).
+    #: The registry's metrics marked ``influence`` (λ, R/R*, T/T*): single items' weight in them (absent where the
+    #: metric is unavailable).
     influence: Mapping[str, RatioInfluence] = field(default_factory=dict)
-    #: The cell's items and their totals (seeds added up) of the sums of :data:`INFLUENCE_METRICS`, for :meth:`items_frame`,
+    #: The cell's items and their totals (seeds added up) of the sums of those metrics, for :meth:`items_frame`,
     #: and of :data:`ACCURACY_ITEM_SUMS` when graded (what :func:`lengthlens.stats.meta.accuracy_change_variance` reads).
     items: tuple[str, ...] = field(default=(), repr=False, compare=False)
     item_totals: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
@@ -182,6 +187,18 @@ class Cell:
 
     def __getitem__(self, metric: str) -> Estimate:
         return self.estimates[metric]
+
+    @property
+    def rounds_ratio_median_item(self) -> float:
+        """The median over items of the item's mean per-run R/R* (a registry metric over items)."""
+        e = self.estimates.get("rounds_ratio_median_item")
+        return _NAN if e is None else e.point
+
+    @property
+    def time_ratio_median_item(self) -> float:
+        """The median over items of the item's mean per-run T/T* (a registry metric over items)."""
+        e = self.estimates.get("time_ratio_median_item")
+        return _NAN if e is None else e.point
 
     @property
     def key(self) -> dict[str, Any]:
@@ -303,7 +320,6 @@ class Cell:
             "accuracy_p": self.accuracy_p, "accuracy_test": None if test is None else test.method,
             "accuracy_p_exact": self.accuracy_p_exact, "accuracy_p_smallest": self.accuracy_p_smallest,
             "in_accuracy_family": self.in_accuracy_family,
-            "rounds_ratio_median_item": self.rounds_ratio_median_item, "time_ratio_median_item": self.time_ratio_median_item,
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
             "coverage": self.coverage, "complete": self.complete,
             "unavailable": _unavailable_note(self.unavailable) or None, "small_n": self.small_n,
@@ -315,7 +331,7 @@ class Cell:
             "n_graded_items": self.n_graded_items, "graded_partial": self.graded_partial,
             "accuracy_p_holm": self.accuracy_p_holm, "accuracy_q_bh": self.accuracy_q_bh,
         })
-        for m in INFLUENCE_METRICS:
+        for m in reg.influence_metrics:
             inf = self.influence.get(m)
             for part in ("item_min", "item_max", "loo_lo", "loo_hi"):
                 row[f"{m}_{part}"] = _NAN if inf is None else getattr(inf, part)
@@ -331,7 +347,7 @@ class Cell:
         each sum and the cell's ratio without it (largest share first)."""
         rows: dict[str, Any] = {"item_id": list(self.items)}
         first = None
-        for m, (x, y) in INFLUENCE_METRICS.items():
+        for m, (x, y) in metrics.registry().influence_metrics.items():
             if m not in self.influence or x not in self.item_totals:
                 continue
             a, b = self.item_totals[x], self.item_totals[y]
@@ -440,7 +456,6 @@ class _CellData:
     item_sums: dict[str, np.ndarray]
     missing: dict[str, int]
     budget: float
-    ratios: dict[str, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -464,10 +479,8 @@ class CellsAnalysis:
         resampled = tuple(dict.fromkeys(q for name in interval for q in reg.sums_of(name)))
         missing = {f: int(np.sum(_missing(cell, f))) for f in reg.inputs}
         budget = cell.fields.get("max_new_tokens")
-        ratios = {"rounds_ratio": _item_means(cell, cell.fields["draft_rounds"] / cell.fields["draft_rounds_star"]),
-                  "time_ratio": _item_means(cell, cell.fields["wall_time_s"] / cell.fields["wall_time_s_star"])}
         known = budget[~np.isnan(budget)] if budget is not None else np.empty(0)
-        data = _CellData(item_sums, missing, float(known.max()) if known.size else _NAN, ratios)
+        data = _CellData(item_sums, missing, float(known.max()) if known.size else _NAN)
         return Plan(cell, {q: item_sums[q] for q in resampled}, interval, data)
 
     def finish(self, results: list[CellResult], settings: Settings) -> list[tuple[Cell, dict[str, np.ndarray]]]:
@@ -484,6 +497,7 @@ class CellsAnalysis:
         cell, data = r.cell, r.plan.data
         why = reg.unavailable(data.missing, cell.n_runs)
         point = reg.evaluate({q: v.sum() for q, v in data.item_sums.items()})
+        point.update(reg.evaluate_items(data.item_sums, [m for m in reg.item_metrics if m not in why]))
         ests: dict[str, Estimate] = {}
         for m in reg.metrics:
             if m.name in why:
@@ -497,8 +511,6 @@ class CellsAnalysis:
         n_graded_items = int(np.sum(s["n_graded"] > 0))
         graded = bool(n_graded)
         partial = graded and is_partly_graded(n_graded_items, cell.n_items)
-        if graded and settings.ci == "studentized" and "accuracy_delta_pp" not in why:
-            ests["accuracy_delta_pp"] = _score_estimate(ests["accuracy_delta_pp"].point, s, settings.confidence_level)
         delta = ests["accuracy_delta_pp"]
         test = paired_accuracy_test(s["n_graded"], s["c"], s["c_star"]) if graded else None
         exact = paired_accuracy_test(s["n_graded"], s["c"], s["c_star"], mid_p=False) if graded else None
@@ -515,10 +527,9 @@ class CellsAnalysis:
             wrong_to_right=int(s["w2r"].sum()) if graded else None, right_to_wrong=int(s["r2w"].sum()) if graded else None,
             drop_2pp=bool(loss.pvalue < ALPHA_ONE_SIDED) if loss is not None else None,
             drop_2pp_point=drop_2pp_point(delta.point) if flagged else None,
-            rounds_ratio_median_item=_NAN if "rounds_ratio" in why else data.ratios["rounds_ratio"],
-            time_ratio_median_item=_NAN if "time_ratio" in why else data.ratios["time_ratio"],
-            influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in INFLUENCE_METRICS.items() if m not in why},
-            items=cell.items, item_totals={**{q: s[q] for m, pair in INFLUENCE_METRICS.items() if m not in why for q in pair},
+            influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in reg.influence_metrics.items() if m not in why},
+            items=cell.items, item_totals={**{q: s[q] for m, pair in reg.influence_metrics.items() if m not in why
+                                              for q in pair},
                                            **({q: s[q] for q in ACCURACY_ITEM_SUMS} if graded else {})},
             serving=key.get("serving") or "",
         )
@@ -530,23 +541,6 @@ def _missing(cell: CellRuns, f: str) -> np.ndarray:
     if a is None or b is None:
         return np.ones(cell.n_runs, dtype=bool)
     return np.isnan(a) | np.isnan(b)
-
-
-def _item_means(cell: CellRuns, per_run: np.ndarray) -> float:
-    """The median over items of the mean of a per-run quantity over the item's runs (seeds): items count once each."""
-    with np.errstate(all="ignore"):
-        known = ~np.isnan(per_run)
-        n = np.bincount(cell.item[known], minlength=cell.n_items)
-        total = np.bincount(cell.item[known], weights=per_run[known], minlength=cell.n_items)
-        means = total[n > 0] / n[n > 0]
-    return float(np.median(means)) if means.size else _NAN
-
-
-def _score_estimate(point: float, s: Mapping[str, np.ndarray], level: float) -> Estimate:
-    """The accuracy change's default estimate: Tango's score interval, or the t interval over items with seeds (points)."""
-    lo, hi, se, how = accuracy_change_interval(s["n_graded"], s["c"], s["c_star"], level)
-    return Estimate(point, ConfidenceInterval(100.0 * lo, 100.0 * hi), standard_error=100.0 * se, method=how,
-                    confidence_level=level)
 
 
 def _adjust_across_cells(cells_: list[Cell]) -> tuple[Cell, ...]:
@@ -605,7 +599,7 @@ def family_can_reject(cells_: CellTable | Iterable[Cell] | pd.DataFrame) -> bool
 
 def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = DEFAULT_SEED,
           ci: Literal["studentized", "percentile", "bca"] = "studentized",
-          confidence_level: float = DEFAULT_CONFIDENCE, workers: int = 1) -> CellTable:
+          confidence_level: float = DEFAULT_CONFIDENCE, workers: int = 1, keep_replicates: bool = False) -> CellTable:
     """Every cell (relaxed arm × its baseline on shared items) with item-level paired bootstrap intervals.
 
     Parameters
@@ -613,11 +607,13 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     runs : loaded runs (:func:`lengthlens.load`).
     n_resamples : bootstrap resamples per group (the same draws serve every arm of the group).
     seed : with the group's names, fixes the draws: same seed, same numbers, bit for bit.
-    ci : ``studentized`` (default: bootstrap-t on the log scale with the delta-method SE for ratio
-        metrics; percentile for the accuracy change), ``percentile``, or ``bca`` (bias-corrected
-        and accelerated, jackknife over items).
+    ci : ``studentized`` (default: each metric's declared interval, as docs/outputs.md lists them:
+        bootstrap-t on the log scale with the delta-method SE for the ratios, Tango's score interval for
+        the accuracy change, a t interval over items where an item has several graded seeds),
+        ``percentile``, or ``bca`` (bias-corrected and accelerated, jackknife over items), for every metric.
     confidence_level : the intervals' level.
     workers : worker processes for large inputs (the numbers do not depend on it).
+    keep_replicates : keep each interval's bootstrap distribution (:attr:`Estimate.replicates`, n_resamples values).
 
     Returns
     -------
@@ -630,7 +626,8 @@ def cells(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int = D
     >>> runs = ll.load(ll.synth.example_path())                 # doctest: +SKIP
     >>> ll.cells(runs).get(dataset="gsm8k", method="cactus", params="alpha0.35")["lambda"]   # doctest: +SKIP
     """
-    settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
+    settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
+                        keep_replicates=keep_replicates)
     (table,) = run_on(runs, [CellsAnalysis()], settings, workers=workers)
     return table
 

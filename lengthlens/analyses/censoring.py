@@ -5,8 +5,10 @@ plain ratio λ = mean(L) / mean(L*) (censored runs counted at the budget) *under
 inflation. Per cell (a relaxed arm paired with its baseline on the same items) this gives the
 censored share of both sides, Kaplan–Meier quantiles (:mod:`lengthlens.stats.survival`), the
 restricted mean up to a common horizon, λ on the pairs where neither side is censored, and the AFT
-geometric-mean (time) ratio (:mod:`lengthlens.stats.aft`: a ratio of geometric means, not λ, a ratio of means). The ratios'
-intervals come from the engine's draws and interval code, as the cell table's do;
+geometric-mean (time) ratio (:mod:`lengthlens.stats.aft`: a ratio of geometric means, not λ, a ratio of means). Every
+interval that resamples comes from the engine's draws and interval code, as the cell table's do, and honours ``ci=``:
+the ratios of sums, and the statistics of the items themselves (the Kaplan–Meier quartiles, the restricted-mean
+ratio where censoring comes before the horizon, the AFT bootstrap refits), each declared with its default interval;
 :class:`CensoringAnalysis` is the analysis, :func:`survival_curves` what the survival figure draws.
 """
 
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -24,8 +27,9 @@ from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, res
 from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table, keys
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
 from lengthlens.stats.aft import DEFAULT_AFT_RESAMPLES, DISTS, AFTBootstrap, AFTFit, aft_sandwich, fit_aft, fit_aft_bootstrap, fit_aft_many
-from lengthlens.stats.intervals import Ratio, expanded_percentile_levels, quantiles_with_inf
-from lengthlens.stats.survival import KaplanMeier, cluster_quantile_intervals, kaplan_meier, restricted_means_many
+from lengthlens.stats.intervals import Ratio, Statistic, Weighted
+from lengthlens.stats.survival import (KaplanMeier, kaplan_meier, km_quantiles_weighted, restricted_means_many,
+                                       with_item_intervals)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -40,8 +44,11 @@ _NAN = float("nan")
 DEFAULT_AFT_DISTS: tuple[str, ...] = ("lognormal",)
 
 #: Resamples (the first of the cell's draws) for the Kaplan–Meier quantiles' item-level intervals: each is a
-#: weighted KM curve over every run, so fewer than the ratios' sums get.
+#: weighted KM curve over every run, so fewer than the ratios' sums get (declared with the statistic).
 KM_RESAMPLES = 1000
+
+#: The note of a restricted-mean ratio whose censoring comes before the horizon (no function of sums then).
+RMST_WEIGHTED_NOTE = "restricted means of weighted Kaplan–Meier curves"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -62,6 +69,18 @@ def _rmst_ratio(s):
 
 STATISTICS = {"lambda_plain": Ratio(_lambda_plain), "lambda_uncensored_pairs": Ratio(_lambda_uncensored),
               "rmst_ratio": Ratio(_rmst_ratio)}
+
+
+def _rmst_ratio_weighted(L, event, Ls, event_s, item, tau, W):
+    """The restricted-mean ratio of the weighted KM curves of both arms, per row of item weights ``W``."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return restricted_means_many(L, event, W, tau, item=item) / restricted_means_many(Ls, event_s, W, tau, item=item)
+
+
+def _aft_time_ratios(lengths, censored, relaxed, item, dist, fit, W):
+    """The AFT time ratio exp(β) refitted at every row of item weights ``W`` (warm-started at the point fit)."""
+    with np.errstate(over="ignore"):
+        return np.exp(fit_aft_bootstrap(lengths, censored, relaxed, np.asarray(W)[:, item], dist, start=fit).beta)
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compare fields, not objects
@@ -176,6 +195,14 @@ class _Prepared:
     budget_star: float | None
     budgets_differ: bool | None
     n_pairs: int
+    #: With ``aft_ci="bootstrap"``: each law's point fit (the refits start there), else empty.
+    aft_fits: Mapping[str, AFTFit] = field(default_factory=dict)
+
+    @property
+    def censored_before_tau(self) -> bool:
+        """Some run is censored before the horizon: KM is not the empirical law below it, nor the restricted mean a
+        mean of min(L, tau), so the restricted-mean ratio is no function of sums."""
+        return bool(np.any(self.c & (self.L < self.tau)) or np.any(self.cs & (self.Ls < self.tau)))
 
 
 def _max_or_none(values: np.ndarray | None) -> float | None:
@@ -215,24 +242,38 @@ def prepare(L: np.ndarray, censored: np.ndarray, budget: np.ndarray | None, L_st
     return prepared, columns
 
 
-def _ratio_cell(p: _Prepared, est: Mapping[str, Estimate], counts: np.ndarray, level: float) -> dict[str, Any]:
+def statistics(p: _Prepared, *, aft_ci: str = "sandwich", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
+               aft_dists: Sequence[str] = DEFAULT_AFT_DISTS) -> dict[str, Statistic | Weighted]:
+    """The resampled statistics of one cell, each with its declared interval: the ratios of sums (λ plain, λ on
+    uncensored pairs, the restricted-mean ratio; studentized by default), the Kaplan–Meier quartiles of both arms
+    over the first :data:`KM_RESAMPLES` draws (expanded percentile), the restricted-mean ratio of weighted KM curves
+    where censoring comes before the horizon (expanded percentile), and with ``aft_ci="bootstrap"`` the AFT time
+    ratios refitted on the first ``n_resamples_aft`` draws (percentile)."""
+    out: dict[str, Statistic | Weighted] = dict(STATISTICS)
+    out["km"] = km_quantiles_weighted(p.km, p.L, ~p.c, p.item, KM_RESAMPLES, "km_{}")
+    out["km_star"] = km_quantiles_weighted(p.km_s, p.Ls, ~p.cs, p.item, KM_RESAMPLES, "km_{}_star")
+    if p.censored_before_tau:
+        # a restricted mean of a weighted KM per resample: not a function of sums, so no bootstrap-t; the plain
+        # percentile interval is too narrow at a dozen items, the expanded one widens it as a t interval would
+        out["rmst_ratio"] = Weighted(partial(_rmst_ratio_weighted, p.L, (~p.c).astype(float), p.Ls, (~p.cs).astype(float),
+                                             p.item, p.tau), "expanded_percentile",
+                                     point=p.km.restricted_mean(p.tau) / p.km_s.restricted_mean(p.tau))
+    if aft_ci == "bootstrap":
+        lengths, cens, x, items = _aft_inputs(p)
+        for dist, fit in p.aft_fits.items():
+            out[f"gm_ratio_aft_{dist}"] = Weighted(partial(_aft_time_ratios, lengths, cens, x, items, dist, fit),
+                                                   "percentile", n_resamples_aft, point=fit.lambda_aft)
+    return out
+
+
+def _ratio_cell(p: _Prepared, est: Mapping[str, Estimate]) -> dict[str, Any]:
     """Plain λ, λ on uncensored pairs and the restricted-mean ratio, each with its interval."""
     out: dict[str, Any] = {"lambda_plain": est["lambda_plain"], "n_uncensored_pairs": p.n_pairs}
     out["lambda_uncensored_pairs"] = (est["lambda_uncensored_pairs"] if p.n_pairs
                                       else Estimate(_NAN, ConfidenceInterval(_NAN, _NAN), note="no uncensored pair"))
     rmst, rmst_s = p.km.restricted_mean(p.tau), p.km_s.restricted_mean(p.tau)
-    if not (np.any(p.c & (p.L < p.tau)) or np.any(p.cs & (p.Ls < p.tau))):
-        # Censoring only at or beyond tau: KM up to tau is the empirical law, and the restricted mean a mean of min(L, tau).
-        out["rmst_ratio"] = est["rmst_ratio"]
-    else:  # a restricted mean of a weighted KM per resample: not a function of sums, so no bootstrap-t; the plain
-        # percentile interval is too narrow at a dozen items, the expanded one widens it as a t interval would
-        with np.errstate(divide="ignore", invalid="ignore"):
-            W = counts[:, p.item].astype(float)
-            ratio = (restricted_means_many(p.L, (~p.c).astype(float), W, p.tau)
-                     / restricted_means_many(p.Ls, (~p.cs).astype(float), W, p.tau))
-        lo, hi = quantiles_with_inf(ratio, expanded_percentile_levels(int(np.unique(p.item).size), level))
-        out["rmst_ratio"] = Estimate(rmst / rmst_s, ConfidenceInterval(float(lo), float(hi)), method="expanded_percentile",
-                                     confidence_level=level, note="restricted means of weighted Kaplan–Meier curves")
+    out["rmst_ratio"] = (replace(est["rmst_ratio"], note=RMST_WEIGHTED_NOTE) if p.censored_before_tau
+                         else est["rmst_ratio"])
     out.update(rmst=rmst, rmst_star=rmst_s)
     return out
 
@@ -253,13 +294,21 @@ def deprecated_aft_column(name: str) -> str:
     return "lambda_aft_" + name.removeprefix("gm_ratio_aft_")
 
 
-def _aft_estimates(prepared: Sequence[_Prepared], counts: Sequence[np.ndarray], level: float, aft_ci: str,
-                   n_boot: int, dists: Sequence[str] = DEFAULT_AFT_DISTS) -> list[tuple[dict, dict, dict]]:
+def _aft_fits(p: _Prepared, dists: Sequence[str]) -> dict[str, AFTFit]:
+    """Each law's point fit of one cell (the laws whose log-lengths are all defined), for the bootstrap refits."""
+    lengths, cens, x, _ = _aft_inputs(p)
+    return {dist: fit_aft(lengths, cens, x, None, dist) for dist in dists if bool(np.all(lengths > 0))}
+
+
+def _aft_estimates(results: Sequence[CellResult], level: float, aft_ci: str,
+                   dists: Sequence[str] = DEFAULT_AFT_DISTS) -> list[tuple[dict, dict, dict]]:
     """Per cell and law: the AFT fit, its time ratio with its interval, and the bootstrap refits (None with the sandwich).
 
     With the sandwich interval each law is fitted to all of a group's cells at once (one Newton over
-    one weight row per cell: the same fits, their sums in another order).
+    one weight row per cell: the same fits, their sums in another order); the bootstrap's refits are
+    the engine's (the statistics of :func:`statistics`).
     """
+    prepared: list[_Prepared] = [r.plan.data for r in results]
     inputs = [_aft_inputs(p) for p in prepared]
     out: list[tuple[dict, dict, dict]] = [({}, {}, {}) for _ in prepared]
     for dist in dists:
@@ -279,12 +328,12 @@ def _aft_estimates(prepared: Sequence[_Prepared], counts: Sequence[np.ndarray], 
             continue
         for j in fitted:
             fits, ests, boots = out[j]
-            lengths, cens, x, items = inputs[j]
-            fit = fits[dist] = fit_aft(lengths, cens, x, None, dist)
-            boot = boots[dist] = fit_aft_bootstrap(lengths, cens, x, counts[j][:n_boot][:, items], dist, start=fit)
-            lo, hi = quantiles_with_inf(np.exp(boot.beta), ((1 - level) / 2, 1 - (1 - level) / 2))
-            ests[dist] = Estimate(fit.lambda_aft, ConfidenceInterval(float(lo), float(hi)), method="percentile",
-                                  confidence_level=level, undefined_resamples=boot.n_failed)
+            name = f"gm_ratio_aft_{dist}"
+            fits[dist], ests[dist] = prepared[j].aft_fits[dist], results[j].estimates[name]
+            with np.errstate(divide="ignore"):
+                beta = np.log(results[j].replicates[name])
+            boots[dist] = AFTBootstrap(dist=dist, beta=beta, converged=np.isfinite(beta),
+                                       n_infinite=int(np.sum(np.isinf(beta))), n_failed=int(np.sum(np.isnan(beta))))
     return out
 
 
@@ -316,7 +365,13 @@ class CensoringAnalysis:
         prepared, columns = prepare(f["output_tokens"], f["censored"] > 0, f.get("max_new_tokens"), f["output_tokens_star"],
                                     f["censored_star"] > 0, f.get("max_new_tokens_star"), cell.item, cell.n_items,
                                     settings.confidence_level)
-        return Plan(cell, columns, STATISTICS, prepared)
+        return self._plan(cell, prepared, columns)
+
+    def _plan(self, cell: CellRuns, prepared: _Prepared, columns: Mapping[str, np.ndarray]) -> Plan:
+        if self.aft_ci == "bootstrap":
+            prepared = replace(prepared, aft_fits=_aft_fits(prepared, self.aft_dists))
+        return Plan(cell, columns, statistics(prepared, aft_ci=self.aft_ci, n_resamples_aft=self.n_resamples_aft,
+                                              aft_dists=self.aft_dists), prepared)
 
     def finish(self, results: list[CellResult], settings: Settings) -> list[dict[str, Any]]:
         return [{**r.cell.key, **cell.to_row()} for r, cell in zip(results, self.cells(results, settings))]
@@ -325,20 +380,18 @@ class CensoringAnalysis:
         """The :class:`CensoringCell` of each result (one group's cells: the sandwich fits them at once)."""
         level = settings.confidence_level
         n_aft = min(self.n_resamples_aft, settings.n_resamples) if self.aft_ci == "bootstrap" else 0
-        aft = _aft_estimates([r.plan.data for r in results], [r.sums.counts for r in results], level, self.aft_ci, n_aft,
-                             self.aft_dists)
+        aft = _aft_estimates(results, level, self.aft_ci, self.aft_dists)
         out = []
         for r, (fits, ests, boots) in zip(results, aft):
             p: _Prepared = r.plan.data
-            ratios = _ratio_cell(p, r.estimates, r.sums.counts, level)
-            W = r.sums.counts[:KM_RESAMPLES][:, p.item]
-            km, km_s = (cluster_quantile_intervals(k, x, ~cut, W, r.cell.n_items)
-                        for k, x, cut in ((p.km, p.L, p.c), (p.km_s, p.Ls, p.cs)))
+            km, km_s = (with_item_intervals(k, {q: r.estimates[f"km_{q}{side}"] for q in ("q25", "median", "q75")})
+                        for k, side in ((p.km, ""), (p.km_s, "_star")))
             out.append(CensoringCell(
                 n_items=r.cell.n_items, n_runs=len(p.L), budget=p.budget, budget_star=p.budget_star,
                 budgets_differ=p.budgets_differ, censored_frac=float(p.c.mean()), censored_frac_star=float(p.cs.mean()),
-                km=km, km_star=km_s, rmst_tau=p.tau, **ratios, aft=fits, gm_ratio_aft=ests, aft_boot=boots,
-                n_resamples=settings.n_resamples, n_resamples_aft=n_aft, confidence_level=level, aft_ci_method=self.aft_ci))
+                km=km, km_star=km_s, rmst_tau=p.tau, **_ratio_cell(p, r.estimates), aft=fits, gm_ratio_aft=ests,
+                aft_boot=boots, n_resamples=settings.n_resamples, n_resamples_aft=n_aft, confidence_level=level,
+                aft_ci_method=self.aft_ci))
         return out
 
     def collect(self, rows: list[dict[str, Any]], settings: Settings) -> pd.DataFrame:
@@ -377,8 +430,8 @@ def censoring_cell(L, censored, budget, L_star, censored_star, budget_star, coun
     1.205
     """
     L = np.asarray(L, dtype=float)
-    counts = np.asarray(counts, dtype=float)
-    if counts.ndim != 2:
+    counts = np.asarray(counts)
+    if not np.issubdtype(counts.dtype, np.number) or counts.ndim != 2:
         raise ValueError("counts must be (B, n_items)")
     n_items = counts.shape[1]
     item = np.arange(len(L)) if item_index is None else np.asarray(item_index, dtype=np.int64)
@@ -396,8 +449,9 @@ def censoring_cell(L, censored, budget, L_star, censored_star, budget_star, coun
                                 confidence_level)
     cell = CellRuns(key={}, group=(), n_items_group=n_items, items=tuple(map(str, range(n_items))), item=item, fields={})
     settings = Settings(n_resamples=counts.shape[0], ci=ci, confidence_level=confidence_level)
-    result = resample_plan(Plan(cell, columns, STATISTICS, prepared), counts, settings)
-    return CensoringAnalysis(aft_ci, n_resamples_aft, tuple(aft_dists)).cells([result], settings)[0]
+    analysis = CensoringAnalysis(aft_ci, n_resamples_aft, tuple(aft_dists))
+    result = resample_plan(analysis._plan(cell, prepared, columns), counts, settings)
+    return analysis.cells([result], settings)[0]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 A comparison is a cell whose two sides are any two selections of runs: the same metrics, the same
 paired item bootstrap and the same intervals as the cell table (:class:`~lengthlens.analyses.cells.CellsAnalysis`
 on the engine). Runs pair within the same target, draft and dataset on (item, seed, turn); items are
-resampled within each of those groups (strata), so a comparison can pool several datasets without
-mixing their items.
+resampled within each of those groups (strata), each drawn as the cell table draws that group
+(:func:`~lengthlens.analyses.engine.pooled_group`), so a comparison can pool several datasets without
+mixing their items, and a relaxed arm compared with its baseline gets its cell's intervals.
 """
 
 from __future__ import annotations
@@ -18,13 +19,12 @@ import numpy as np
 import polars as pl
 
 from lengthlens.analyses.cells import Cell, CellsAnalysis
-from lengthlens.analyses.engine import CellRuns, Group, Settings, run
+from lengthlens.analyses.engine import Settings, group_items, pooled_group, run
 from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table
 from lengthlens.data.pairing import pair
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, STRICT, UNIT_KEY
 from lengthlens.results import Estimate, TestResult, frame, frame_html
-from lengthlens.stats.metrics import Sums
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
@@ -98,31 +98,10 @@ def _ok_runs(runs: RunSet) -> pl.DataFrame:
     return t
 
 
-def comparison_group(units: pl.DataFrame, strata_key: tuple[str, ...], fields: tuple[str, ...],
-                     key: Mapping[str, Any]) -> Group:
-    """One group of one cell from paired runs ``units``, its items resampled within each ``strata_key`` value."""
-    strata = units.select(strata_key).unique().sort(list(strata_key))
-    labels = [tuple(r) for r in strata.iter_rows()]
-    index = {lab: s for s, lab in enumerate(labels)}
-    tagged = units.with_columns(pl.concat_str([pl.col(k).cast(pl.String).fill_null("") for k in strata_key]
-                                              + [pl.col("item_id").cast(pl.String)], separator="\x1f").alias("_item"))
-    items = tuple(sorted(set(tagged.get_column("_item").to_list())))
-    position = {it: i for i, it in enumerate(items)}
-    item = np.fromiter(map(position.__getitem__, tagged.get_column("_item").to_list()), dtype=np.int64, count=tagged.height)
-    stratum_of_run = [index[tuple(r)] for r in tagged.select(strata_key).iter_rows()]
-    stratum = np.zeros(len(items), dtype=np.int64)
-    stratum[item] = stratum_of_run
-    present = [f for f in fields if f in tagged.columns]
-    values = tagged.select([pl.col(f).cast(pl.Float64) for f in present]).to_numpy()
-    cell = CellRuns(key=key, group=("compare",), n_items_group=len(items), items=items, item=item,
-                    fields=Sums({f: np.ascontiguousarray(values[:, k]) for k, f in enumerate(present)}), strata=stratum)
-    return Group(names=("compare",), items=items, cells=(cell,),
-                 stratum_names=tuple(("compare", *map(str, lab)) for lab in labels))
-
-
 def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resamples: int = DEFAULT_N_RESAMPLES,
             seed: int = DEFAULT_SEED, ci: Literal["studentized", "percentile", "bca"] = "studentized",
-            confidence_level: float = DEFAULT_CONFIDENCE, within_draft: bool | None = None) -> Comparison:
+            confidence_level: float = DEFAULT_CONFIDENCE, within_draft: bool | None = None,
+            keep_replicates: bool = False) -> Comparison:
     """Compare arm X with arm Y on shared items (an intervention against its base arm, two rules, two methods).
 
     Parameters
@@ -133,6 +112,8 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
     n_resamples, seed, ci, confidence_level : as for :func:`lengthlens.cells` (the same metrics and intervals).
     within_draft : pair within target, draft and dataset (True) or within target and dataset (False,
         arms with different drafts: EAGLE against SpS); None decides by whether the selections share a draft.
+        Within a draft each (target, draft, dataset) is resampled with the cell table's draws of that group.
+    keep_replicates : keep each interval's bootstrap distribution (:attr:`Estimate.replicates`).
 
     Returns
     -------
@@ -162,10 +143,9 @@ def compare(runs: RunSet, x: Mapping[str, Any], y: Mapping[str, Any], *, n_resam
 
     analysis = CellsAnalysis()
     key = {k: label(k) for k in ("target", "draft", "dataset", "method", "params", "serving")} | {"alpha": None}
-    # Strata are the groups; without a logged serving condition they are what they were before it existed.
-    strata_key = tuple(k for k in group_key if k != "serving" or key["serving"] != "")
-    group = comparison_group(units, strata_key, analysis.fields, key)
-    settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level)
+    group = pooled_group(units, analysis.fields, key, group_key, group_items(runs) if within_draft else None)
+    settings = Settings(n_resamples=n_resamples, seed=seed, ci=ci, confidence_level=confidence_level,
+                        keep_replicates=keep_replicates)
     (table,) = run([group], [analysis], settings)
     return Comparison(x=dict(x), y=dict(y), cell=table.cells[0])
 

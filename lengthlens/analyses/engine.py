@@ -26,7 +26,7 @@ import polars as pl
 
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.runset import RunSet
-from lengthlens.data.schema import GROUP_KEY, STRICT
+from lengthlens.data.schema import GROUP_KEY, STRICT, UNIT_KEY
 from lengthlens.execution import map_ordered
 from lengthlens.stats.intervals import CI_METHODS, Resampled, Statistic, estimates, moment_columns
 from lengthlens.stats.metrics import Sums
@@ -34,8 +34,8 @@ from lengthlens.stats.products import ColumnProduct
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, draw_counts
 from lengthlens.results import Estimate
 
-__all__ = ["Analysis", "CellRuns", "CellResult", "Group", "Plan", "Settings", "group_items", "groups_of", "resample_plan",
-           "run", "run_on"]
+__all__ = ["Analysis", "CellRuns", "CellResult", "Group", "Plan", "Settings", "group_items", "groups_of", "pooled_group",
+           "resample_plan", "run", "run_on"]
 
 Row = TypeVar("Row")
 Out = TypeVar("Out")
@@ -46,12 +46,14 @@ PROCESS_MIN_RUNS = 20_000
 
 @dataclass(frozen=True)
 class Settings:
-    """How the resampled analyses are done: resamples, seed, interval method and level."""
+    """How the resampled analyses are done: resamples, seed, interval method and level, and whether every estimate
+    keeps its bootstrap distribution (:attr:`~lengthlens.results.Estimate.replicates`)."""
 
     n_resamples: int = DEFAULT_N_RESAMPLES
     seed: int = DEFAULT_SEED
     ci: str = "studentized"
     confidence_level: float = DEFAULT_CONFIDENCE
+    keep_replicates: bool = False
 
     def __post_init__(self) -> None:
         if self.ci not in CI_METHODS:
@@ -121,8 +123,11 @@ class Group:
     """The paired runs of one (target, draft, dataset, serving condition), or of one comparison's strata, as numpy arrays.
 
     ``items`` are the group's resampling units (its baseline's items, sorted); ``cells`` its cells
-    (one per relaxed arm) in order; ``draw_names`` seed its draws (default ``names``). With ``strata`` (item -> stratum) items are resampled within
-    each stratum, each with the draws of the stratum's own names (``stratum_names``).
+    (one per relaxed arm) in order; ``draw_names`` seed its draws (default ``names``). A cell pooling
+    several groups (:func:`pooled_group`: its ``strata``, item -> stratum) resamples items within each
+    stratum, each drawn as its own group draws them: with the draws of the stratum's names
+    (``stratum_names``), the group's own where the cell covers all of that group's items
+    (``stratum_items``), else the subset's.
     """
 
     names: tuple[str, ...]
@@ -132,6 +137,8 @@ class Group:
     #: The names the draws are seeded by, when they differ from ``names`` (an empty serving condition is left
     #: out, so that runs logging none get the draws they had before serving conditions existed).
     draw_names: tuple[str, ...] | None = None
+    #: Each stratum's group items (its baseline's), where known: a cell covering them gets that group's draws.
+    stratum_items: tuple[tuple[str, ...] | None, ...] = ()
 
     @property
     def n_runs(self) -> int:
@@ -207,6 +214,43 @@ def _item_index(frame: pl.DataFrame, gkey: list[str], items: Mapping[tuple, Sequ
     rows = [(*names, it, i) for names, its in items.items() for i, it in enumerate(its)]
     schema = {**{k: frame.schema[k] for k in gkey}, "item_id": frame.schema["item_id"], "_pos": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def pooled_group(units: pl.DataFrame, fields: Sequence[str], key: Mapping[str, Any], strata_key: Sequence[str],
+                 items: Mapping[tuple, Sequence[str]] | None = None) -> Group:
+    """One cell of paired runs ``units`` pooled over the groups ``strata_key`` names (a comparison of any two arms).
+
+    Items are resampled within each stratum (a stratum is a group: its items are not mixed with another
+    dataset's), each drawn as :func:`run` draws that group for the cell table: with the group's draws where
+    the runs cover every one of its ``items`` (its baseline's, keyed by the stratum's names), else the
+    draws of the subset. A comparison within one group is therefore the cell table's cell, same items,
+    same draws: the same intervals. ``key`` names the cell; ``fields`` are the paired-run columns read.
+    """
+    skey = list(strata_key)
+    units = units.sort([*skey, *UNIT_KEY, *(c for c in ("method", "params") if c in units.columns)], maintain_order=True)
+    present = [f for f in dict.fromkeys(fields) if f in units.columns]
+    names_s, items_s, group_s, index = [], [], [], []
+    offset = 0
+    parts = units.select(*skey, "item_id").partition_by(skey, maintain_order=True, as_dict=True)
+    for names, part in parts.items():
+        own = tuple(pl.Series(part.get_column("item_id").unique()).sort().to_list())
+        position = {it: i for i, it in enumerate(own)}
+        index.append(np.fromiter((offset + position[it] for it in part.get_column("item_id").to_list()), dtype=np.int64,
+                                 count=part.height))
+        offset += len(own)
+        names_s.append(tuple(names))
+        items_s.append(own)
+        group_s.append(None if items is None or tuple(names) not in items else tuple(items[tuple(names)]))
+    item = np.concatenate(index) if index else np.empty(0, dtype=np.int64)
+    values = {f: units.get_column(f).cast(pl.Float64).to_numpy() for f in present}
+    all_items = tuple(it for own in items_s for it in own)
+    draw = [_draw_names(skey, n) or n for n in names_s]
+    strata = np.repeat(np.arange(len(items_s)), [len(own) for own in items_s])
+    n_group = sum(len(g) if g is not None else len(own) for g, own in zip(group_s, items_s))
+    names = names_s[0] if len(names_s) == 1 else tuple(map(str, key.values()))
+    cell = CellRuns(key=key, group=names, n_items_group=n_group, items=all_items, item=item, fields=Sums(values),
+                    strata=strata)
+    return Group(names=names, items=all_items, cells=(cell,), stratum_names=tuple(draw), stratum_items=tuple(group_s))
 
 
 def group_items(runs: RunSet) -> dict[tuple, list[str]]:
@@ -302,7 +346,8 @@ def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], b
     """A cell's result from its plan and the resampled sums of its columns (rows of ``boot``, in ``names`` order)."""
     r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
                   strata=plan.cell.strata)
-    est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level)
+    est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level,
+                          keep_replicates=settings.keep_replicates)
     return CellResult(plan, est, reps, r)
 
 
@@ -334,10 +379,15 @@ def _counts(group: Group, cell: CellRuns, settings: Settings) -> np.ndarray:
     if not group.stratum_names:
         names = group.names if group.draw_names is None else group.draw_names
         return draw_counts(settings.seed, names, cell.items, cell.complete, settings.n_resamples)
-    parts = np.empty((settings.n_resamples, cell.n_items), dtype=np.int64)
+    draws = []
     for s, names in enumerate(group.stratum_names):
         inside = np.flatnonzero(cell.strata == s)
-        parts[:, inside] = draw_counts(settings.seed, names, [cell.items[i] for i in inside], True, settings.n_resamples)
+        items = tuple(cell.items[i] for i in inside)
+        baseline = group.stratum_items[s] if s < len(group.stratum_items) else None
+        draws.append((inside, draw_counts(settings.seed, names, items, items == baseline, settings.n_resamples)))
+    parts = np.empty((settings.n_resamples, cell.n_items), dtype=np.result_type(*(d.dtype for _, d in draws)))
+    for inside, d in draws:
+        parts[:, inside] = d
     return parts
 
 

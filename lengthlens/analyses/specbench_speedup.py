@@ -14,7 +14,7 @@ Spec-Bench's ``evaluation/speed.py`` (hemingkx/Spec-Bench, commit fd2c1cd) repor
   included**, pooled over the task's steps: (accepted + rounds) / rounds.
 
 Beside them, lengthlens' ℓ̄ (accepted drafts per round, **bonus excluded**: the mean of per-run
-accepted / rounds, as in the cells) and its pooled form, and the arm's coverage of its baseline's
+accepted / rounds) and its pooled form, the registry's ``l_bar`` and ``l_bar_pooled`` rows as in the cells, and the arm's coverage of its baseline's
 questions (an arm under 95 % is flagged, :mod:`lengthlens.data.coverage`). ERROR turns are not ok
 runs and are left out (speed.py counts them).
 """
@@ -28,6 +28,7 @@ import polars as pl
 
 from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.data.schema import STRICT
+from lengthlens.stats import metrics
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,17 +39,37 @@ COLUMNS = ("target", "draft", "method", "params", "dataset", "n_items", "n_items
            "l_bar", "l_bar_pooled")
 
 
+#: The registry's metrics shown beside Spec-Bench's figures (their definitions are the cells').
+L_BAR_METRICS = ("l_bar", "l_bar_pooled")
+
+
 def _questions(runs) -> pl.DataFrame:
-    """Per (arm, seed, question): tokens and wall time summed over turns, accepted and rounds, per-run ℓ̄ terms."""
+    """Per (arm, seed, question): tokens and wall time summed over turns, and the sums of the quantities the registry's
+    ℓ̄ metrics add up (per run, as in the cells), with ``_unknown`` counting runs that lack one of their inputs."""
     t = runs.table if hasattr(runs, "table") else runs
     if "shared_baseline" in t.columns:
         t = t.filter(~pl.col("shared_baseline"))
     t = t.filter((pl.col("status") == "ok") & pl.col("wall_time_s").is_not_null() & pl.col("output_tokens").is_not_null())
-    lbar = pl.when(pl.col("draft_rounds") > 0).then(pl.col("accepted_tokens") / pl.col("draft_rounds"))
+    reg = metrics.registry()
+    sums = tuple(dict.fromkeys(q for m in L_BAR_METRICS for q in reg.sums_of(m)))
+    inputs = tuple(dict.fromkeys(f for m in L_BAR_METRICS for f in reg.inputs_of(m)))
+    fields = {f: t.get_column(f).cast(pl.Float64).fill_null(np.nan).to_numpy() for f in inputs if f in t.columns}
+    per_run = reg.quantities_of(fields, t.height, sums)
+    unknown = (pl.any_horizontal([pl.col(f).is_null() for f in inputs if f in t.columns])
+               if all(f in t.columns for f in inputs) else pl.lit(True))
+    t = t.with_columns(*[pl.Series(f"_q_{q}", v) for q, v in per_run.items()], unknown.alias("_unknown"))
     return t.group_by(*_ARM, "seed", "item_id").agg(
         pl.col("output_tokens").sum().alias("tokens"), pl.col("wall_time_s").sum().alias("time"),
         pl.col("accepted_tokens").sum().alias("A"), pl.col("draft_rounds").sum().alias("R"),
-        lbar.sum().alias("lbar_sum"), lbar.count().alias("lbar_n"))
+        *[pl.col(f"_q_{q}").sum() for q in sums], pl.col("_unknown").sum())
+
+
+def _l_bars(q: pl.DataFrame) -> dict[str, float]:
+    """The registry's ℓ̄ metrics over the questions ``q`` (NaN where a run lacks one of their inputs)."""
+    if q.is_empty() or q.get_column("_unknown").sum():
+        return dict.fromkeys(L_BAR_METRICS, float("nan"))
+    sums = {c.removeprefix("_q_"): q.get_column(c).sum() for c in q.columns if c.startswith("_q_")}
+    return {m: float(v) for m, v in metrics.registry().evaluate(sums, L_BAR_METRICS).items()}
 
 
 def _side(q: pl.DataFrame) -> dict[int, float]:
@@ -78,9 +99,7 @@ def _row(arm: dict, q: pl.DataFrame, base: pl.DataFrame, paired: bool) -> dict:
             "tokens_per_s_baseline": float(np.mean([tps0[s] for s in seeds])) if seeds else float("nan"),
             "speedup": float(ratios.mean()) if seeds else float("nan"),
             "speedup_std": float(ratios.std(ddof=1)) if len(seeds) > 1 else float("nan"),
-            "mean_accepted_tokens": (a + r) / r if r else float("nan"),
-            "l_bar": q["lbar_sum"].sum() / q["lbar_n"].sum() if q["lbar_n"].sum() else float("nan"),
-            "l_bar_pooled": a / r if r else float("nan")}
+            "mean_accepted_tokens": (a + r) / r if r else float("nan"), **_l_bars(q)}
 
 
 def _baseline(q: pl.DataFrame, target: str, draft: str) -> pl.DataFrame:
@@ -132,3 +151,58 @@ def speedup_table(runs, *, paired: bool = False, overall: bool = True) -> pd.Dat
             mine = q.filter(pl.all_horizontal([pl.col(k) == v for k, v in arm.items()]))
             rows.append(_row({**arm, "dataset": "overall"}, mine, _baseline(q, arm["target"], arm["draft"]), paired))
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+# ------------------------------------------------------------------------------------------------
+# The report's section: Spec-Bench's own table, when Spec-Bench answer files are analysed
+# ------------------------------------------------------------------------------------------------
+
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys  # noqa: E402
+
+
+def from_specbench(runs) -> bool:
+    """Whether ``runs`` were read from Spec-Bench answer files (``<task>/model_answer*/<model-id>.jsonl``)."""
+    t = runs.table if hasattr(runs, "table") else runs
+    if "source" not in t.columns or not t.height:
+        return False
+    return bool(t.select(pl.col("source").fill_null("").str.contains("/model_answer").any()).item())
+
+
+class SpecBenchSpeedupReport(ReportAnalysis):
+    """specbench_speedup.csv: :func:`speedup_table` in the report, the table Spec-Bench users read, beside ℓ̄."""
+
+    name = "Spec-Bench speed-up"
+    stage = "lossless check, method pairs"
+    reads = ("output_tokens", "wall_time_s", "accepted_tokens", "draft_rounds")
+    outputs = Outputs(
+        tables=(Table("specbench_speedup", "speculative arm × task, and `overall` per arm", (
+            *keys("method", "dataset", "params", also=("target", "draft")),
+            Column("n_items", "questions the arm answered", label="questions", fmt="int"),
+            Column("n_items_baseline", "questions its baseline answered", label="baseline questions", fmt="int"),
+            Column("coverage", "n_items / n_items_baseline (0: the method never ran the task)", label="coverage",
+                   fmt="pct"),
+            Column("complete", "coverage ≥ 95 %"),
+            Column("n_seeds", "runs (seeds) averaged"),
+            Column("speedup", "Spec-Bench's speed-up: mean tokens/s over the baseline's (speed.py)", label="speed-up ×",
+                   fmt="f2"),
+            Column("speedup_std", "its standard deviation over seeds (ddof 1)"),
+            Column("mean_accepted_tokens", "Spec-Bench's #Mean accepted tokens per step, bonus token included",
+                   label="mean accepted tokens", fmt="f2"),
+            Column("tokens_per_s", "mean over questions of tokens over wall time", label="tokens/s", fmt="f1"),
+            Column("tokens_per_s_baseline", "the same for the baseline", label="tokens/s*", fmt="f1"),
+            Column("l_bar", "lengthlens' ℓ̄: accepted drafts per round, bonus excluded (mean of per-run ratios)",
+                   label="ℓ̄", fmt="f2"),
+            Column("l_bar_pooled", "Σ accepted / Σ rounds")),
+            written="when Spec-Bench answer files are analysed"),),
+        sections=(Section("specbench_speedup", "Spec-Bench's speed-up table", (
+            "The table Spec-Bench's evaluation/speed.py prints, computed the same way from the same answer files: per "
+            "method and task, the speed-up (mean tokens/s over the baseline's), the mean accepted tokens per step "
+            "(bonus token included) and tokens/s, with an overall row per method; ℓ̄ (bonus excluded) beside it. A "
+            "task a method never ran has no row (Provenance names it). No resampling: the cells above carry the "
+            "intervals."), order=52, landscape=False),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        if not from_specbench(ctx.runs):
+            return {}
+        df = speedup_table(ctx.runs)
+        return {} if df.empty else {"specbench_speedup": df}

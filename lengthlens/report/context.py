@@ -197,8 +197,6 @@ def definitions() -> list[dict[str, str]]:
     rows.append({"name": "graded_partial", "formula": "2 · n_graded_items < n_items",
                  "description": "graded on fewer than half its items: accuracy shown in grey, left out of the counts",
                  "interval": "no"})
-    rows.append({"name": "rounds_ratio_median_item", "formula": "median over items of the item's mean Rᵢ / R*ᵢ",
-                 "description": "per-item rounds ratio, median (robust to a few long runs)", "interval": "no"})
     return rows
 
 

@@ -1,40 +1,49 @@
-"""Interval estimates of functions of resampled sums: percentile, BCa and the studentized bootstrap-t.
+"""Interval estimates of resampled statistics: percentile, expanded percentile, BCa, the studentized bootstrap-t, and
+the intervals a statistic declares for itself.
 
-Every analysis gets its intervals here, through :func:`estimates`: a statistic is a function of
-named sums over items (a metric of the registry, or an analysis' own ratio), and what it needs
-besides its sums (the item products for its standard error) is added by :func:`moment_columns`
-before the count-matrix product. The interval functions below work column by column on replicates
-(B, ...) and return (low, high, undefined): the limits, and how many replicates had no value
-(NaN or inf) and were left out.
+Every analysis gets its intervals here, through :func:`estimates`, from one cell's draws. A
+statistic is either a function of named sums over items (a metric of the registry, or an
+analysis' own :class:`Ratio`; what it needs besides its sums, the item products for its standard
+error, is added by :func:`moment_columns` before the count-matrix product), or a statistic of the
+items themselves (:class:`Weighted`: a quantile, a Kaplan–Meier quantile, a restricted mean, a
+model fit) evaluated with each item weighted by how often a resample draws it. Each declares its
+default interval; ``ci=`` asks for another. The interval functions below work column by column on
+replicates (B, ...) and return (low, high, undefined): the limits, and how many replicates had no
+value and were left out.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, Protocol
 
 import numpy as np
 
 from lengthlens.results import ConfidenceInterval, Estimate
 from lengthlens.stats.delta import Stratum, moment_pairs, values_and_ses
-from lengthlens.stats.metrics import Sums, dependencies, finite_or_nan
+from lengthlens.stats.metrics import ItemInterval, Sums, dependencies, finite_or_nan
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE
 
-__all__ = ["CI_METHODS", "OUTSIDE_RANGE", "Resampled", "Statistic", "bca_interval", "estimates", "expanded_percentile_levels",
-           "moment_columns", "percentile_interval", "quantiles_with_inf", "studentized_interval"]
+__all__ = ["CI_METHODS", "ItemInterval", "OUTSIDE_RANGE", "Ratio", "Resampled", "Statistic", "WEIGHTED_DEFAULTS", "Weighted",
+           "bca_interval", "estimates", "expanded_percentile_levels", "moment_columns", "percentile_interval",
+           "quantiles_with_inf", "studentized_interval"]
 
 #: The interval methods a user can ask for.
 CI_METHODS = ("studentized", "percentile", "bca")
 
 
 class Statistic(Protocol):
-    """What :func:`estimates` needs of a statistic: its definition over named sums and its kind of interval.
+    """What :func:`estimates` needs of a statistic of sums: its definition over named sums and its kind of interval.
 
     ``interval``: ``"ratio"`` (positive; studentized on the log scale by default), ``"difference"``
-    (its own scale; percentile by default), or None (a point estimate only). Metrics of the registry
-    are statistics; :class:`Ratio` makes one from a function.
+    (its own scale; percentile by default), or None (a point estimate only). A statistic may declare
+    another default interval as ``default_ci`` (an :class:`~lengthlens.stats.metrics.ItemInterval`
+    made from the item columns: the accuracy change's Tango score interval). Metrics of the registry
+    are statistics; :class:`Ratio` makes one from a function; :class:`Weighted` is the other kind, a
+    statistic of the items themselves.
     """
 
     @property
@@ -50,6 +59,58 @@ class Ratio:
 
     of: Callable[[Sums], Any]
     interval: str | None = "ratio"
+    default_ci: ItemInterval | None = None
+
+
+#: The default intervals a :class:`Weighted` statistic may declare.
+WEIGHTED_DEFAULTS = ("expanded_percentile", "percentile")
+
+
+@dataclass(frozen=True, eq=False)
+class Weighted:
+    """A statistic of a cell's items themselves, not of their sums: a quantile, a Kaplan–Meier quantile, a restricted
+    mean, a model fit, evaluated with each item weighted by how often a resample draws it.
+
+    ``of`` maps item weights (B, n_items) to the statistic in each of the B resamples: (B,), or (B, k)
+    for the k ``outputs`` (several values from one evaluation, each estimated under its own name). An
+    infinite value is a value (a quantile beyond the last event time of its resample): it stays an
+    extreme of the interval; NaN is undefined (a fit that failed), left out and counted.
+
+    ``interval`` is what the default (``ci="studentized"``) gives, declared with the statistic:
+    ``expanded_percentile`` (the percentile interval widened for few items, Hesterberg 2015, since such
+    a statistic has no delta-method SE) or ``percentile``. ``ci="percentile"`` gives the plain
+    percentile interval, ``ci="bca"`` BCa with the leave-one-item-out jackknife (``of`` on n_items
+    rows of weights). ``max_resamples``: a costly statistic is evaluated on the first that many of the
+    cell's draws only. ``point``: its value (or k values) on the data, when the analysis has it; by
+    default ``of`` at weight 1 on every item.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([3.0, 1.0, 4.0, 1.5, 9.0])
+    >>> def median(w):
+    ...     order = np.argsort(x)
+    ...     c = np.cumsum(w[:, order], axis=1)
+    ...     return x[order][np.argmax(c >= c[:, -1:] / 2, axis=1)]
+    >>> r = Resampled({}, {}, np.array([[1, 1, 1, 1, 1], [2, 0, 1, 1, 1], [0, 1, 2, 2, 0]]))
+    >>> est, _ = estimates({"median": Weighted(median, "percentile")}, r)
+    >>> est["median"].point, est["median"].method
+    (3.0, 'percentile')
+    """
+
+    of: Callable[[np.ndarray], np.ndarray]
+    interval: str = "expanded_percentile"
+    max_resamples: int | None = None
+    outputs: tuple[str, ...] = ()
+    point: Any = None
+
+    def __post_init__(self) -> None:
+        if self.interval not in WEIGHTED_DEFAULTS:
+            raise ValueError(f"a weighted statistic's default interval is one of {WEIGHTED_DEFAULTS}, not {self.interval!r}")
+
+    def names(self, name: str) -> tuple[str, ...]:
+        """The names its estimates come under: its outputs, or ``name``."""
+        return self.outputs or (name,)
 
 def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Percentile interval along axis 0, ignoring undefined (NaN/inf) replicates; also their count."""
@@ -69,6 +130,7 @@ def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAUL
     return np.where(none, np.nan, lo), np.where(none, np.nan, hi), undefined
 
 
+@lru_cache(maxsize=1024)
 def expanded_percentile_levels(n_items: int, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[float, float]:
     """The quantile levels of the expanded percentile interval (Hesterberg 2015): the percentile interval is too
     narrow with few items, by the factor sqrt(n/(n-1)) t_(n-1) / z; the levels ``Φ(∓ sqrt(n/(n-1)) t_(n-1))``
@@ -212,12 +274,18 @@ def _t_statistics(point: np.ndarray, replicates: np.ndarray, se_replicates: np.n
 # Estimates of statistics of resampled sums: the one interval code of every analysis.
 # ------------------------------------------------------------------------------------------------
 
-def _method(kind: str | None, ci: str) -> str:
-    """The interval a statistic of this kind gets when ``ci`` is asked for."""
+def _method(statistic: Statistic | Weighted, ci: str) -> str | None:
+    """The interval a statistic gets when ``ci`` is asked for: the default (``studentized``) is what it declares."""
     if ci not in CI_METHODS:
         raise ValueError(f"ci must be one of {CI_METHODS}, not {ci!r}")
+    if isinstance(statistic, Weighted):
+        return statistic.interval if ci == "studentized" else ci
+    if statistic.interval is None:
+        return None
     if ci == "studentized":
-        return "studentized" if kind == "ratio" else "percentile"
+        if getattr(statistic, "default_ci", None) is not None:
+            return "declared"
+        return "studentized" if statistic.interval == "ratio" else "percentile"
     return ci
 
 
@@ -237,7 +305,7 @@ def moment_columns(statistics: Mapping[str, Statistic], items: Mapping[str, np.n
     xₐ x_b of the sums each statistic depends on; with ``strata`` (each item's stratum), the sums and
     products within each stratum.
     """
-    fns = [st.of for st in statistics.values() if _method(st.interval, ci) == "studentized"]
+    fns = [st.of for st in statistics.values() if _method(st, ci) == "studentized"]
     pairs = moment_pairs(fns, tuple(items))
     out = {_product(a, b): items[a] * items[b] for a, b in pairs}
     if strata is not None and np.unique(strata).size > 1:
@@ -301,28 +369,34 @@ class Resampled:
                 for s in ids]
 
 
-def estimates(statistics: Mapping[str, Statistic], r: Resampled, *, ci: str = "studentized",
-              confidence_level: float = DEFAULT_CONFIDENCE, outside_range: str = "clip"
+def estimates(statistics: Mapping[str, Statistic | Weighted], r: Resampled, *, ci: str = "studentized",
+              confidence_level: float = DEFAULT_CONFIDENCE, outside_range: str = "clip", keep_replicates: bool = False
               ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
-    """Each statistic's :class:`~lengthlens.results.Estimate`, and its replicates (B,), from one cell's resampled sums.
+    """Each statistic's :class:`~lengthlens.results.Estimate`, and its replicates (B,), from one cell's resamples.
 
     Parameters
     ----------
-    statistics : name -> a :class:`Statistic` (a registry metric, or a :class:`Ratio`).
-    r : the cell's sums (:class:`Resampled`), including the columns :func:`moment_columns` added.
-    ci : ``studentized`` (ratios: symmetric bootstrap-t on the log scale with the delta-method SE,
-        falling back to the percentile interval where it is unbounded; differences: percentile),
-        ``percentile`` or ``bca`` (bias-corrected and accelerated, jackknife over items).
+    statistics : name -> a statistic of sums (a registry metric, or a :class:`Ratio`) or of the items
+        themselves (:class:`Weighted`; one with ``outputs`` gives an estimate under each output's name).
+    r : the cell's resamples (:class:`Resampled`): its sums, including the columns :func:`moment_columns`
+        added, and its draws.
+    ci : ``studentized``: each statistic's declared default (ratios: symmetric bootstrap-t on the log scale
+        with the delta-method SE, falling back to the percentile interval where it is unbounded;
+        differences: percentile; a statistic's own ``default_ci``, e.g. Tango's score interval for the
+        accuracy change; a :class:`Weighted` statistic's ``interval``), ``percentile`` or ``bca``
+        (bias-corrected and accelerated, jackknife over items), for every statistic alike.
     confidence_level : the intervals' level.
     outside_range : where a studentized ratio interval reaches beyond the range of the item ratios (the
         statistic of each item alone; no resample of a ratio of sums can leave it, and the bootstrap-t does
         where one item dominates a sum): ``clip`` (default: cut to that range, which keeps the bootstrap-t's
         coverage, while the percentile and BCa intervals cover less at 12 items; benchmarks/ratio_range.py),
         ``percentile``, ``bca`` or ``keep``; the replacement is named in the estimate's note.
+    keep_replicates : give each estimate its replicates (:attr:`Estimate.replicates`).
 
     Returns
     -------
-    (estimates, replicates): name -> Estimate, and name -> the statistic in every resample (NaN where undefined).
+    (estimates, replicates): name -> Estimate, and name -> the statistic in every resample it was evaluated on
+    (NaN where undefined).
 
     Examples
     --------
@@ -335,28 +409,68 @@ def estimates(statistics: Mapping[str, Statistic], r: Resampled, *, ci: str = "s
     point_sums = r.point()
     keys = tuple(r.items)
     point, reps = {}, {}
+    methods = {name: _method(st, ci) for name, st in statistics.items()}
+    summed = {name: st for name, st in statistics.items() if not isinstance(st, Weighted)}
     with np.errstate(all="ignore"):
-        for name, st in statistics.items():
+        for name, st in summed.items():
             point[name] = float(finite_or_nan(st.of(point_sums)))
             reps[name] = np.broadcast_to(finite_or_nan(st.of(Sums(r.boot))), (r.n_resamples,))
     out: dict[str, Estimate] = {}
-    methods = {name: _method(st.interval, ci) for name, st in statistics.items() if st.interval is not None}
-    stud = [n for n, m in methods.items() if m == "studentized"]
+    stud = [n for n in summed if methods[n] == "studentized"]
     if stud:
         if outside_range not in OUTSIDE_RANGE:
             raise ValueError(f"outside_range must be one of {OUTSIDE_RANGE}, not {outside_range!r}")
         out.update(_studentized({n: statistics[n] for n in stud}, r, keys, point, reps, confidence_level, outside_range))
-    for name, method in methods.items():
+    for name, st in summed.items():
+        method = methods[name]
+        if method == "declared" and not np.isfinite(point[name]):
+            method = "percentile"  # nothing for the declared interval to speak of: the resamples say it is undefined
         if method == "percentile":
             lo, hi, und = percentile_interval(reps[name][:, None], confidence_level)
             out[name] = _estimate(point[name], lo[0], hi[0], und[0], "percentile", confidence_level,
                                   _bootstrap_se(reps[name]))
         elif method == "bca":
-            lo, hi, und = _bca(statistics[name], r, point[name], reps[name], confidence_level)
+            lo, hi, und = _bca(st, r, point[name], reps[name], confidence_level)
             out[name] = _estimate(point[name], lo[0], hi[0], und[0], "bca", confidence_level, _bootstrap_se(reps[name]))
-    for name in statistics:
-        out.setdefault(name, Estimate(point[name]))
-    return {n: out[n] for n in statistics}, reps
+        elif method == "declared":
+            lo, hi, se, how = st.default_ci.of(Sums(r.items), confidence_level)
+            out[name] = _estimate(point[name], lo, hi, 0, how, confidence_level, se)
+        elif method is None:
+            out[name] = Estimate(point[name])
+    for name, st in statistics.items():
+        if isinstance(st, Weighted):
+            w_est, w_reps = _weighted(st, name, r, methods[name], confidence_level)
+            out.update(w_est)
+            reps.update(w_reps)
+    names = [n for name, st in statistics.items() for n in (st.names(name) if isinstance(st, Weighted) else (name,))]
+    if keep_replicates:
+        return {n: replace(out[n], replicates=np.array(reps[n])) for n in names}, reps
+    return {n: out[n] for n in names}, reps
+
+
+def _weighted(statistic: Weighted, name: str, r: Resampled, method: str, level: float
+              ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+    """The estimates of a statistic of the items themselves, from its values at the cell's draws as weights."""
+    n = r.n_items
+    m = r.n_resamples if statistic.max_resamples is None else min(int(statistic.max_resamples), r.n_resamples)
+    names = statistic.names(name)
+    with np.errstate(all="ignore"):
+        values = np.asarray(statistic.of(r.counts[:m]), dtype=np.float64).reshape(m, len(names))
+        if statistic.point is not None:
+            point = np.asarray(statistic.point, dtype=np.float64).reshape(len(names))
+        else:
+            point = np.asarray(statistic.of(np.ones((1, n))), dtype=np.float64).reshape(len(names))
+        if method == "bca":
+            jack = np.asarray(statistic.of(1.0 - np.eye(n)), dtype=np.float64).reshape(n, len(names))
+            lo, hi, undefined = bca_interval(values, point, jack, level)
+        else:
+            a = (1 - level) / 2
+            levels = expanded_percentile_levels(n, level) if method == "expanded_percentile" else (a, 1 - a)
+            lo, hi = quantiles_with_inf(values, levels)
+            undefined = np.isnan(values).sum(axis=0)
+    est = {k: _estimate(point[j], lo[j], hi[j], undefined[j], method, level, _bootstrap_se(values[:, j]))
+           for j, k in enumerate(names)}
+    return est, {k: values[:, j] for j, k in enumerate(names)}
 
 
 #: What the studentized interval of a ratio gives way to where its limits leave the range of the resamples
@@ -386,11 +500,15 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
     at_point = values_and_ses(fns, point_sums, r.point_strata(sums, pairs), log)
     in_boot = values_and_ses(fns, Sums({k: r.boot[k] for k in keys}), r.boot_strata(sums, pairs), log)
     out = {}
-    for name in fns:
-        (est, se), (est_b, se_b) = at_point[name], in_boot[name]
-        est_b = np.broadcast_to(est_b, (r.n_resamples,))[:, None]
-        se_b = np.broadcast_to(se_b, (r.n_resamples,))[:, None]
-        lo, hi, und, fell_back = studentized_interval(np.asarray([est]), np.asarray([se]), est_b, se_b, level)
+    names = tuple(fns)
+    # every statistic's bootstrap-t at once, column by column (the same numbers as one at a time)
+    est_b = np.column_stack([np.broadcast_to(in_boot[n][0], (r.n_resamples,)) for n in names])
+    se_b = np.column_stack([np.broadcast_to(in_boot[n][1], (r.n_resamples,)) for n in names])
+    los, his, unds, fells = studentized_interval(np.array([float(at_point[n][0]) for n in names]),
+                                                 np.array([float(at_point[n][1]) for n in names]), est_b, se_b, level)
+    for k, name in enumerate(names):
+        se = at_point[name][1]
+        lo, hi, und, fell_back = los[k:k + 1], his[k:k + 1], unds[k:k + 1], fells[k:k + 1]
         with np.errstate(over="ignore"):  # built on the log scale
             lo, hi = float(np.exp(lo[0])), float(np.exp(hi[0]))
         # The SE of the statistic itself (delta method): d f = f d log f.
@@ -453,5 +571,5 @@ def _bootstrap_se(replicates: np.ndarray) -> float:
 
 def _estimate(point: float, lo: float, hi: float, undefined: int, method: str, level: float,
               standard_error: float = np.nan, note: str = "") -> Estimate:
-    return Estimate(point, ConfidenceInterval(float(lo), float(hi)), standard_error=float(standard_error), method=method,
+    return Estimate(float(point), ConfidenceInterval(float(lo), float(hi)), standard_error=float(standard_error), method=method,
                     confidence_level=level, undefined_resamples=int(undefined), note=note)

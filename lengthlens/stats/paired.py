@@ -32,7 +32,7 @@ from scipy import optimize, special
 
 from lengthlens.results import TestResult
 from lengthlens.stats.mcnemar import mcnemar_midp
-from lengthlens.stats.metrics import ACCURACY_DROP_PP
+from lengthlens.stats.margin import ACCURACY_DROP_PP
 
 __all__ = ["ALPHA_ONE_SIDED", "accuracy_change_interval", "bootstrap_percentile_interval", "accuracy_loss_test", "accuracy_mdd_pp", "ASSUMED_DISCORDANCE", "background_discordance", "MARGIN", "exact_coverage", "flag_power",
            "exact_rejection_rate", "item_interval", "item_noninferiority_test", "mcnemar_midp",
@@ -409,6 +409,7 @@ def _table_index(n: int, b: int, c: int) -> int:
     return b * (n + 1) - b * (b - 1) // 2 + c
 
 
+@lru_cache(maxsize=4096)  # a search over every table of n pairs: once per distinct table (b, c, n)
 def noninferiority_test(b: int, c: int, n: int, margin: float = MARGIN, method: str | None = None) -> TestResult:
     """One-sided test of an accuracy loss of more than ``margin``: H0 Δ ≥ −margin against H1 Δ < −margin.
 
@@ -571,6 +572,7 @@ def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, 
     return float(_tail(first, *_mass(int(n), p10, p01))[0])
 
 
+@lru_cache(maxsize=4096)  # a bisection of exact powers: once per distinct (n, discordance)
 def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, margin_pp: float = 2.0,
                                alpha: float = ALPHA_ONE_SIDED) -> float:
     """The smallest true drop (points) the loss flag detects with ``power`` at n pairs and this discordance.

@@ -5,7 +5,8 @@ Kaplan–Meier (KM) survival of completion length gives the median and quartiles
 Brookmeyer–Crowley intervals (log-log transform, as statsmodels' ``SurvfuncRight.quantile_ci``), or
 ``None`` with the reason when too much is censored to identify them. Those treat every run as
 independent; a cell's quartiles get intervals from resampling items instead
-(:func:`cluster_quantile_intervals`: a weighted KM curve per resample, an item's seeds together). With one budget per arm, KM
+(:func:`km_quantiles_weighted`: a statistic of the items on the engine, every resample's weighted KM curve
+computed at once, an item's seeds together). With one budget per arm, KM
 below the budget *is* the empirical distribution and the restricted mean up to the budget *is*
 ``mean(min(L, budget))``: they add information only when budgets differ between runs or arms.
 """
@@ -13,26 +14,25 @@ below the budget *is* the empirical distribution and the restricted mean up to t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import special
 
 from lengthlens.results import ConfidenceInterval, Estimate, frame, frame_html
-from lengthlens.stats.intervals import expanded_percentile_levels, quantiles_with_inf
+from lengthlens.stats.intervals import Weighted
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["KM_CLUSTER_CI", "KaplanMeier", "cluster_quantile_intervals", "kaplan_meier", "km_quantiles_many",
-           "restricted_means_many"]
+__all__ = ["KaplanMeier", "kaplan_meier", "km_quantiles_many", "km_quantiles_weighted", "restricted_means_many",
+           "with_item_intervals"]
 
 #: The interval method of Kaplan–Meier quantiles (Brookmeyer–Crowley, log-log), as statsmodels names it.
 KM_QUANTILE_CI = "brookmeyer_crowley"
-#: The default interval of the quantiles in a cell: expanded percentile interval over item resamples (an item's runs
-#: together).
-KM_CLUSTER_CI = "item_percentile"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,8 +121,8 @@ class KaplanMeier:
                       for p, q in zip((0.25, 0.5, 0.75), self.quantiles)])
 
     def _repr_html_(self) -> str:
-        how = ("item-resampled percentile" if self.median.method == KM_CLUSTER_CI
-               else "Brookmeyer–Crowley (log-log)")
+        how = ("Brookmeyer–Crowley (log-log)" if self.median.method == KM_QUANTILE_CI
+               else f"item-resampled {self.median.method.replace('_', ' ')}")
         note = f"n={self.n_obs:g}, censored={self.n_censored:g}; {self.confidence_level:.0%} {how} intervals."
         return frame_html(self.quantile_frame(), "Kaplan–Meier quantiles of completion length") + f"<p><small>{note}</small></p>"
 
@@ -235,91 +235,242 @@ def kaplan_meier(
     )
 
 
-def restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, tau: float) -> np.ndarray:
-    """Weighted-KM restricted means up to ``tau`` for every row of the weight matrix ``W`` (B, N).
+def _risk_blocks(time: np.ndarray, event: np.ndarray, W: np.ndarray, item: np.ndarray | None, block: int,
+                 event_times: bool = False):
+    """Per block of weight rows: (rows, total weight, events d and risk sets n at each distinct time (rows x K), times).
 
-    A resample whose last drawn run is censored before ``tau`` has S carried flat from there (the
-    usual convention; ``tau`` is identified on the full data, so this affects only such rows).
-    """
-    order = np.argsort(time, kind="stable")
-    ts = time[order]
-    starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
-    utime = ts[starts]
-    B = W.shape[0]
-    # Per distinct time: weighted events and weighted counts, then reverse cumulative risk sets.
-    Ws = W[:, order]
-    d = np.add.reduceat(Ws * event[order], starts, axis=1)
-    n = np.cumsum(np.add.reduceat(Ws, starts, axis=1)[:, ::-1], axis=1)[:, ::-1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        factor = np.where(n > 0, 1.0 - d / n, 1.0)
-    surv = np.cumprod(factor, axis=1)
-    t = utime[utime < tau]
-    edges = np.diff(np.concatenate(([0.0], t, [tau])))
-    s = np.concatenate((np.ones((B, 1)), surv[:, : len(t)]), axis=1)
-    return s @ edges
-
-
-def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tuple[float, ...] = (0.25, 0.5, 0.75),
-                      block: int = 256) -> np.ndarray:
-    """Weighted-KM quantiles (:class:`KaplanMeier`'s rule) for every row of the weight matrix ``W`` (B, N): (B, len(ps)).
-
-    A row whose curve never falls below 1 - p has the p-quantile ``inf`` (beyond its last event time),
-    an all-zero row NaN. Rows are done ``block`` at a time, so memory stays at block x N.
+    ``W`` weighs runs (B, N), or items (B, n_items) when ``item`` gives each run's item (a gather per
+    block, no (B, N) copy of run weights for the whole matrix). Rows go ``block`` at a time, so memory
+    stays at block x N. Integer weights (counts) are summed as cumulative sums over the runs in time
+    order, differenced at each time's first and last run (exact, and along rows where grouping ties
+    column by column is not), with ``event_times`` only at the times where some run ends in an event
+    (S changes nowhere else); other weights are grouped by time directly, at every distinct time.
     """
     time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
     order = np.argsort(time, kind="stable")
     ts, ev = time[order], event[order]
+    columns = order if item is None else np.asarray(item, dtype=np.intp)[order]
     starts = np.flatnonzero(np.r_[True, ts[1:] != ts[:-1]])
-    utime = ts[starts]
-    ties = starts.size < ts.size  # without ties each run is its own time: no grouping needed
+    ends = np.r_[starts[1:], ts.size]
     W = np.asarray(W)
-    out = np.empty((W.shape[0], len(ps)))
+    if not np.issubdtype(W.dtype, np.integer):
+        utime = ts[starts]
+        for b0 in range(0, W.shape[0], block):
+            Ws = np.asarray(W[b0:b0 + block][:, columns], dtype=np.float64)
+            d, m = np.add.reduceat(Ws * ev, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
+            # n_k = the weight still at risk at time k: the total less what ended (event or censored) before it
+            n = np.cumsum(m[:, ::-1], axis=1)[:, ::-1]
+            yield slice(b0, b0 + len(Ws)), n[:, 0], d, n, utime
+        return
+    if event_times:
+        keep = np.add.reduceat(ev, starts) > 0 if starts.size else np.zeros(0, dtype=bool)
+        starts, ends = starts[keep], ends[keep]
+    utime = ts[starts]
+    is_event = ev > 0
+    ev_columns = columns[is_event]
+    events_before = np.r_[0, np.cumsum(is_event)]  # event runs among the first j runs in time order
+    ev_lo, ev_hi = events_before[starts], events_before[ends]
     for b0 in range(0, W.shape[0], block):
-        Ws = np.asarray(W[b0:b0 + block][:, order], dtype=float)
-        d = Ws * ev
-        at_risk = Ws
-        if ties:
-            d, at_risk = np.add.reduceat(d, starts, axis=1), np.add.reduceat(Ws, starts, axis=1)
-        n = np.cumsum(at_risk[:, ::-1], axis=1)[:, ::-1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            surv = np.cumprod(np.where(n > 0, 1.0 - d / n, 1.0), axis=1)
-        for j, p in enumerate(ps):
-            target = 1.0 - p
-            below = surv < target - 1e-12
-            at = (np.abs(surv - target) <= 1e-12) & (d > 0)
-            has_below, has_at = below.any(axis=1), at.any(axis=1)
-            k_below, k_at = below.argmax(axis=1), at.argmax(axis=1)
-            first = np.where(has_below, utime[k_below], np.inf)
-            # S sits at 1 - p on a step: the midpoint of that step (the next event time is where S falls below)
-            mid = np.where(has_below, (utime[k_at] + first) / 2, utime[k_at])
-            out[b0:b0 + len(Ws), j] = np.where(has_at & (~has_below | (k_at < k_below)), mid, first)
-        out[b0:b0 + len(Ws)][Ws.sum(axis=1) == 0] = np.nan
+        Wb = W[b0:b0 + block]
+        C = np.zeros((Wb.shape[0], columns.size + 1), dtype=np.int64)
+        np.cumsum(Wb[:, columns], axis=1, out=C[:, 1:])
+        E = np.zeros((Wb.shape[0], ev_columns.size + 1), dtype=np.int64)
+        np.cumsum(Wb[:, ev_columns], axis=1, out=E[:, 1:])
+        total = C[:, -1]
+        n = (total[:, None] - C[:, starts]).astype(np.float64)
+        d = (E[:, ev_hi] - E[:, ev_lo]).astype(np.float64)
+        yield slice(b0, b0 + Wb.shape[0]), total, d, n, utime
+
+
+def _survival(d: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Kaplan–Meier survival at each distinct time, per row: the product of (1 - d/n), 1 where none is at risk."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = 1.0 - d / n
+    factor[n <= 0] = 1.0
+    return np.cumprod(factor, axis=1, out=factor)
+
+
+def restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, tau: float, *,
+                          item: np.ndarray | None = None, block: int = 1024) -> np.ndarray:
+    """Weighted-KM restricted means up to ``tau`` for every row of the weight matrix ``W``: (B,).
+
+    ``W`` weighs runs (B, N), or items (B, n_items) with ``item`` each run's item. A resample whose last
+    drawn run is censored before ``tau`` has S carried flat from there (the usual convention; ``tau`` is
+    identified on the full data, so this affects only such rows).
+    """
+    W = np.asarray(W)
+    out = np.empty(W.shape[0])
+    for rows, _, d, n, utime in _risk_blocks(time, event, W, item, block):
+        surv = _survival(d, n)
+        t = utime[utime < tau]
+        edges = np.diff(np.concatenate(([0.0], t, [tau])))
+        out[rows] = np.concatenate((np.ones((surv.shape[0], 1)), surv[:, : len(t)]), axis=1) @ edges
     return out
 
 
-def cluster_quantile_intervals(km: KaplanMeier, time: np.ndarray, event: np.ndarray, W: np.ndarray,
-                               n_items: int | None = None) -> KaplanMeier:
-    """``km`` with its quartiles' intervals from resampling items: percentile intervals of the weighted-KM quantiles,
-    expanded for ``n_items`` items (:func:`~lengthlens.stats.intervals.expanded_percentile_levels`; None: plain).
+def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tuple[float, ...] = (0.25, 0.5, 0.75),
+                      block: int = 256, *, item: np.ndarray | None = None) -> np.ndarray:
+    """Weighted-KM quantiles (:class:`KaplanMeier`'s rule) for every row of the weight matrix ``W``: (B, len(ps)).
 
-    ``W`` (B, N) weights each run by how often its item is drawn, so the seeds of one item move
-    together; the Brookmeyer–Crowley intervals treat every run as independent and under-cover when an
-    item has several seeds. A resample whose curve stays above 1 - p makes that limit unbounded
-    (reported as not identified, as the Brookmeyer–Crowley upper limit beyond the last event time).
+    ``W`` weighs runs (B, N), or items (B, n_items) with ``item`` each run's item (a resample of items
+    weighs each of its runs by how often the item is drawn). A row whose curve never falls below 1 - p
+    has the p-quantile ``inf`` (beyond its last event time), an all-zero row NaN. Every row's curve is
+    computed at once, ``block`` rows at a time (memory block x N); S never rises, so the first time it
+    falls below 1 - p, or onto 1 - p, is a count of the times it lies above.
+
+    With integer weights (counts), S at an event time no later than the first censoring time is
+    (total − events up to it) / total exactly (the product telescopes), so there the quantiles are
+    found where the running event weight passes p·total (:class:`_Crossings`: integers, exact); only
+    the rows whose quantile lies beyond the first censoring time compute the product.
+
+    Examples
+    --------
+    >>> L = np.array([10.0, 20.0, 30.0, 40.0])
+    >>> km_quantiles_many(L, np.array([1.0, 1.0, 1.0, 0.0]), np.array([[1, 1, 1, 1], [0, 3, 1, 0]]), (0.5,)).ravel().tolist()
+    [25.0, 20.0]
     """
-    q = km_quantiles_many(time, event, W)
-    a = (1 - km.confidence_level) / 2
-    levels = (a, 1 - a) if n_items is None else expanded_percentile_levels(n_items, km.confidence_level)
-    lo, hi = quantiles_with_inf(q, levels)
+    W = np.asarray(W)
+    out = np.empty((W.shape[0], len(ps)))
+    if not np.issubdtype(W.dtype, np.integer):
+        for rows, total, d, n, utime in _risk_blocks(time, event, W, item, block):
+            out[rows] = _quantiles(_survival(d, n), utime, total, ps)
+        return out
+    time, event = np.asarray(time, dtype=float), np.asarray(event, dtype=float)
+    order = np.argsort(time, kind="stable")
+    ts, ev = time[order], event[order] > 0
+    columns = order if item is None else np.asarray(item, dtype=np.intp)[order]
+    ev_ts = ts[ev]
+    starts = np.flatnonzero(np.r_[True, ev_ts[1:] != ev_ts[:-1]]) if ev_ts.size else np.zeros(0, dtype=np.intp)
+    utime = ev_ts[starts]  # the event times
+    ev_hi = np.r_[starts[1:], ev_ts.size]  # event runs up to and including each event time
+    first_censored = ts[~ev].min() if (~ev).any() else np.inf
+    k_exact = int(np.searchsorted(utime, first_censored, side="right"))  # event times where S telescopes
+    multiplicity = np.bincount(columns, minlength=W.shape[1]).astype(np.float64)  # runs per weight column
+    ev_columns = columns[ev]
+    group = np.repeat(np.arange(utime.size), np.diff(np.r_[starts, ev_ts.size]))  # each event run's event time
+    group = np.r_[group, np.full(_CHUNK, utime.size)]  # past the last event run: no time
+    step = max(block, (block * 1024) // max(ev_columns.size, 1))  # rows at a time: about block x 1024 weights
+    for b0 in range(0, W.shape[0], step):
+        Wb = W[b0:b0 + step]
+        rows = slice(b0, b0 + Wb.shape[0])
+        total = Wb @ multiplicity  # integer sums: exact
+        crossing = _Crossings(Wb[:, ev_columns])
+        late = np.zeros(Wb.shape[0], dtype=bool)
+        for j, p in enumerate(ps):
+            share = p * total
+            # D_k = event weight up to time k: S ≥ 1 - p ⟺ D ≤ p·total, S > 1 - p ⟺ D < p·total (S = 1 - p exactly on a
+            # step: the midpoint). The times with D ≤ p·total are those before the first event run past it.
+            k_below = np.minimum(group[crossing.first(share, above=True)], k_exact)
+            k_at = np.minimum(group[crossing.first(share, above=False)], k_exact)
+            out[rows, j] = _first_or_midpoint(k_below, k_at, utime, k_exact)
+            late |= k_below == k_exact
+        out[rows][total == 0] = np.nan
+        if k_exact < utime.size and late.any():  # the quantile lies beyond the first censoring time: the product
+            later = np.flatnonzero(late) + b0
+            for sub, tot, d, n, ut in _risk_blocks(time, event, W[later], item, block, event_times=True):
+                out[later[sub]] = _quantiles(_survival(d, n), ut, tot, ps)
+    return out
+
+
+#: Runs per chunk of :class:`_Crossings` (a row's crossing is found among the chunk sums, then within one chunk).
+_CHUNK = 64
+
+
+class _Crossings:
+    """The first position where each row's running sum of ``X`` (rows x N, non-negative integers) passes a threshold.
+
+    For long rows the running sums are not formed: each row's chunk sums (``_CHUNK`` entries each,
+    summed contiguously) locate the chunk, and one chunk per row is summed out, so a search reads
+    each entry about once instead of a cumulative sum over the whole row (sequential, and several
+    times slower); short rows are summed out whole. Sums are exact (integers).
+    """
+
+    def __init__(self, X: np.ndarray):
+        b, n = X.shape
+        self.n = n
+        self.rows = np.arange(b)
+        self.chunked = n > 4 * _CHUNK
+        if not self.chunked:
+            self.running = np.cumsum(X, axis=1, dtype=np.int64)
+            return
+        self.n_chunks = -(-n // _CHUNK)
+        padded = np.zeros((b, self.n_chunks * _CHUNK), dtype=X.dtype)
+        padded[:, :n] = X
+        self.chunks = padded.reshape(b, self.n_chunks, _CHUNK)
+        self.before = np.zeros((b, self.n_chunks + 1), dtype=np.float64)  # weight before each chunk (exact)
+        np.cumsum(self.chunks.sum(axis=2, dtype=np.int64), axis=1, out=self.before[:, 1:])
+
+    def first(self, threshold: np.ndarray, above: bool) -> np.ndarray:
+        """Per row, the first position whose running sum is > ``threshold`` (``above``) or ≥ it; ``n`` or more if none."""
+        t = threshold[:, None]
+        if not self.chunked:
+            return np.count_nonzero(self.running <= t if above else self.running < t, axis=1)
+        ends = self.before[:, 1:]
+        chunk = np.count_nonzero(ends <= t if above else ends < t, axis=1)
+        inside = np.minimum(chunk, self.n_chunks - 1)
+        running = np.cumsum(self.chunks[self.rows, inside], axis=1, dtype=np.int64) + self.before[self.rows, inside][:, None]
+        within = np.count_nonzero(running <= t if above else running < t, axis=1)
+        return np.where(chunk < self.n_chunks, inside * _CHUNK + within, self.n_chunks * _CHUNK)
+
+
+def _first_or_midpoint(k_below: np.ndarray, k_at: np.ndarray, utime: np.ndarray, k_max: int) -> np.ndarray:
+    """The quantile from the number of times S lies at or above 1 - p (``k_below``) and above it (``k_at``), among the
+    first ``k_max`` of ``utime``: the first time below, or the midpoint of a step at 1 - p; inf if it never falls."""
+    K = utime.size
+    if K == 0:
+        return np.full(k_below.shape, np.inf)
+    has_below = k_below < k_max
+    first = np.where(has_below, utime[np.minimum(k_below, K - 1)], np.inf)
+    at_time = utime[np.minimum(k_at, K - 1)]
+    mid = np.where(has_below, (at_time + first) / 2, at_time)
+    return np.where(k_at < k_below, mid, first)
+
+
+def _quantiles(surv: np.ndarray, utime: np.ndarray, total: np.ndarray, ps: tuple[float, ...]) -> np.ndarray:
+    """Each row's quantiles from its survival at ``utime`` (rows x K): S falls below 1 - p at the first time it lies
+    under the tolerance band around 1 - p; it lies in the band (S = 1 - p on a step) from the first time it is not
+    above it, an event time, as S changes only there."""
+    out = np.empty((surv.shape[0], len(ps)))
+    for j, p in enumerate(ps):
+        target = 1.0 - p
+        k_below = np.count_nonzero(surv >= target - 1e-12, axis=1)
+        k_at = np.count_nonzero(surv > target + 1e-12, axis=1)
+        out[:, j] = _first_or_midpoint(k_below, k_at, utime, surv.shape[1])
+    out[total == 0] = np.nan
+    return out
+
+
+def km_quantiles_weighted(km: KaplanMeier, time: np.ndarray, event: np.ndarray, item: np.ndarray,
+                          max_resamples: int | None = None, names: str = "{}") -> Weighted:
+    """The quartiles of a cell's Kaplan–Meier curve as a statistic of its items (:class:`Weighted`): each resample
+    weighs a run by how often its item is drawn, so the seeds of one item move together (the Brookmeyer–Crowley
+    intervals treat every run as independent and under-cover when an item has several seeds). Its default interval
+    is the expanded percentile interval; ``km`` gives the point estimates; ``names`` formats the outputs' names
+    (``q25``, ``median``, ``q75``)."""
+    return Weighted(partial(km_quantiles_many, np.asarray(time, dtype=float), np.asarray(event, dtype=float),
+                            item=np.asarray(item, dtype=np.intp)),
+                    "expanded_percentile", max_resamples, tuple(names.format(q) for q in ("q25", "median", "q75")),
+                    point=[np.inf if np.isnan(q.point) else q.point for q in km.quantiles])
+
+
+def with_item_intervals(km: KaplanMeier, estimates: Mapping[str, Estimate]) -> KaplanMeier:
+    """``km`` with its quartiles' intervals from resampling items (``estimates`` of :func:`km_quantiles_weighted`).
+
+    A resample whose curve stays above 1 - p makes that limit unbounded: reported, with the reason, as not
+    identified (as the Brookmeyer–Crowley upper limit beyond the last event time).
+    """
     nan = float("nan")
     new = {}
-    for j, (name, est) in enumerate(zip(("q25", "median", "q75"), km.quantiles)):
+    for name, est in zip(("q25", "median", "q75"), km.quantiles):
+        e = estimates[name]
         reasons = [r for r in est.note.split("; ") if r.startswith("not identified")]
-        low, high = float(lo[j]), float(hi[j])
+        low, high = e.low, e.high
         if not np.isfinite(high):
             reasons.append("upper confidence limit not identified: resamples of the items put it beyond the last event time")
         if not np.isfinite(low):
             reasons.append("interval not identified: too many resamples put the quantile beyond the last event time")
-        new[name] = Estimate(est.point, ConfidenceInterval(low if np.isfinite(low) else nan, high if np.isfinite(high) else nan),
-                             method=KM_CLUSTER_CI, confidence_level=km.confidence_level, note="; ".join(reasons))
+        new[name] = replace(e, point=est.point,
+                            confidence_interval=ConfidenceInterval(low if np.isfinite(low) else nan,
+                                                                   high if np.isfinite(high) else nan),
+                            note="; ".join(reasons))
     return replace(km, **new)

@@ -58,7 +58,7 @@ def test_lambda_accuracy_censoring_from_lengths_and_correctness_only(minimal):
     assert math.isnan(cell["gain"].confidence_interval.low)
     why = cell.to_row()["unavailable"]
     assert "gain" in why and "accepted_tokens and draft_rounds not logged on 4 of 4 paired runs" in why
-    assert "time_ratio, throughput_ratio: wall_time_s not logged on 4 of 4 paired runs" in why
+    assert "time_ratio, throughput_ratio, time_ratio_median_item: wall_time_s not logged on 4 of 4 paired runs" in why
     assert "lambda" not in why.replace("l_bar", "")
 
 
@@ -69,8 +69,8 @@ def test_one_missing_wall_time_empties_time_ratio_only(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     cell = ll.cells(ll.load(path), n_resamples=50).get(method="cactus")
     assert math.isnan(cell["time_ratio"].point) and cell["rounds_ratio"].point == 1.0
-    assert cell.to_row()["unavailable"] == ("time_ratio, time_per_round_ratio, throughput_ratio: wall_time_s not logged on 1 of 4 "
-                                            "paired runs")
+    assert cell.to_row()["unavailable"] == ("time_ratio, time_per_round_ratio, throughput_ratio, time_ratio_median_item: "
+                                            "wall_time_s not logged on 1 of 4 paired runs")
 
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")  # no "Mean of empty slice" from metrics not computed

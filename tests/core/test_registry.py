@@ -61,7 +61,8 @@ def test_a_zero_denominator_is_undefined_not_infinite():
 def test_a_missing_input_gives_the_reason():
     why = REGISTRY.unavailable({"wall_time_s": 3, "output_tokens": 0}, 10)
     assert why["time_ratio"] == "wall_time_s not logged on 3 of 10 paired runs"
-    assert "lambda" not in why and set(why) == {"time_ratio", "time_per_round_ratio", "throughput_ratio"}
+    assert "lambda" not in why
+    assert set(why) == {"time_ratio", "time_per_round_ratio", "throughput_ratio", "time_ratio_median_item"}
 
 
 def test_a_metric_defined_twice_is_refused():
@@ -120,3 +121,101 @@ def test_an_added_metric_whose_input_is_not_logged_is_empty_with_the_reason(tmp_
     assert math.isnan(cell["draft_ratio"].point) and math.isnan(cell["draft_ratio"].low)
     assert cell.unavailable["draft_ratio"] == "draft_tokens not logged on 14 of 14 paired runs"
     assert cell["lambda"].point > 1  # the others are computed
+
+
+def _partly_drafted(n_items: int = 14, missing: int = 5) -> list[dict]:
+    """The issue's case: draft_tokens logged on the baseline and on all but ``missing`` of the relaxed runs."""
+    recs = _records(n_items)
+    relaxed = [r for r in recs if r["method"] == "cactus"]
+    for r in relaxed[:missing]:
+        del r["draft_tokens"]
+    return recs
+
+
+#: A user's rows as the issue wrote them: no inputs declared (they are derived from what the definitions read).
+UNDECLARED = (Quantity("D", lambda r: r.draft_tokens, description="draft tokens of the relaxed run"),
+              Quantity("D_star", lambda r: r.draft_tokens_star, description="draft tokens of the baseline run"),
+              DRAFT[2])
+
+
+def test_inputs_are_derived_from_the_fields_a_quantity_reads():
+    assert UNDECLARED[0].inputs == ("draft_tokens",) and UNDECLARED[1].inputs == ("draft_tokens",)
+    assert REGISTRY.metric("lambda") and dict((q.name, q.inputs) for q in REGISTRY.quantities)["T_star"] == ("wall_time_s",)
+    # a verdict's absence is an ungraded pair, which the accuracy quantities handle themselves
+    assert dict((q.name, q.inputs) for q in REGISTRY.quantities)["c"] == ()
+
+
+def test_a_quantity_reading_a_field_it_does_not_declare_is_refused():
+    with pytest.raises(ValueError, match=r"'D' reads wall_time_s but does not declare it"):
+        Quantity("D", lambda r: r.draft_tokens / r.wall_time_s, ("draft_tokens",))
+
+
+def test_a_missing_input_of_an_undeclared_quantity_is_nan_with_the_reason_not_zero(tmp_path):
+    """draft_tokens missing on 5 of 14 relaxed runs: the ratio is empty with the reason (a missing value read as 0 gave
+    Σ over 9 runs / Σ over 14 runs, a wrong number without a word)."""
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _partly_drafted()))
+    runs = ll.load(path)
+    with metrics.extended(*UNDECLARED):
+        cell = cells(runs, n_resamples=200).cells[0]
+    assert math.isnan(cell["draft_ratio"].point) and math.isnan(cell["draft_ratio"].low)
+    assert cell.unavailable["draft_ratio"] == "draft_tokens not logged on 5 of 14 paired runs"
+    assert cell["lambda"].point > 1
+
+
+def test_a_partly_missing_input_reaches_the_reports_cells_csv_as_nan_with_its_reason(tmp_path):
+    """Through the registered analyses (analyse() and the report's cells table): the metric is empty in cells.csv,
+    its reason is in the unavailable column and in the report's notes, and the other metrics are computed."""
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _partly_drafted()))
+    with metrics.extended(*UNDECLARED):
+        analysis = ll.analyse(ll.load(path), n_resamples=200)
+    row = analysis["cells"].iloc[0]
+    assert math.isnan(row.draft_ratio) and math.isnan(row.draft_ratio_lo) and math.isnan(row.draft_ratio_hi)
+    assert "draft_ratio: draft_tokens not logged on 5 of 14 paired runs" in row.unavailable
+    assert any("draft_tokens not logged" in n and "draft_ratio" in n for n in analysis.notes)
+    assert row["lambda"] > 1
+
+
+def test_a_metric_over_items_is_the_median_of_its_definition_on_each_item():
+    """rounds_ratio_median_item: the median over items of each item's mean per-run R/R*, from the registry's rows."""
+    rng = np.random.default_rng(5)
+    n_items, seeds = 9, 3
+    R, Rs = rng.integers(50, 400, (n_items, seeds)).astype(float), rng.integers(50, 400, (n_items, seeds)).astype(float)
+    Rs[0, 1] = 0.0  # an undefined run ratio is left out of its item's mean
+    item = np.repeat(np.arange(n_items), seeds)
+    per_run = REGISTRY.quantities_of({"draft_rounds": R.ravel(), "draft_rounds_star": Rs.ravel()}, item.size)
+    item_sums = {q: np.bincount(item, weights=v, minlength=n_items) for q, v in per_run.items()}
+    got = REGISTRY.evaluate_items(item_sums, ["rounds_ratio_median_item"])["rounds_ratio_median_item"]
+    means = [np.mean([R[i, j] / Rs[i, j] for j in range(seeds) if Rs[i, j] > 0]) for i in range(n_items)]
+    assert got == pytest.approx(float(np.median(means)), rel=1e-14)
+    assert "rounds_ratio_median_item" in REGISTRY.item_metrics and REGISTRY.metric("rounds_ratio_median_item").interval is None
+
+
+def test_influence_metrics_are_the_rows_marked_so_with_the_sums_of_their_ratio():
+    assert REGISTRY.influence_metrics == {"lambda": ("L", "L_star"), "rounds_ratio": ("R", "R_star"),
+                                          "time_ratio": ("T", "T_star")}
+    with pytest.raises(ValueError, match="not a ratio of two sums"):
+        metrics.Registry(REGISTRY.quantities, REGISTRY.metrics + (
+            Metric("gain_x", lambda s: (s.A / s.R + 1.0) / (s.A_star / s.R_star + 1.0), "g", "g", "g", influence=True),))
+
+
+def test_spec_bench_l_bar_is_the_registry_row_and_empty_where_an_input_is_missing():
+    """speedup_table's l_bar and l_bar_pooled are the registry's rows on the arm's runs (mean of per-run A/R, ΣA/ΣR);
+    one run without accepted_tokens leaves them empty rather than counting it as 0."""
+    import polars as pl
+
+    from lengthlens.analyses.specbench_speedup import speedup_table
+
+    A, R = [60, 30, 10], [40, 20, 20]
+    t = pl.DataFrame({"target": ["m"] * 5, "draft": ["", "", "sps", "sps", "sps"], "dataset": ["qa"] * 5,
+                      "method": ["strict", "strict", "sps", "sps", "sps"], "params": ["strict", "strict", "p", "p", "p"],
+                      "seed": [0] * 5, "item_id": ["1", "2", "1", "2", "3"], "status": ["ok"] * 5,
+                      "output_tokens": [100, 50, 100, 50, 30], "wall_time_s": [2.0, 1.0, 1.0, 0.5, 0.3],
+                      "accepted_tokens": [0, 0, *A], "draft_rounds": [100, 50, *R]})
+    row = speedup_table(t, overall=False).iloc[0]
+    assert row.l_bar == pytest.approx(np.mean(np.array(A) / np.array(R)), rel=1e-15)
+    assert row.l_bar_pooled == pytest.approx(sum(A) / sum(R), rel=1e-15)
+    gap = speedup_table(t.with_columns(pl.when(pl.col("item_id") == "3").then(None).otherwise(pl.col("accepted_tokens"))
+                                       .alias("accepted_tokens")), overall=False).iloc[0]
+    assert math.isnan(gap.l_bar) and math.isnan(gap.l_bar_pooled) and gap.speedup == row.speedup
