@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ConfidenceInterval", "Estimate", "TestResult", "frame", "frame_html"]
+__all__ = ["AccuracyChange", "AccuracyChangeInterval", "ConfidenceInterval", "Estimate", "PercentileInterval", "TestResult",
+           "frame", "frame_html"]
 
 _NAN = float("nan")
 
@@ -38,6 +39,63 @@ class ConfidenceInterval:
     def defined(self) -> bool:
         """Both limits are numbers (finite or infinite)."""
         return not (math.isnan(self.low) or math.isnan(self.high))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row: low, high."""
+        return frame([{"low": self.low, "high": self.high}])
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
+
+
+@dataclass(frozen=True)
+class AccuracyChangeInterval:
+    """An interval for an accuracy change (proportions), its standard error and the method that made it.
+
+    ``method`` is ``tango_score`` (Tango's score interval, one graded pair per item), ``item_t`` (a t
+    interval over items, several graded pairs per item) or ``tango_items`` (the items as single pairs,
+    where they show no spread). NaN limits: nothing graded.
+    """
+
+    low: float
+    high: float
+    standard_error: float
+    method: str
+    confidence_level: float = _NAN
+
+    @property
+    def confidence_interval(self) -> ConfidenceInterval:
+        return ConfidenceInterval(self.low, self.high)
+
+    def __contains__(self, x: float) -> bool:
+        return self.low <= x <= self.high
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row: low, high, standard error, method, level."""
+        return frame([{f.name: getattr(self, f.name) for f in fields(self)}])
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
+
+
+@dataclass(frozen=True)
+class PercentileInterval:
+    """Percentile limits of replicates along their first axis (arrays, one entry per column), and how many
+    replicates of each column were undefined (NaN or infinite) and left out."""
+
+    low: Any
+    high: Any
+    undefined: Any
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per column of the replicates: low, high, undefined resamples."""
+        import numpy as np
+
+        return frame({"low": np.atleast_1d(self.low), "high": np.atleast_1d(self.high),
+                      "undefined_resamples": np.atleast_1d(self.undefined)})
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
 
 
 @dataclass(frozen=True)
@@ -98,6 +156,8 @@ class Estimate:
 @dataclass(frozen=True)
 class TestResult:
     """A hypothesis test: its statistic, p-value and the test's name (e.g. ``mcnemar_exact``, ``sign_flip_exact``)."""
+
+    __test__ = False  # a result, not a pytest test class (doctest collection imports this module)
 
     statistic: float
     pvalue: float

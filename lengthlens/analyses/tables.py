@@ -238,8 +238,8 @@ def _mean_delta(d: pd.DataFrame, graded: pd.Series, replicates: np.ndarray | Non
            "accuracy_delta_pp_mean_lo": np.nan, "accuracy_delta_pp_mean_hi": np.nan}
     if len(g) and replicates is not None and replicates.size and "_rep" in g:
         reps = replicates[:, g["_rep"].to_numpy(dtype=int)].mean(axis=1)
-        lo, hi, _ = percentile_interval(reps[:, None])
-        out["accuracy_delta_pp_mean_lo"], out["accuracy_delta_pp_mean_hi"] = float(lo[0]), float(hi[0])
+        ci = percentile_interval(reps[:, None])
+        out["accuracy_delta_pp_mean_lo"], out["accuracy_delta_pp_mean_hi"] = float(ci.low[0]), float(ci.high[0])
     return out
 
 

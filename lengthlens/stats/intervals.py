@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from lengthlens.results import ConfidenceInterval, Estimate
+from lengthlens.results import ConfidenceInterval, Estimate, PercentileInterval
 from lengthlens.stats.delta import Stratum, moment_pairs, values_and_ses
 from lengthlens.stats.metrics import ItemInterval, Sums, dependencies, finite_or_nan
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE
@@ -112,8 +112,32 @@ class Weighted:
         """The names its estimates come under: its outputs, or ``name``."""
         return self.outputs or (name,)
 
-def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Percentile interval along axis 0, ignoring undefined (NaN/inf) replicates; also their count."""
+def percentile_interval(replicates, confidence_level: float = DEFAULT_CONFIDENCE) -> PercentileInterval:
+    """Percentile interval of bootstrap replicates along axis 0, leaving out (and counting) undefined ones.
+
+    Parameters
+    ----------
+    replicates : array of shape (n_resamples, ...): the statistic in every resample; NaN or ±inf where it
+        had no value.
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    PercentileInterval
+        ``low`` and ``high`` (one entry per column, NaN where every replicate is undefined) and
+        ``undefined``, the count of replicates left out per column.
+
+    Examples
+    --------
+    >>> r = percentile_interval([[1.0, 5.0], [2.0, float("nan")], [3.0, 7.0], [4.0, 8.0], [5.0, 9.0]], 0.5)
+    >>> r.low.tolist(), r.high.tolist(), r.undefined.tolist()
+    ([2.0, 6.5], [4.0, 8.25], [0, 1])
+    """
+    return PercentileInterval(*_percentile_interval(np.asarray(replicates, dtype=float), confidence_level))
+
+
+def _percentile_interval(replicates: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`percentile_interval` as (low, high, undefined) arrays, for the engine's inner loop."""
     reps = np.where(np.isfinite(replicates), replicates, np.nan)
     undefined = np.isnan(reps).sum(axis=0)
     a = (1 - confidence_level) / 2
@@ -249,7 +273,7 @@ def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarr
     bad = ~np.isfinite(point) | np.isnan(se)
     degenerate = ~bad & (np.isinf(lo) | np.isinf(hi))
     if degenerate.any():
-        p_lo, p_hi, _ = percentile_interval(replicates, confidence_level)
+        p_lo, p_hi, _ = _percentile_interval(replicates, confidence_level)
         lo, hi = np.where(degenerate, p_lo, lo), np.where(degenerate, p_hi, hi)
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi), undefined, degenerate
 
@@ -426,7 +450,7 @@ def estimates(statistics: Mapping[str, Statistic | Weighted], r: Resampled, *, c
         if method == "declared" and not np.isfinite(point[name]):
             method = "percentile"  # nothing for the declared interval to speak of: the resamples say it is undefined
         if method == "percentile":
-            lo, hi, und = percentile_interval(reps[name][:, None], confidence_level)
+            lo, hi, und = _percentile_interval(reps[name][:, None], confidence_level)
             out[name] = _estimate(point[name], lo[0], hi[0], und[0], "percentile", confidence_level,
                                   _bootstrap_se(reps[name]))
         elif method == "bca":
@@ -516,7 +540,7 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
         alone = _item_ratios(statistics[name].of, r)
         method, note = "studentized", ""
         if np.isfinite(point[name]) and not (fell_back[0] or (lo > 0 and np.isfinite(hi))):
-            lo, hi, _ = (float(x[0]) for x in percentile_interval(reps[name][:, None], level))
+            lo, hi, _ = (float(x[0]) for x in _percentile_interval(reps[name][:, None], level))
             method, note = "percentile", UNBOUNDED_NOTE
         elif fell_back[0]:
             method, note = "percentile", UNBOUNDED_NOTE
@@ -526,7 +550,7 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
                 lo, hi = max(lo, float(alone.min())), min(hi, float(alone.max()))
             elif outside_range == "percentile":
                 method = "percentile"
-                lo, hi, _ = (float(x[0]) for x in percentile_interval(reps[name][:, None], level))
+                lo, hi, _ = (float(x[0]) for x in _percentile_interval(reps[name][:, None], level))
             else:
                 method = "bca"
                 lo, hi, _ = (float(x[0]) for x in _bca(statistics[name], r, point[name], reps[name], level))

@@ -424,8 +424,8 @@ def _accuracy_change_ci(items: Sums, confidence_level: float) -> tuple[float, fl
     several seeds (Tango over the items' signs where they show no spread), in points."""
     from lengthlens.stats.paired import accuracy_change_interval  # paired.py reads this module's drop margin
 
-    lo, hi, se, how = accuracy_change_interval(items.n_graded, items.c, items.c_star, confidence_level)
-    return 100.0 * lo, 100.0 * hi, 100.0 * se, how
+    r = accuracy_change_interval(items.n_graded, items.c, items.c_star, confidence_level)
+    return 100.0 * r.low, 100.0 * r.high, 100.0 * r.standard_error, r.method
 
 
 #: The accuracy change's default interval, declared in its row.

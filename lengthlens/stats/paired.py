@@ -30,7 +30,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special
 
-from lengthlens.results import TestResult
+from lengthlens.results import AccuracyChangeInterval, ConfidenceInterval, TestResult
 from lengthlens.stats.mcnemar import mcnemar_midp
 from lengthlens.stats.margin import ACCURACY_DROP_PP
 
@@ -91,7 +91,7 @@ def score_statistic(b, c, n, delta):
     return np.where(var > 0, z, np.where(num == 0, 0.0, np.where(num > 0, np.inf, -np.inf)))
 
 
-def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tuple[float, float]:
+def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> ConfidenceInterval:
     """Tango's (1998) score interval for the paired difference of proportions p10 − p01.
 
     The δ where |score_statistic(b, c, n, δ)| ≤ z, found by bracketing root finding on
@@ -107,7 +107,8 @@ def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tu
 
     Returns
     -------
-    (low, high) as a difference of proportions (multiply by 100 for points); NaN for n = 0.
+    ConfidenceInterval
+        ``low, high`` as a difference of proportions (multiply by 100 for points); NaN for n = 0.
 
     Examples
     --------
@@ -117,13 +118,13 @@ def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tu
     """
     b, c, n = int(b), int(c), int(n)
     if n <= 0:
-        return math.nan, math.nan
+        return ConfidenceInterval(math.nan, math.nan)
     if b < 0 or c < 0 or b + c > n:
         raise ValueError(f"need 0 <= b, c and b + c <= n, not b={b}, c={c}, n={n}")
     z = float(special.ndtri(0.5 + confidence_level / 2.0))
     if b == c == 0:
         h = z * z / (n + z * z)
-        return -h, h
+        return ConfidenceInterval(-h, h)
     point = (b - c) / n
 
     def g(delta: float, sign: float) -> float:
@@ -139,7 +140,7 @@ def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tu
                                              xtol=1e-14, rtol=1e-14)
     hi = 1.0 if b == n else optimize.brentq(g, point + (eps if c == n else 0.0), 1.0, args=(1.0,),
                                             xtol=1e-14, rtol=1e-14)
-    return float(lo), float(hi)
+    return ConfidenceInterval(float(lo), float(hi))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -171,7 +172,7 @@ def _signs_table(n_graded, d_sum) -> tuple[int, int, int]:
     return int(np.sum(d > 0)), int(np.sum(d < 0)), int(keep.sum())
 
 
-def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> tuple[float, float, str]:
+def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> AccuracyChangeInterval:
     """Interval for the accuracy change with several graded pairs per item: a t interval over items.
 
     The point is Σᵢ Dᵢ / Σᵢ Nᵢ (Dᵢ: the item's correct minus correct*, Nᵢ its graded pairs), its
@@ -180,25 +181,36 @@ def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> tuple[floa
     no item changed), the t interval would be a point: then Tango's interval for the items as single
     pairs (items with a net gain, with a net loss, m), the interval one run per item would give.
 
+    Parameters
+    ----------
+    n_graded : graded pairs per item (items with none are left out).
+    d_sum : per item, correct minus correct* summed over its graded pairs.
+    confidence_level : two-sided level.
+
     Returns
     -------
-    (low, high, method): method ``item_t`` or ``tango_items`` (the fallback).
+    AccuracyChangeInterval
+        Limits as proportions, the item-level standard error, and the method: ``item_t``, or
+        ``tango_items`` (the fallback); NaN limits when no item is graded.
 
     Examples
     --------
-    >>> lo, hi, how = item_interval([4, 4, 4], [0, 0, 0])
-    >>> how, round(hi, 4)
+    >>> r = item_interval([4, 4, 4], [0, 0, 0])
+    >>> r.method, round(r.high, 4)
     ('tango_items', 0.5615)
+    >>> r = item_interval([2] * 6, [1, 0, -1, 0, -1, -2])   # 6 items, 2 graded pairs each
+    >>> r.method, round(r.low, 4), round(r.high, 4)
+    ('item_t', -0.8003, 0.3003)
     """
     point, se, m = _item_parts(n_graded, d_sum)
     if m == 0:
-        return math.nan, math.nan, "item_t"
+        return AccuracyChangeInterval(math.nan, math.nan, math.nan, "item_t", confidence_level)
     if not (se > 1e-12 * max(1.0, abs(point))):
         gains, losses, items = _signs_table(n_graded, d_sum)
-        lo, hi = tango_interval(gains, losses, items, confidence_level)
-        return lo, hi, "tango_items"
+        ci = tango_interval(gains, losses, items, confidence_level)
+        return AccuracyChangeInterval(ci.low, ci.high, se, "tango_items", confidence_level)
     q = float(special.stdtrit(m - 1, 0.5 + confidence_level / 2.0))
-    return max(-1.0, point - q * se), min(1.0, point + q * se), "item_t"
+    return AccuracyChangeInterval(max(-1.0, point - q * se), min(1.0, point + q * se), se, "item_t", confidence_level)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -555,12 +567,12 @@ def smallest_attainable_p(n_units: int, test: str) -> float:
 @lru_cache(maxsize=16)
 def _limits(fn: Callable, n: int) -> tuple[np.ndarray, np.ndarray]:
     b, c = tables(n)
-    lims = np.array([fn(int(x), int(y), n)[:2] for x, y in zip(b, c)], dtype=float).reshape(-1, 2)
+    lims = np.array([tuple(fn(int(x), int(y), n))[:2] for x, y in zip(b, c)], dtype=float).reshape(-1, 2)
     return lims[:, 0], lims[:, 1]
 
 
 def exact_coverage(n: int, discordance: float, drop: float,
-                   interval: Callable[[int, int, int], tuple[float, float]] = tango_interval) -> float:
+                   interval: Callable[[int, int, int], ConfidenceInterval | tuple[float, float]] = tango_interval) -> float:
     """Exact coverage of an interval for Δ = p10 − p01 on n pairs: Σ over every table of P(table) · [Δ in interval].
 
     ``interval(b, c, n)`` returns (low, high) as proportions; the truth is p10 = ψ/2, p01 = ψ/2 + D
@@ -598,7 +610,7 @@ def _per_item(n_graded, c, c_star) -> tuple[np.ndarray, np.ndarray, bool]:
     return n_graded, d, bool(n_graded.size == 0 or n_graded.max() <= 1)
 
 
-def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95) -> tuple[float, float, float, str]:
+def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95) -> AccuracyChangeInterval:
     """The default interval of a cell's accuracy change (proportions), from per-item sums of graded pairs.
 
     One graded pair per item: :func:`tango_interval` on the discordant counts (method ``tango_score``);
@@ -606,26 +618,27 @@ def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95
 
     Returns
     -------
-    (low, high, standard_error, method); the standard error is the Wald one, √(((b + c)/n − Δ̂²)/n), for
-    ``tango_score``, the item-level one otherwise; NaN limits when nothing is graded.
+    AccuracyChangeInterval
+        Limits as proportions, the standard error (the Wald one, √(((b + c)/n − Δ̂²)/n), for
+        ``tango_score``, the item-level one otherwise) and the method; NaN limits when nothing is graded.
 
     Examples
     --------
-    >>> lo, hi, se, how = accuracy_change_interval([1] * 12, [1] * 10 + [0, 0], [1] * 12)
-    >>> how, round(lo, 3), round(hi, 3)
+    >>> r = accuracy_change_interval([1] * 12, [1] * 10 + [0, 0], [1] * 12)
+    >>> r.method, round(r.low, 3), round(r.high, 3)
     ('tango_score', -0.448, 0.116)
     """
     n_graded, d, single = _per_item(n_graded, c, c_star)
     n = int(n_graded.sum())
     if n == 0:
-        return math.nan, math.nan, math.nan, "tango_score"
+        return AccuracyChangeInterval(math.nan, math.nan, math.nan, "tango_score", confidence_level)
     if single:
         b, cc = int(np.sum(d > 0)), int(np.sum(d < 0))
-        lo, hi = tango_interval(b, cc, n, confidence_level)
+        ci = tango_interval(b, cc, n, confidence_level)
         point = (b - cc) / n
-        return lo, hi, math.sqrt(max((b + cc) / n - point * point, 0.0) / n), "tango_score"
-    lo, hi, how = item_interval(n_graded, d, confidence_level)
-    return lo, hi, _item_parts(n_graded, d)[1], how
+        return AccuracyChangeInterval(ci.low, ci.high, math.sqrt(max((b + cc) / n - point * point, 0.0) / n),
+                                      "tango_score", confidence_level)
+    return item_interval(n_graded, d, confidence_level)
 
 
 def accuracy_loss_test(n_graded, c, c_star, margin: float = MARGIN) -> TestResult:
