@@ -170,6 +170,67 @@ class TestResult:
         return frame_html(self.to_frame())
 
 
+@dataclass(frozen=True)
+class AccuracyChange:
+    """A cell's accuracy test results: the paired test, the loss flag, their counts and the adjusted p-values.
+
+    ``test`` is the paired accuracy test, mid-p (McNemar with one graded pair per item, the item-level
+    sign-flip test with several seeds), ``test_exact`` the same test's exact p-value; both None when nothing
+    is graded. ``loss_test`` is the one-sided test of a loss of more than 2 points at 2.5 %, ``drop_2pp``
+    its verdict and ``drop_2pp_point`` the study's point rule (both None when the cell is ungraded or graded
+    on fewer than half its items). ``mdd_pp``: the smallest true loss (points) the loss test detects with
+    80 % power. ``p_holm`` / ``q_bh``: the mid-p adjusted over the cells of the accuracy family (None
+    outside it). The accuracy change itself, with its interval, is the cell's ``accuracy_delta_pp`` estimate.
+
+    Examples
+    --------
+    >>> a = AccuracyChange(TestResult(-2.0, 0.25, "mcnemar_midp"), wrong_to_right=1, right_to_wrong=3)
+    >>> a.p, a.to_frame()[["wrong_to_right", "right_to_wrong", "accuracy_p", "accuracy_test"]].values.tolist()
+    (0.25, [[1, 3, 0.25, 'mcnemar_midp']])
+    """
+
+    test: TestResult | None = None
+    test_exact: TestResult | None = None
+    wrong_to_right: int | None = None
+    right_to_wrong: int | None = None
+    loss_test: TestResult | None = None
+    drop_2pp: bool | None = None
+    drop_2pp_point: bool | None = None
+    mdd_pp: float = _NAN
+    p_holm: float | None = None
+    q_bh: float | None = None
+
+    @property
+    def p(self) -> float | None:
+        """The paired test's mid-p value (cells.csv's ``accuracy_p``)."""
+        return None if self.test is None else self.test.pvalue
+
+    @property
+    def p_exact(self) -> float | None:
+        """The same test's exact p-value (``accuracy_p_exact``)."""
+        return None if self.test_exact is None else self.test_exact.pvalue
+
+    @property
+    def drop_2pp_p(self) -> float | None:
+        """The loss test's one-sided p-value (``drop_2pp_p``)."""
+        return None if self.loss_test is None else self.loss_test.pvalue
+
+    def columns(self) -> dict[str, Any]:
+        """The values under cells.csv's column names."""
+        return {"drop_2pp": self.drop_2pp, "drop_2pp_p": self.drop_2pp_p, "drop_2pp_point": self.drop_2pp_point,
+                "accuracy_mdd_pp": self.mdd_pp, "wrong_to_right": self.wrong_to_right,
+                "right_to_wrong": self.right_to_wrong, "accuracy_p": self.p,
+                "accuracy_test": None if self.test is None else self.test.method, "accuracy_p_exact": self.p_exact,
+                "accuracy_p_holm": self.p_holm, "accuracy_q_bh": self.q_bh}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row under cells.csv's column names."""
+        return frame([self.columns()])
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
+
+
 def frame(rows: list[dict[str, Any]] | dict[str, Any], columns: list[str] | None = None) -> pd.DataFrame:
     """A pandas DataFrame from records (or columns); the one place result objects import pandas."""
     import pandas as pd

@@ -158,7 +158,8 @@ def test_cell_loss_flag_is_the_one_sided_test(tmp_path):
 def _cell(n_items, p, *, graded_items=None, test="mcnemar_midp"):
     graded_items = n_items if graded_items is None else graded_items
     return Cell("T", "D", "d", "m", f"n{n_items}", None, n_items, n_items, graded_items, graded_items, n_items, None,
-                {"accuracy_delta_pp": results.Estimate(-5.0)}, accuracy_test=results.TestResult(-1.0, p, test))
+                {"accuracy_delta_pp": results.Estimate(-5.0)},
+                accuracy=results.AccuracyChange(test=results.TestResult(-1.0, p, test)))
 
 
 def test_family_leaves_out_probes_and_partly_graded_cells(tmp_path):
