@@ -99,19 +99,32 @@ def item_differences(n_graded: np.ndarray, c: np.ndarray, c_star: np.ndarray) ->
 
 
 def paired_accuracy_test(n_graded, c, c_star, *, mid_p: bool = True) -> TestResult:
-    """The paired accuracy test from per-item sums of graded pairs, correct and correct*.
+    """The paired accuracy test of a cell from per-item sums of graded pairs, correct and correct*.
 
     McNemar on runs when every item has at most one graded pair (the sign-flip test would give the
-    same p-value); with several seeds per item, the item-level sign-flip test, since runs of an item
-    are not independent. ``mid_p`` (default) gives the mid-p value (``mcnemar_midp``,
-    ``sign_flip_midp_exact`` / ``sign_flip_midp_monte_carlo``), else the exact one (``mcnemar_exact``,
-    ``sign_flip_exact`` / ``sign_flip_monte_carlo``). The statistic is Σᵢ dᵢ, the sum of the per-item
-    mean differences (with one run per item: wrong→right minus right→wrong).
+    same p-value); with several seeds per item, the item-level sign-flip test (:func:`sign_flip_test`),
+    since runs of an item are not independent.
+
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    mid_p : the mid-p value (default; ``mcnemar_midp``, ``sign_flip_midp_exact`` /
+        ``sign_flip_midp_monte_carlo``), else the exact one (``mcnemar_exact``, ``sign_flip_exact`` /
+        ``sign_flip_monte_carlo``).
+
+    Returns
+    -------
+    TestResult
+        ``statistic`` Σᵢ dᵢ, the sum of the per-item mean differences (with one run per item:
+        wrong→right minus right→wrong), ``pvalue`` two-sided, ``method`` as above.
 
     Examples
     --------
-    >>> paired_accuracy_test([1, 1, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1]).method
-    'mcnemar_midp'
+    >>> paired_accuracy_test([1, 1, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1])
+    TestResult(statistic=-3.0, pvalue=0.125, method='mcnemar_midp')
+    >>> paired_accuracy_test([2, 2, 2], [0, 1, 0], [2, 2, 1], mid_p=False).method
+    'sign_flip_exact'
     """
     n_graded, c, c_star = (np.asarray(a, dtype=float) for a in (n_graded, c, c_star))
     d = item_differences(n_graded, c, c_star)
@@ -125,6 +138,20 @@ def paired_accuracy_test(n_graded, c, c_star, *, mid_p: bool = True) -> TestResu
 
 
 def accuracy_test_label(name: str) -> str:
-    """A name :func:`paired_accuracy_test` returns, in words for a reader: "McNemar" or "sign-flip", with "mid-p"."""
+    """A test name :func:`paired_accuracy_test` returns, in words for a reader: "McNemar" or "sign-flip", with "mid-p".
+
+    Parameters
+    ----------
+    name : the test's ``method`` (e.g. ``sign_flip_midp_exact``).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> accuracy_test_label("sign_flip_midp_monte_carlo"), accuracy_test_label("mcnemar_exact")
+    ('sign-flip mid-p', 'McNemar')
+    """
     base = "sign-flip" if str(name).startswith("sign_flip") else "McNemar"
     return f"{base} mid-p" if "midp" in str(name) else base
