@@ -176,10 +176,29 @@ def expanded_percentile_levels(n_items: int, confidence_level: float = DEFAULT_C
 
 def bca_interval(replicates: np.ndarray, point: np.ndarray, jackknife: np.ndarray,
                  confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bias-corrected and accelerated interval (Efron 1987), per column.
+    """Bias-corrected and accelerated bootstrap interval (Efron 1987), per column.
 
-    ``jackknife`` holds the leave-one-item-out estimates (n_items, ...); the acceleration comes
-    from their skewness, as in scipy.stats.bootstrap(method='BCa').
+    The acceleration comes from the skewness of the leave-one-item-out estimates, as in
+    scipy.stats.bootstrap(method='BCa'); undefined (NaN/inf) replicates are left out and counted.
+
+    Parameters
+    ----------
+    replicates : (n_resamples, ...) the statistic in every resample.
+    point : the point estimate per column.
+    jackknife : (n_items, ...) the leave-one-item-out estimates.
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (low, high, undefined) per column.
+
+    Examples
+    --------
+    >>> reps = np.array([[0.9], [1.0], [1.1], [1.2], [0.8]])
+    >>> lo, hi, und = bca_interval(reps, np.array([1.0]), np.array([[0.95], [1.0], [1.05], [1.0]]), 0.8)
+    >>> round(float(lo[0]), 4), round(float(hi[0]), 4), int(und[0])
+    (0.8147, 1.1123, 0)
     """
     from scipy import special  # here, not at the top: the studentized and percentile paths need no scipy
 
@@ -216,10 +235,25 @@ def jackknife_sums(item_sums: np.ndarray) -> np.ndarray:
 
 
 def quantiles_with_inf(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
-    """Linear-interpolation quantiles (numpy's default) per column, NaN dropped, +/-inf kept as extremes.
+    """Linear-interpolation quantiles (numpy's default) per column, NaN dropped, ±inf kept as extremes.
 
-    Returns (len(qs), *values.shape[1:]); interpolating towards an infinite value gives that
-    infinity; an all-NaN column gives NaN.
+    Interpolating towards an infinite value gives that infinity; an all-NaN column gives NaN (where
+    numpy's nanquantile would give NaN for any column holding an infinity).
+
+    Parameters
+    ----------
+    values : (n, ...) values, quantiles taken along axis 0.
+    qs : quantile levels in [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        (len(qs), *values.shape[1:]).
+
+    Examples
+    --------
+    >>> quantiles_with_inf(np.array([[1.0], [2.0], [np.inf], [np.nan]]), [0.0, 0.5, 1.0]).ravel().tolist()
+    [1.0, 2.0, inf]
     """
     v = np.sort(values, axis=0)  # NaN last, -inf first
     n_valid = np.sum(~np.isnan(values), axis=0)
@@ -239,21 +273,37 @@ def quantiles_with_inf(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
 def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarray, se_replicates: np.ndarray,
                          confidence_level: float = DEFAULT_CONFIDENCE, symmetric: bool = True
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Bootstrap-t interval per column, with t_b = (rep_b - point) / se_b.
+    """Bootstrap-t interval per column, with t_b = (rep_b − point) / se_b: the default interval of the ratios.
 
-    ``symmetric`` (default): point +/- q se with q the ``confidence_level`` quantile of |t_b|
-    (Hall 1988; it covers better than the equal-tailed form at 12-150 items in simulation, see
-    README). Otherwise equal-tailed: [point - t_hi se, point - t_lo se]. All arrays on the scale the
-    interval is built on (the caller takes logs for ratios). A resample whose SE is 0 but whose
-    value differs from the point (one distinct item) has t = +/-inf: kept as an extreme value, so
-    the limit can be unbounded. Resamples with an undefined value or SE are dropped and counted.
-    With ``se`` 0 (every item agrees) the interval is the point. "0" means below 1e-12 (1 + |point|).
+    ``symmetric`` (default): point ± q se with q the ``confidence_level`` quantile of |t_b| (Hall 1988;
+    it covers better than the equal-tailed form at 12–150 items in simulation, see README). Otherwise
+    equal-tailed: [point − t_hi se, point − t_lo se]. A resample whose SE is 0 but whose value differs
+    from the point (one distinct item) has t = ±inf: kept as an extreme value, so the limit can be
+    unbounded. Resamples with an undefined value or SE are dropped and counted. With ``se`` 0 (every item
+    agrees) the interval is the point. "0" means below 1e-12 (1 + |point|). Where so many resamples have
+    SE 0 with a changed value that a limit comes out unbounded (nearly every item unchanged, as in a check
+    of a lossless method), the bootstrap-t says nothing: that column gets the percentile interval of the
+    same replicates instead.
 
-    Where so many resamples have SE 0 with a changed value that a limit comes out unbounded (nearly
-    every item unchanged, as in a check of a lossless method, where a resample without the few items
-    that differ has no spread), the bootstrap-t says nothing: that column gets the percentile
-    interval of the same replicates instead. Returns (low, high, undefined, fell_back), ``fell_back``
-    marking the columns that got the percentile interval.
+    Parameters
+    ----------
+    point, se : the point estimate and its standard error per column, on the scale the interval is built
+        on (the caller takes logs for ratios).
+    replicates, se_replicates : (n_resamples, ...) the statistic and its SE in every resample.
+    confidence_level : two-sided level.
+    symmetric : the symmetric bootstrap-t (default) or the equal-tailed one.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (low, high, undefined, fell_back): ``fell_back`` marks the columns that got the percentile interval.
+
+    Examples
+    --------
+    >>> reps = np.array([[0.9], [1.0], [1.1], [1.2], [0.8]])
+    >>> lo, hi, und, fell_back = studentized_interval(np.array([1.0]), np.array([0.1]), reps, np.full((5, 1), 0.1), 0.8)
+    >>> lo.tolist(), hi.tolist(), und.tolist(), fell_back.tolist()
+    ([0.8], [1.2], [0], [False])
     """
     # SEs and differences below rounding (a metric constant across items, e.g. time per round when
     # time is logged as rounds x a constant) count as 0: t = 0 for an unchanged resample, else +/-inf.
@@ -325,9 +375,30 @@ def moment_columns(statistics: Mapping[str, Statistic], items: Mapping[str, np.n
                    strata: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The item columns the standard errors of the studentized statistics need, to resample beside ``items``.
 
-    ``items`` maps a sum's name to its per-item totals (n_items,). With one stratum: the products
-    xₐ x_b of the sums each statistic depends on; with ``strata`` (each item's stratum), the sums and
-    products within each stratum.
+    With one stratum: the products xₐ x_b of the sums each statistic depends on; with ``strata`` (each
+    item's stratum), the sums and products within each stratum. Statistics whose interval under ``ci``
+    is not studentized need none.
+
+    Parameters
+    ----------
+    statistics : the statistics by name.
+    items : per-item totals (n_items,) by sum name.
+    ci : the interval method asked for (``studentized``, ``percentile``, ``bca``).
+    strata : each item's stratum, or None for one stratum.
+
+    Returns
+    -------
+    dict
+        {column name: per-item values}, e.g. ``"x*y"``.
+
+    Examples
+    --------
+    >>> items = {"x": np.array([1.0, 2.0, 3.0]), "y": np.array([2.0, 2.0, 3.0])}
+    >>> cols = moment_columns({"r": Ratio(lambda s: s["x"] / s["y"])}, items, "studentized")
+    >>> sorted(cols), cols["x*y"].tolist()
+    (['x*x', 'x*y', 'y*y'], [2.0, 4.0, 9.0])
+    >>> moment_columns({"r": Ratio(lambda s: s["x"] / s["y"])}, items, "percentile")
+    {}
     """
     fns = [st.of for st in statistics.values() if _method(st, ci) == "studentized"]
     pairs = moment_pairs(fns, tuple(items))
