@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import inspect
@@ -57,17 +58,23 @@ STATS_MODULES = sorted(f"lengthlens.stats.{m.name}" for m in pkgutil.iter_module
 
 def _stats_public_functions() -> list[tuple[str, str]]:
     """(module, name) of stats/'s public functions: no leading underscore, defined in the module, and in its
-    ``__all__`` or read outside stats/."""
-    outside = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "lengthlens").rglob("*.py")
-                        if "stats" not in p.relative_to(REPO / "lengthlens").parts)
+    ``__all__`` or imported or called as ``module.name`` outside stats/."""
+    short = {m.rsplit(".", 1)[1] for m in STATS_MODULES}
+    used: set[str] = set()
+    for path in (REPO / "lengthlens").rglob("*.py"):
+        if "stats" in path.relative_to(REPO / "lengthlens").parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lengthlens.stats"):
+                used |= {a.name for a in node.names}
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in short:
+                used.add(node.attr)
     out = []
     for name in STATS_MODULES:
         mod = importlib.import_module(name)
         listed = set(getattr(mod, "__all__", ()))
         for fn, obj in vars(mod).items():
-            if fn.startswith("_") or not inspect.isfunction(obj) or obj.__module__ != name:
-                continue
-            if fn in listed or re.search(rf"\b{fn}\b", outside):
+            if not fn.startswith("_") and inspect.isfunction(obj) and obj.__module__ == name and (fn in listed or fn in used):
                 out.append((name, fn))
     return out
 
