@@ -75,10 +75,22 @@ def _score_parts(b, c, n, delta):
 
 
 def score_statistic(b, c, n, delta):
-    """Tango's score statistic for H0: Δ = delta: (b − c − nδ) / √(n (2 p̃01 + δ − δ²)), vectorized.
+    """Tango's score statistic for H0: Δ = delta, the basis of the accuracy change's interval and loss test.
 
-    p̃01 is the restricted maximum-likelihood estimate of p01 under Δ = δ. Where the variance is 0
-    (no discordant pair at δ = 0, or δ = ±1) the statistic is 0 if the numerator is 0, else ±inf.
+    (b − c − nδ) / √(n (2 p̃01 + δ − δ²)), vectorized; p̃01 is the restricted maximum-likelihood estimate
+    of p01 under Δ = δ. Where the variance is 0 (no discordant pair at δ = 0, or δ = ±1) the statistic is
+    0 if the numerator is 0, else ±inf.
+
+    Parameters
+    ----------
+    b, c : discordant pairs, wrong→right and right→wrong (arrays broadcast).
+    n : graded pairs.
+    delta : the hypothesised difference of proportions p10 − p01.
+
+    Returns
+    -------
+    numpy.ndarray
+        The statistic (0-d for scalar arguments).
 
     Examples
     --------
@@ -227,12 +239,51 @@ def _tables(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every paired 2×2 table of n pairs as its discordant counts (b, c), b + c ≤ n: (n + 1)(n + 2)/2 of them."""
+    """Every paired 2×2 table of n pairs as its discordant counts (b, c), b + c ≤ n, for exact enumeration.
+
+    Parameters
+    ----------
+    n : pairs.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (b, c), (n + 1)(n + 2)/2 tables (cached per n: do not modify them).
+
+    Examples
+    --------
+    >>> b, c = tables(2)
+    >>> list(zip(b.tolist(), c.tolist()))
+    [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)]
+    """
     return _tables(int(n))
 
 
 def truth(discordance: float, drop: float) -> tuple[float, float]:
-    """(p10, p01) of a paired table with background discordance ψ and a true drop D: (ψ/2, ψ/2 + D)."""
+    """The cell probabilities of a paired table with background discordance ψ and a true drop D.
+
+    Pairs flip either way at the rate ψ/2 without a net change, and the drop adds D to the right→wrong flips.
+
+    Parameters
+    ----------
+    discordance : ψ, the share of pairs that flip either way without a net change.
+    drop : D, the true accuracy loss (a proportion).
+
+    Returns
+    -------
+    tuple of float
+        (p10, p01) = (ψ/2, ψ/2 + D).
+
+    Raises
+    ------
+    ValueError
+        When no paired table has these (a probability below 0 or above 1).
+
+    Examples
+    --------
+    >>> truth(0.1, 0.05)
+    (0.05, 0.1)
+    """
     p10, p01 = discordance / 2.0, discordance / 2.0 + drop
     if p10 < 0 or p01 < 0 or p10 + p01 > 1 + 1e-12:
         raise ValueError(f"no paired table has discordance {discordance} and drop {drop}")
@@ -240,7 +291,24 @@ def truth(discordance: float, drop: float) -> tuple[float, float]:
 
 
 def table_probabilities(n: int, p10: float, p01: float) -> np.ndarray:
-    """Multinomial probability of each table of :func:`tables` (n), for cell probabilities p10, p01 and the rest."""
+    """Multinomial probability of each table of :func:`tables` (n), for exact coverage and power.
+
+    Parameters
+    ----------
+    n : pairs.
+    p10, p01 : the probabilities of wrong→right and right→wrong (the rest concordant).
+
+    Returns
+    -------
+    numpy.ndarray
+        One probability per table, in the order of :func:`tables`; they sum to 1.
+
+    Examples
+    --------
+    >>> p = table_probabilities(2, 0.1, 0.2)
+    >>> round(float(p[0]), 4), round(float(p.sum()), 12)   # (0, 0): both pairs concordant, 0.7²
+    (0.49, 1.0)
+    """
     b, c = tables(n)
     rest = n - b - c
     log_p = (special.gammaln(n + 1) - special.gammaln(b + 1) - special.gammaln(c + 1) - special.gammaln(rest + 1)
@@ -393,8 +461,23 @@ def item_noninferiority_test(n_graded, d_sum, margin: float = MARGIN) -> TestRes
     Where the items show no spread, the exact test on the items as single pairs (items with a net
     gain, with a net loss, m), as :func:`item_interval` does.
 
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    d_sum : per item, correct minus correct* summed over its graded pairs.
+    margin : the loss tested for, as a proportion.
+
+    Returns
+    -------
+    TestResult
+        The t statistic, the one-sided p-value and ``item_t_noninferiority`` (or
+        ``tango_noninferiority_items``, the fallback); NaN when no item is graded.
+
     Examples
     --------
+    >>> r = item_noninferiority_test([2] * 6, [1, 0, -1, 0, -1, -2])
+    >>> r.method, round(r.statistic, 3), round(r.pvalue, 3)
+    ('item_t_noninferiority', -1.074, 0.166)
     >>> item_noninferiority_test([4, 4, 4], [0, 0, 0]).method
     'tango_noninferiority_items'
     """
@@ -490,12 +573,27 @@ def _rejection_region(n: int, margin: float, alpha: float) -> tuple[float, np.nd
 
 
 def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, alpha: float = ALPHA_ONE_SIDED) -> float:
-    """Exact probability that the loss flag fires on n pairs with background discordance ψ and true drop D (proportions).
+    """Exact probability that the loss flag fires on n pairs with background discordance ψ and true drop D.
+
+    Parameters
+    ----------
+    n : graded pairs (one per item).
+    discordance : ψ, the share of pairs that flip either way without a net change.
+    drop : D, the true accuracy loss (a proportion).
+    margin : the flag's margin, as a proportion.
+    alpha : the flag's one-sided level.
+
+    Returns
+    -------
+    float
+        The sum of the probabilities of the tables in the flag's rejection region.
 
     Examples
     --------
     >>> flag_power(30, 0.15, 0.02) <= 0.025   # at the margin itself: the level
     True
+    >>> round(flag_power(12, 0.2, 0.3), 3)
+    0.254
     """
     p10, p01 = truth(discordance, drop)
     _, first = _rejection_region(int(n), float(margin), float(alpha))
@@ -550,7 +648,22 @@ def smallest_attainable_p(n_units: int, test: str) -> float:
     """The smallest p-value a paired test can give on ``n_units`` (graded pairs, or items with seeds).
 
     Every unit changed the same way: the mid-p tests give 0.5^n, the exact ones 2 · 0.5^n; a Monte
-    Carlo sign-flip test cannot go below 1 / (1 + B).
+    Carlo sign-flip test cannot go below 1 / (1 + B). With few units and many cells this can keep every
+    multiplicity-adjusted p above 0.05 whatever the data.
+
+    Parameters
+    ----------
+    n_units : graded pairs (McNemar) or graded items (sign-flip).
+    test : the test's name, as :func:`~lengthlens.stats.signflip.paired_accuracy_test` gives it.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> smallest_attainable_p(12, "mcnemar_midp"), smallest_attainable_p(12, "sign_flip_exact")
+    (0.000244140625, 0.00048828125)
     """
     n = int(n_units)
     if n <= 0:
@@ -616,6 +729,12 @@ def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95
     One graded pair per item: :func:`tango_interval` on the discordant counts (method ``tango_score``);
     several: :func:`item_interval` (``item_t``, or ``tango_items`` where the items show no spread).
 
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    confidence_level : two-sided level.
+
     Returns
     -------
     AccuracyChangeInterval
@@ -642,8 +761,27 @@ def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95
 
 
 def accuracy_loss_test(n_graded, c, c_star, margin: float = MARGIN) -> TestResult:
-    """The accuracy-loss test of a cell from per-item sums: :func:`noninferiority_test` with one graded pair per
-    item, :func:`item_noninferiority_test` with several."""
+    """The accuracy-loss test of a cell from per-item sums, the test behind the ``drop_2pp`` flag.
+
+    :func:`noninferiority_test` with one graded pair per item, :func:`item_noninferiority_test` with several.
+
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    margin : the loss tested for, as a proportion.
+
+    Returns
+    -------
+    TestResult
+        The statistic, the one-sided p-value (small: a loss of more than the margin) and the test's name.
+
+    Examples
+    --------
+    >>> r = accuracy_loss_test([1] * 12, [0] * 3 + [1] * 9, [1] * 12)   # 3 of 12 pairs right → wrong
+    >>> r.method, round(r.pvalue, 4)
+    ('tango_noninferiority_exact', 0.0832)
+    """
     n_graded, d, single = _per_item(n_graded, c, c_star)
     if single:
         return noninferiority_test(int(np.sum(d > 0)), int(np.sum(d < 0)), int(n_graded.sum()), margin)
@@ -652,14 +790,32 @@ def accuracy_loss_test(n_graded, c, c_star, margin: float = MARGIN) -> TestResul
 
 def accuracy_mdd_pp(n_graded, c, c_star, power: float = 0.8, margin_pp: float = 2.0,
                     alpha: float = ALPHA_ONE_SIDED) -> float:
-    """A cell's minimum detectable drop (points) at ``power``: :func:`minimum_detectable_drop_pp` for its pairs and
-    observed discordance (:data:`ASSUMED_DISCORDANCE` where none is discordant).
+    """A cell's minimum detectable drop (points): the smallest true loss its loss flag detects with ``power``.
 
-    With several graded pairs per item the flag is the t test over items
-    (:func:`item_noninferiority_test`), so the figure is that test's: the drop D at which the
-    noncentral t with m − 1 degrees of freedom and noncentrality (D − margin)/se falls below the
-    test's critical value with probability ``power``, se the cell's observed item-level standard
-    error. Where the items show no spread, the items as single pairs, as the test itself does.
+    With one graded pair per item: :func:`minimum_detectable_drop_pp` for its pairs and observed
+    discordance (:data:`ASSUMED_DISCORDANCE` where none is discordant). With several graded pairs per item
+    the flag is the t test over items (:func:`item_noninferiority_test`), so the figure is that test's:
+    the drop D at which the noncentral t with m − 1 degrees of freedom and noncentrality (D − margin)/se
+    falls below the test's critical value with probability ``power``, se the cell's observed item-level
+    standard error. Where the items show no spread, the items as single pairs, as the test itself does.
+
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    power : the detection probability asked for.
+    margin_pp : the flag's margin, in points.
+    alpha : the flag's one-sided level.
+
+    Returns
+    -------
+    float
+        Points; NaN when nothing is graded, inf when no drop is detectable.
+
+    Examples
+    --------
+    >>> round(accuracy_mdd_pp([1] * 12, [0] * 3 + [1] * 9, [1] * 12), 1)
+    74.4
     """
     n_graded, d, single = _per_item(n_graded, c, c_star)
     if not single:
