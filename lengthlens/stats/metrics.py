@@ -556,11 +556,11 @@ def extended(*rows: Metric | Quantity) -> Iterator[Registry]:
     Examples
     --------
     >>> from lengthlens.stats import metrics
-    >>> row = metrics.Metric("draft_per_round", lambda s: s.D / s.R, "D/R", "Σ Dᵢ / Σ Rᵢ", "drafted per round",
+    >>> row = metrics.Metric("doc_draft_per_round", lambda s: s.Ddoc / s.R, "Ddoc/R", "Σ Dᵢ / Σ Rᵢ", "drafted per round",
     ...                      interval=None)
-    >>> q = metrics.Quantity("D", lambda r: r.draft_tokens, ("draft_tokens",), "draft tokens")
+    >>> q = metrics.Quantity("Ddoc", lambda r: r.draft_tokens, ("draft_tokens",), "draft tokens")
     >>> with metrics.extended(q, row) as reg:
-    ...     "draft_per_round" in reg.names
+    ...     "doc_draft_per_round" in reg.names
     True
     """
     base = _CURRENT[0]
