@@ -140,7 +140,8 @@ def attribution_result(cells_df: pd.DataFrame, disagreements: Sequence[str], cau
 
 def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per method and overall, on all cells (``scope`` all) and on Table 3's cells (``scope`` table3, when given),
-    pooled over target–draft pairs (``target`` and ``draft`` ``all``) and per pair.
+    pooled over target–draft pairs (``target`` and ``draft`` ``all``) and per pair; per serving condition
+    (``serving``) where the cells come under several.
 
     Counts among cells with longer outputs (extra_chars > 0): how many have a defined share (the
     interval of the extra length excludes 0), and how many put >= 90 % / >= 92 % of it into thinking
@@ -152,16 +153,23 @@ def summarize(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) 
     if table3_cells is not None:
         keys = table3_cells[list(ARM_KEY)].drop_duplicates()  # an arm is a cell: alpha (maybe all empty) adds nothing
         scopes.append(("table3", cells_df.merge(keys, on=list(ARM_KEY), how="inner")))
+    from lengthlens.data.serving import serving_conditions
+
+    # Cells under different serving conditions are summarised apart (a ``serving`` column where there are several).
+    loads = serving_conditions(cells_df["serving"].fillna("")) if "serving" in cells_df and len(cells_df) else [""]
     rows = []
-    for scope, df in scopes:
-        pooled = {"scope": scope, "target": "all", "draft": "all"}
-        rows += [{**pooled, **_summary_row(d, str(m))} for m, d in df.groupby("method", sort=True)]
-        rows.append({**pooled, **_summary_row(df, "all")})
-        if df[["target", "draft"]].drop_duplicates().shape[0] > 1 if len(df) else False:
-            for (tg, dr), p in df.groupby(["target", "draft"], sort=True):
-                pair = {"scope": scope, "target": str(tg), "draft": str(dr)}
-                rows += [{**pair, **_summary_row(d, str(m))} for m, d in p.groupby("method", sort=True)]
-                rows.append({**pair, **_summary_row(p, "all")})
+    for scope, scoped in scopes:
+        for load in loads if len(loads) > 1 else [""]:
+            df = scoped[scoped["serving"].fillna("") == load] if load else scoped
+            at = {"serving": load} if load else {}
+            pooled = {"scope": scope, **at, "target": "all", "draft": "all"}
+            rows += [{**pooled, **_summary_row(d, str(m))} for m, d in df.groupby("method", sort=True)]
+            rows.append({**pooled, **_summary_row(df, "all")})
+            if df[["target", "draft"]].drop_duplicates().shape[0] > 1 if len(df) else False:
+                for (tg, dr), p in df.groupby(["target", "draft"], sort=True):
+                    pair = {"scope": scope, **at, "target": str(tg), "draft": str(dr)}
+                    rows += [{**pair, **_summary_row(d, str(m))} for m, d in p.groupby("method", sort=True)]
+                    rows.append({**pair, **_summary_row(p, "all")})
     return pd.DataFrame(rows)
 
 
@@ -215,10 +223,11 @@ class AttributionReport(ReportAnalysis):
                 Column("extra_chars_mean", "mean extra characters per paired run", interval=True),
                 Column("n_runs_share_defined", "runs whose own share is defined (extra length not 0)")),
                 written="when runs have texts or logged channel counts"),
-            Table("attribution_summary", "scope (all, table3) × pair (`all`: pooled; per pair with several) × rule, "
+            Table("attribution_summary", "scope (all, table3) × serving condition (where several) × pair (`all`: pooled; per "
+                  "pair with several) × rule, "
                   "and `all`", (
                       Column("scope", "all (every cell) or table3 (the cells Table 3 uses)", label="cells", fmt="text"),
-                      *keys("method", also=("target", "draft")),
+                      *keys("method", also=("serving", "target", "draft")),
                       _summary_count("n_cells", "cells", "cells"),
                       _summary_count("n_cells_longer", "cells whose relaxed runs are longer (extra_chars > 0)",
                                      "cells longer"),

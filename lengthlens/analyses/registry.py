@@ -23,6 +23,7 @@ from lengthlens.analyses.intervention import Table4Report
 from lengthlens.analyses.methods import LosslessReport
 from lengthlens.analyses.outputs import ReportAnalysis, Section, Table
 from lengthlens.analyses.serving import ServingReport
+from lengthlens.analyses.specbench_speedup import SpecBenchSpeedupReport
 from lengthlens.analyses.tables import ArmsReport, SkippedReport, Table3Report
 from lengthlens.analyses.time_model import TimeModelReport
 from lengthlens.analyses.verdicts import VerdictsReport
@@ -39,6 +40,7 @@ ANALYSES: tuple[ReportAnalysis, ...] = (
     AttributionReport(),
     ServingReport(),
     LosslessReport(),
+    SpecBenchSpeedupReport(),
     MethodPairsReport(),
     DrilldownReport(),
     TimeModelReport(),

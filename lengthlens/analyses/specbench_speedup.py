@@ -151,3 +151,58 @@ def speedup_table(runs, *, paired: bool = False, overall: bool = True) -> pd.Dat
             mine = q.filter(pl.all_horizontal([pl.col(k) == v for k, v in arm.items()]))
             rows.append(_row({**arm, "dataset": "overall"}, mine, _baseline(q, arm["target"], arm["draft"]), paired))
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+# ------------------------------------------------------------------------------------------------
+# The report's section: Spec-Bench's own table, when Spec-Bench answer files are analysed
+# ------------------------------------------------------------------------------------------------
+
+from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys  # noqa: E402
+
+
+def from_specbench(runs) -> bool:
+    """Whether ``runs`` were read from Spec-Bench answer files (``<task>/model_answer*/<model-id>.jsonl``)."""
+    t = runs.table if hasattr(runs, "table") else runs
+    if "source" not in t.columns or not t.height:
+        return False
+    return bool(t.select(pl.col("source").fill_null("").str.contains("/model_answer").any()).item())
+
+
+class SpecBenchSpeedupReport(ReportAnalysis):
+    """specbench_speedup.csv: :func:`speedup_table` in the report, the table Spec-Bench users read, beside ℓ̄."""
+
+    name = "Spec-Bench speed-up"
+    stage = "lossless check, method pairs"
+    reads = ("output_tokens", "wall_time_s", "accepted_tokens", "draft_rounds")
+    outputs = Outputs(
+        tables=(Table("specbench_speedup", "speculative arm × task, and `overall` per arm", (
+            *keys("method", "dataset", "params", also=("target", "draft")),
+            Column("n_items", "questions the arm answered", label="questions", fmt="int"),
+            Column("n_items_baseline", "questions its baseline answered", label="baseline questions", fmt="int"),
+            Column("coverage", "n_items / n_items_baseline (0: the method never ran the task)", label="coverage",
+                   fmt="pct"),
+            Column("complete", "coverage ≥ 95 %"),
+            Column("n_seeds", "runs (seeds) averaged"),
+            Column("speedup", "Spec-Bench's speed-up: mean tokens/s over the baseline's (speed.py)", label="speed-up ×",
+                   fmt="f2"),
+            Column("speedup_std", "its standard deviation over seeds (ddof 1)"),
+            Column("mean_accepted_tokens", "Spec-Bench's #Mean accepted tokens per step, bonus token included",
+                   label="mean accepted tokens", fmt="f2"),
+            Column("tokens_per_s", "mean over questions of tokens over wall time", label="tokens/s", fmt="f1"),
+            Column("tokens_per_s_baseline", "the same for the baseline", label="tokens/s*", fmt="f1"),
+            Column("l_bar", "lengthlens' ℓ̄: accepted drafts per round, bonus excluded (mean of per-run ratios)",
+                   label="ℓ̄", fmt="f2"),
+            Column("l_bar_pooled", "Σ accepted / Σ rounds")),
+            written="when Spec-Bench answer files are analysed"),),
+        sections=(Section("specbench_speedup", "Spec-Bench's speed-up table", (
+            "The table Spec-Bench's evaluation/speed.py prints, computed the same way from the same answer files: per "
+            "method and task, the speed-up (mean tokens/s over the baseline's), the mean accepted tokens per step "
+            "(bonus token included) and tokens/s, with an overall row per method; ℓ̄ (bonus excluded) beside it. A "
+            "task a method never ran has no row (Provenance names it). No resampling: the cells above carry the "
+            "intervals."), order=52, landscape=False),))
+
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
+        if not from_specbench(ctx.runs):
+            return {}
+        df = speedup_table(ctx.runs)
+        return {} if df.empty else {"specbench_speedup": df}

@@ -374,6 +374,30 @@ def _table3_rows(df: pd.DataFrame, n_small: dict[str, int], replicates: np.ndarr
     return out
 
 
+def table3_by_load(cells: CellTable | pd.DataFrame, alphas: Literal["loosest", "all"] = "loosest", *,
+                   include_small: bool = False) -> dict[str, pd.Series]:
+    """Table 3's ``all`` row within each serving condition, lightest load first: the headline's line per load.
+
+    Empty when the cells come under one serving condition (or none): Table 3's own ``all`` row says it all then.
+
+    Parameters
+    ----------
+    cells, alphas, include_small : as for :func:`table3`.
+
+    Returns
+    -------
+    dict
+        serving condition → the ``all`` row of Table 3 computed on that condition's cells alone.
+    """
+    replicates = cells.replicates.get("accuracy_delta_pp") if isinstance(cells, CellTable) else None
+    df, n_small = _drop_small(table3_cells(cells, alphas, include_small=True), include_small)
+    conditions = serving_conditions(df["serving"]) if "serving" in df and not df.empty else []
+    if len(conditions) < 2:
+        return {}
+    return {c: _table3_rows(df[df["serving"] == c], {k: v for k, v in n_small.items() if k[0] == c}, replicates).iloc[-1]
+            for c in conditions}
+
+
 def _drop_small(df: pd.DataFrame, include_small: bool) -> tuple[pd.DataFrame, dict[tuple[str, str], int]]:
     """Cells with fewer than 10 items (``small_n``) out, unless asked; how many per (serving, method) were left out."""
     if include_small or df.empty or "small_n" not in df:
@@ -530,6 +554,9 @@ class Table3Report(ReportAnalysis):
                "alpha_selected": alpha_selected(cells_df)}
         # Table 3's choice of cells, small ones kept: what the verdicts and the survival curves speak of.
         ctx.results["table3_cells"] = table3_cells(cells_df, alphas, include_small=True) if not cells_df.empty else None
+        # Per serving condition, the headline's line for each load (none under one condition).
+        ctx.results["table3_by_load"] = (table3_by_load(cell_table, alphas=alphas, include_small=small)
+                                         if len(cell_table) else {})
         ctx.results["table3_cells_used"] = (table3_cells(cells_df, alphas, include_small=small) if not cells_df.empty
                                             else None)
         if not cells_df.empty and cells_df[["target", "draft"]].drop_duplicates().shape[0] > 1:

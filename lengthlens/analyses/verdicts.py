@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis, Section, Table, keys
+from lengthlens.data.serving import serving_conditions
 from lengthlens.results import frame, frame_html
 
 __all__ = ["FASTER", "SLOWER", "CANT_TELL", "NOT_COMPUTED", "WORSE", "NO_CHANGE", "UNGRADED", "PARTLY_GRADED",
@@ -112,9 +113,12 @@ class RuleVerdict:
 
     ``scope``: ``table3`` (each rule's cells in Table 3: the most aggressive complete α per dataset)
     or ``all`` (every α). Cells with fewer than 10 items are left out and counted in ``n_small_excluded``.
+    ``serving``: the serving condition counted, where the cells come under several ("" under one: loads are never
+    pooled).
     """
 
     scope: str
+    serving: str
     target: str
     draft: str
     method: str
@@ -141,8 +145,10 @@ class Verdicts:
     rules: tuple[RuleVerdict, ...]
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per (scope, pair, rule), the columns of :class:`RuleVerdict`."""
-        return frame([asdict(r) for r in self.rules], columns=list(RuleVerdict.__dataclass_fields__))
+        """One row per (scope, serving condition, pair, rule), the columns of :class:`RuleVerdict` (``serving`` only
+        where there are several)."""
+        df = frame([asdict(r) for r in self.rules], columns=list(RuleVerdict.__dataclass_fields__))
+        return df if (df["serving"] != "").any() else df.drop(columns="serving")
 
     def cells_frame(self) -> pd.DataFrame:
         """One row per cell, the columns of :class:`CellVerdict`."""
@@ -152,12 +158,13 @@ class Verdicts:
         return frame_html(self.to_frame(), f"Verdicts: {len(self.cells)} cells, {len(self.rules)} rule rows")
 
 
-def _rule_row(d: pd.DataFrame, scope: str, target: str, draft: str, method: str, n_small: int) -> RuleVerdict:
+def _rule_row(d: pd.DataFrame, scope: str, serving: str, target: str, draft: str, method: str, n_small: int
+              ) -> RuleVerdict:
     r, t, a = d["verdict_rounds"], d["verdict_time"], d["verdict_accuracy"]
     graded = a.isin([WORSE, NO_CHANGE])
     mdd = d.loc[a == NO_CHANGE, "accuracy_mdd_pp"] if "accuracy_mdd_pp" in d else d.loc[[], "n_items"]
     mdd = mdd.astype(float).dropna()
-    return RuleVerdict(scope, target, draft, method, len(d), int((r == FASTER).sum()), int((r == SLOWER).sum()),
+    return RuleVerdict(scope, serving, target, draft, method, len(d), int((r == FASTER).sum()), int((r == SLOWER).sum()),
                        int((r == CANT_TELL).sum()), int((t == FASTER).sum()), int((t == SLOWER).sum()),
                        int((t == CANT_TELL).sum()), int(graded.sum()), int((a == WORSE).sum()), int((a == NO_CHANGE).sum()),
                        float(mdd.median()) if len(mdd) else math.nan, n_small)
@@ -175,7 +182,8 @@ def verdicts(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -
     Returns
     -------
     Verdicts
-        Per cell and per (scope, target–draft pair or ``all``, rule); interventions (``*_force_commit``) are left out.
+        Per cell and per (scope, serving condition where there are several, target–draft pair or ``all``, rule);
+        interventions (``*_force_commit``) are left out.
 
     Examples
     --------
@@ -194,16 +202,21 @@ def verdicts(cells_df: pd.DataFrame, table3_cells: pd.DataFrame | None = None) -
                              if k in table3_cells and k in df]].drop_duplicates()
         scopes.append(("table3", df.merge(keys, on=list(keys.columns), how="inner")))
     scopes.append(("all", df))
+    # Cells under different serving conditions are counted apart: a load is a condition, not a replicate.
+    conditions = serving_conditions(df["serving"].fillna("")) if "serving" in df and len(df) else [""]
     rows: list[RuleVerdict] = []
-    for scope, d in scopes:
-        small = d["small_n"].fillna(False).astype(bool) if "small_n" in d else pd.Series(False, index=d.index)
-        kept = d[~small]
-        for method in sorted(set(d["method"].astype(str))):
-            n_small = int((small & (d["method"].astype(str) == method)).sum())
-            rows.append(_rule_row(kept[kept["method"].astype(str) == method], scope, "all", "all", method, n_small))
-            for (tg, dr), g in d[d["method"].astype(str) == method].groupby(["target", "draft"], sort=True):
-                s = small.loc[g.index]
-                rows.append(_rule_row(g[~s], scope, str(tg), str(dr), method, int(s.sum())))
+    for scope, d_scope in scopes:
+        for load in conditions if len(conditions) > 1 else [""]:
+            d = d_scope[d_scope["serving"].fillna("") == load] if load else d_scope
+            small = d["small_n"].fillna(False).astype(bool) if "small_n" in d else pd.Series(False, index=d.index)
+            kept = d[~small]
+            for method in sorted(set(d["method"].astype(str))):
+                n_small = int((small & (d["method"].astype(str) == method)).sum())
+                rows.append(_rule_row(kept[kept["method"].astype(str) == method], scope, load, "all", "all", method,
+                                      n_small))
+                for (tg, dr), g in d[d["method"].astype(str) == method].groupby(["target", "draft"], sort=True):
+                    s = small.loc[g.index]
+                    rows.append(_rule_row(g[~s], scope, load, str(tg), str(dr), method, int(s.sum())))
     return Verdicts(cells_, tuple(rows))
 
 
@@ -217,9 +230,9 @@ class VerdictsReport(ReportAnalysis):
     name = "verdicts"
     stage = "arms and Table 3"
     outputs = Outputs(
-        tables=(Table("verdicts", "scope (table3, all) × pair (or `all`) × rule", (
+        tables=(Table("verdicts", "scope (table3, all) × serving condition (where several) × pair (or `all`) × rule", (
             Column("scope", "table3 (the cells Table 3 uses, small ones counted apart) or all (every α)"),
-            *keys("method", also=("target", "draft")),
+            *keys("method", also=("serving", "target", "draft")),
             Column("n_cells", "cells counted (small ones left out)", label="cells", fmt="int"),
             _count("n_rounds_faster", "whose R/R* interval lies below 1", "R/R* faster", "win_if_positive"),
             _count("n_rounds_slower", "whose R/R* interval lies above 1", "R/R* slower", "loss_if_positive"),

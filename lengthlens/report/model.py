@@ -73,9 +73,16 @@ def collapsible(summary: str, blocks: list[Block], *, count: str = "", open: boo
     return {**b, "media": media} if media else b
 
 
+#: Columns that say which row is which: those of them that lead a table stay in sight on screen as it scrolls sideways.
+ROW_KEYS = frozenset({"target", "draft", "dataset", "method", "params", "serving"})
+
+
 def _columns(cols: Sequence[Col]) -> list[dict[str, Any]]:
-    """Each column's header and alignment: text to the left (the verdicts' words too), numbers to the right."""
-    return [{"label": c.text(), "left": c.left or c.kind == "text", "ci": bool(c.ci), "title": c.title or ""} for c in cols]
+    """Each column's header and alignment (text to the left, the verdicts' words too; numbers to the right) and
+    whether it is one of the key columns that lead the table."""
+    lead = next((i for i, c in enumerate(cols) if c.name not in ROW_KEYS), len(cols))
+    return [{"label": c.text(), "left": c.left or c.kind == "text", "ci": bool(c.ci), "title": c.title or "",
+             "key": i < lead} for i, c in enumerate(cols)]
 
 
 def _rows(df: pd.DataFrame, cols: Sequence[Col], bold: Callable[[dict[str, Any]], bool] | None = None) -> list[Block]:
@@ -311,7 +318,7 @@ def _provenance(p: _Parts, spec: Section) -> list[Block]:
 def _decision(p: _Parts, spec: Section) -> list[Block] | None:
     """The verdicts: a sentence per rule (pooled, then per pair) and the rules' verdict counts on Table 3's cells."""
     from lengthlens.report import wording
-    from lengthlens.report.columns import Col, declared_columns
+    from lengthlens.report.columns import Col, declared_columns, serving_first
 
     sentences = wording.verdict_sentences(p.analysis)
     if not sentences:
@@ -327,7 +334,7 @@ def _decision(p: _Parts, spec: Section) -> list[Block] | None:
         d = v[v["scope"] == "table3"]
         several = d.loc[d["target"] != "all", ["target", "draft"]].drop_duplicates().shape[0] > 1
         d = d if several else d[d["target"] == "all"]
-        cols = declared_columns("verdicts", d, p.analysis)
+        cols = serving_first(declared_columns("verdicts", d, p.analysis), d)
         if several:
             cols = [Col("target", "target", "text", left=True), Col("draft", "draft", "text", left=True), *cols]
         blocks.append(table(d, cols, bold=lambda r: r.get("target") == "all" and several, css="t3",
@@ -380,16 +387,15 @@ def _attribution(p: _Parts, spec: Section) -> list[Block]:
     from dataclasses import replace
 
     from lengthlens.report import context as ctx
-    from lengthlens.report.columns import described_columns
+    from lengthlens.report.columns import described_columns, serving_first
 
     from lengthlens.report import wording
 
     # The paper's claim with its counts first (Table 3's cells, then all), then the tables it is counted from.
-    lead = [paragraph(claim) for claim in (wording.attribution_claim(p.analysis, scope) for scope in ("table3", "all"))
-            if claim]
+    lead = [paragraph(line) for scope in ("table3", "all") for line in wording.attribution_claim(p.analysis, scope).splitlines()]
     for level, title, g in _attribution_frames(p.analysis):
         lead += [subheading(title, level),
-                 table(g, described_columns("attribution_summary", g, p.analysis), bold=_bold_all)]
+                 table(g, serving_first(described_columns("attribution_summary", g, p.analysis), g), bold=_bold_all)]
     intro = f"{spec.intro} {ctx.thinking_sentence(p.analysis)}"
     return _default(p, replace(spec, intro=intro, tables=("attribution",)), lead)
 
@@ -415,7 +421,7 @@ def _attribution_frames(analysis: AnalysisResult) -> list[tuple[int, str, pd.Dat
             continue
         for (tg, dr), g in d.groupby(["target", "draft"], sort=False):
             g = g.drop(columns=["target", "draft"])
-            n = int(g.loc[g["method"] == "all", "n_cells"].iloc[0]) if (g["method"] == "all").any() else len(g)
+            n = int(g.loc[g["method"] == "all", "n_cells"].sum()) if (g["method"] == "all").any() else len(g)  # every load
             if tg == "all":
                 out.append((3, f"{title} ({n}{', every target–draft pair pooled' if d['target'].nunique() > 1 else ''})", g))
             else:
@@ -552,13 +558,26 @@ def _arms(p: _Parts, spec: Section) -> list[Block]:
     return blocks
 
 
+def _specbench_speedup(p: _Parts, spec: Section) -> list[Block]:
+    """Spec-Bench's table as speed.py prints it: per pair, each method's tasks in name order, its overall row last."""
+    from lengthlens.report.columns import described_columns
+
+    blocks = [paragraph(spec.intro, muted=True)] if spec.intro else []
+    for name, df in p.tables(spec):
+        df = df.assign(_last=df["dataset"] == "overall").sort_values(
+            ["target", "draft", "method", "params", "_last", "dataset"], kind="mergesort").drop(columns="_last")
+        blocks += grouped(df, described_columns(name, df, p.analysis), sub=None, keep_order=True,
+                          bold=lambda r: r.get("dataset") == "overall")
+    return blocks
+
+
 #: Sections whose body is not the default (intro, figures, tables): by id. A builder returns the blocks, a dict of
 #: blocks with hints that override the declaration's (``new_page``, ``title_in_caption``), or None (not shown).
 BUILDERS: dict[str, Callable[[_Parts, Section], Any]] = {
     "provenance": _provenance, "decision": _decision, "table3": _table3, "illusion": _illusion, "cells": _cells,
     "attribution": _attribution, "serving": _serving, "extra_tokens": _extra_tokens, "table4": _table4,
     "figures": _more_figures, "drilldown": _drilldown, "methodology": _methodology, "limitations": _limitations,
-    "arms": _arms,
+    "arms": _arms, "specbench_speedup": _specbench_speedup,
 }
 
 
@@ -619,13 +638,19 @@ def build(analysis: AnalysisResult, figures: Mapping[str, Block] | None = None, 
     boxes += [{"id": "grading-warning", "label": "Grading", "text": w} for w in [wording.grading_warning(analysis)] if w]
     boxes += [{"id": "incomplete-warning", "label": "Incomplete arms", "text": w}
               for w in [wording.incomplete_warning(analysis)] if w]
+    # What the cells cover, as the cell table counts it (a baseline without a draft is no pair; Provenance lists all).
+    cells = analysis.tables.get("cells")
+    n_pairs, n_datasets = ((cells[["target", "draft"]].drop_duplicates().shape[0], cells["dataset"].nunique())
+                           if cells is not None and not cells.empty else (len(prov["pairs"]), len(prov["benchmarks"])))
     return {
         "title": "Acceptance length against what happened",
         "version": prov["version"], "generated": prov["generated"],
-        "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {len(prov['pairs'])} "
-                     f"target–draft pair(s) · {len(prov['benchmarks'])} dataset(s) · {prov['generated']}"),
+        "subtitle": (f"lengthlens {prov['version']} report on {prov['runs_loaded']:,} runs · {n_pairs} "
+                     f"target–draft pair(s) · {n_datasets} dataset(s) · {prov['generated']}"),
         "headline": wording.headline(analysis), "boxes": boxes,
-        "cards": wording.cards(ctx.headline_numbers(analysis)), "sections": sections,
+        # The cards pool Table 3's cells; under several serving conditions the headline's line per load replaces them.
+        "cards": [] if (analysis.results or {}).get("table3_by_load") else wording.cards(ctx.headline_numbers(analysis)),
+        "sections": sections,
         "footer": (f"lengthlens {prov['version']} · {prov['generated']} · tables as CSV next to this file "
                    "(cells.csv, table3.csv, …)"),
     }

@@ -162,19 +162,22 @@ def _n(k: int, one: str, many: str | None = None) -> str:
     return f"{k} {one if k == 1 else (many or one + 's')}"
 
 
-def verdict_sentence(r: Any) -> str:
-    """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv)."""
+def verdict_sentence(r: Any, tasks: Sequence[str] = ()) -> str:
+    """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv; ``tasks``: the datasets of its
+    cells, named when there are a few)."""
     pair = "" if r["target"] == "all" else f" on {r['target']} ← {r['draft'] or '(no draft)'}"
+    pair += f" at {r['serving']}" if str(r.get("serving", "") or "") not in ("", "nan") else ""
     if r["method"] in LOSSLESS_METHODS:  # no α to choose
         where = "in Table 3" if r["scope"] == "table3" else "in all"
     else:
         where = "at its most aggressive complete α per dataset" if r["scope"] == "table3" else "over every α"
     n, small = int(r["n_cells"]), int(r["n_small_excluded"])
+    named = f" ({', '.join(tasks)})" if 0 < len(tasks) <= 6 else ""
     if not n:
         if small:
-            return f"{r['method']}{pair}: all {_n(small, 'cell')} {where} have fewer than {SMALL_N_ITEMS} items: no verdict."
+            return f"{r['method']}{pair}: all {_n(small, 'cell')}{named} {where} have fewer than {SMALL_N_ITEMS} items: no verdict."
         return f"{r['method']}{pair}: no cell {where} (no baseline to pair with, or no complete arm)."
-    head = (f"{r['method']}{pair}, {_n(n, 'cell')} {where}"
+    head = (f"{r['method']}{pair}, {_n(n, 'cell')}{named} {where}"
             + (f" ({small} with fewer than {SMALL_N_ITEMS} items left out)" if small else "") + ": ")
     speed = []
     for key, name in (("rounds", "verifier rounds (R/R*)"), ("time", "wall time (T/T*)")):
@@ -201,25 +204,32 @@ def accuracy_verdict_text(verdict: str, mdd_pp: float | None) -> str:
 
 
 def verdict_sentences(analysis: Any, scope: str = "table3") -> list[tuple[str, str, str, str]]:
-    """Per rule (pooled over pairs, then per pair when there are several): (target, draft, rule, sentence)."""
+    """Per rule (pooled over pairs, then per pair when there are several), a line per serving condition where there
+    are several (loads are never pooled): (target, draft, rule, sentence)."""
     v = analysis.tables.get("verdicts")
     if v is None or v.empty:
         return []
     d = v[v["scope"] == scope]
+    if "serving" in d:  # the loads in numeric order, each rule's lines together
+        from lengthlens.data.serving import serving_conditions
+
+        order = {c: i for i, c in enumerate(serving_conditions(d["serving"].fillna("")))}
+        d = d.assign(_load=d["serving"].fillna("").map(order)).sort_values(["method", "_load"], kind="mergesort")
     pooled = d[d["target"] == "all"]
     pairs = d[d["target"] != "all"]
     several = pairs[["target", "draft"]].drop_duplicates().shape[0] > 1
     rows = [pooled] + ([pairs.sort_values(["target", "draft", "method"], kind="mergesort")] if several else [])
-    return [(str(r["target"]), str(r["draft"]), str(r["method"]), verdict_sentence(r))
+    tasks = {m: _tasks(analysis, m) for m in set(d["method"].astype(str))} if scope == "table3" else {}
+    return [(str(r["target"]), str(r["draft"]), str(r["method"]), verdict_sentence(r, tasks.get(str(r["method"]), [])))
             for part in rows for _, r in part.iterrows()]
 
 
-def _lossless_headline(a: Any) -> str:
-    """The headline for lossless speculative methods against their baseline."""
+def _lossless_headline(a: Any, tasks: str = "") -> str:
+    """The headline for lossless speculative methods against their baseline (``tasks``: which method ran on what)."""
     def f(name: str, spec: str = ".2f") -> str:
         return format(a[name], spec) if np.isfinite(a[name]) else "not computed"
 
-    return (f"Across {int(a['n_cells'])} cells of lossless speculative methods the mean per-round gain was "
+    return (f"Across {int(a['n_cells'])} cells of lossless speculative methods{f' ({tasks})' if tasks else ''} the mean per-round gain was "
             f"{f('gain_mean')}, verifier rounds changed by {f('rounds_ratio_mean')}x and wall time by "
             f"{f('time_ratio_mean')}x; the mean length ratio was {f('lambda_mean', '.3f')}, where exactly 1 is what "
             f"losslessness promises (see 'Lossless methods: a check')")
@@ -264,10 +274,93 @@ def headline(analysis: AnalysisResult) -> str:
               if n_small else "")
     methods = set(t3["method"]) - {"all"}
     graded = f" Accuracy is graded by {grading_name(analysis)}." if int(a["n_graded"]) else ""
+    family = accuracy_family(analysis.cells)
+    # Loads are never pooled: under several serving conditions, a line per load (Table 3's cells under it alone).
+    by_load = (analysis.results or {}).get("table3_by_load") or {}
+    said = graded_clause(analysis)
+    if by_load:
+        lines = [f"Across {int(a['n_cells'])} cells under {len(by_load)} serving conditions ({which}), load by load:"]
+        lines += [_load_line(load, r) for load, r in by_load.items()]
+        tail = (graded + (" " + said if said else "")).strip()
+        return "\n".join(lines + ([tail] if tail else []))
+    rows = [("", a)]
     if methods and methods <= LOSSLESS_METHODS:
-        # Lossless methods: a length ratio away from 1 is a failed check, not inflation.
-        return _lossless_headline(a) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
-    return _headline_sentence(a, which) + _accuracy_clause(a, accuracy_family(analysis.cells)) + "." + graded
+        # Lossless methods: a length ratio away from 1 is a failed check, not inflation. The tasks are named: a
+        # method that never reached some of them is not summarised over them.
+        tasks = "; ".join(f"{m} on {', '.join(t)}" for m in sorted(methods) if (t := _tasks(analysis, m)))
+        lines = [lead + _lossless_headline(r, tasks) + _accuracy_clause(r, family) + "." for lead, r in rows]
+    else:
+        lines = [lead + _headline_sentence(r, which) + _accuracy_clause(r, family) + "." for lead, r in rows]
+    return "\n".join(lines) + graded + (" " + said if said else "")
+
+
+def _load_line(load: str, r: pd.Series) -> str:
+    """One serving condition's line of the headline: Table 3's ``all`` row on its cells alone, in short."""
+    def x(name: str, label: str, spec: str = ".2f", unit: str = "") -> str:
+        v = r.get(name, np.nan)
+        return f"{label} {format(v, spec)}{unit}" if v is not None and np.isfinite(v) else f"{label} not computed"
+
+    parts = [x("gain_mean", "mean gain"), x("lambda_mean", "λ"), x("rounds_ratio_mean", "R/R*", unit="x"),
+             x("time_ratio_mean", "T/T*", unit="x")]
+    g = int(r.get("n_graded", 0) or 0)
+    if g:
+        ci = (f" [{r['accuracy_delta_pp_mean_lo']:.1f}, {r['accuracy_delta_pp_mean_hi']:.1f}]"
+              if np.isfinite(r.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
+        parts.append(f"accuracy {r['accuracy_delta_pp_mean']:+.1f} points{ci}, {int(r['n_drop_2pp'])} of {g} graded cells "
+                     f"lost more than {ACCURACY_DROP_PP:g} points by the one-sided test")
+    return f"{load}: {int(r['n_cells'])} cells, " + ", ".join(parts) + "."
+
+
+def _tasks(analysis: Any, method: str | None = None) -> list[str]:
+    """The datasets (tasks) of Table 3's cells, of one rule or of all, in name order."""
+    used = (getattr(analysis, "results", None) or {}).get("table3_cells_used")
+    if used is None or used.empty:
+        return []
+    d = used if method is None else used[used["method"].astype(str) == method]
+    return sorted({str(x) for x in d["dataset"]})
+
+
+def graded_clause(analysis: Any) -> str:
+    """How many of Table 3's cells are graded, and why the others are not: the headline's last sentence.
+
+    Parameters
+    ----------
+    analysis : the AnalysisResult (Table 3's cells, its runs' datasets).
+
+    Returns
+    -------
+    str
+        "" without cells; else e.g. "12 of 30 cells are graded; 18 are not: their benchmarks (test_bench) have no
+        grader in lengthlens (pass --grades FILE)."
+    """
+    from lengthlens.data.grading import grader_name
+
+    used = (getattr(analysis, "results", None) or {}).get("table3_cells_used")
+    if used is None or used.empty:
+        return ""
+    used = used[~used["method"].astype(str).str.endswith("_force_commit")]
+    n = len(used)
+    graded = used["drop_2pp"].notna() if "drop_2pp" in used else pd.Series(False, index=used.index)
+    partial = (used["graded_partial"].fillna(False).astype(bool) if "graded_partial" in used
+               else pd.Series(False, index=used.index))
+    full = graded & ~partial
+    if full.all():
+        return f"All {n} cells are graded."
+    why = []
+    if (k := int((graded & partial).sum())):
+        why.append(f"{k} graded on fewer than half their items (kept out of the accuracy counts)")
+    rest = used[~graded]
+    no_grader = rest["dataset"].astype(str).map(lambda d: grader_name(d) in (None, "mtbench"))
+    if (k := int(no_grader.sum())):
+        names = ", ".join(sorted(set(rest.loc[no_grader, "dataset"].astype(str))))
+        why.append(f"{k} because their benchmarks ({names}) have no automatic grader in lengthlens and the logs carry no "
+                   "correctness (pass --grades FILE)")
+    if (k := int((~no_grader).sum())):
+        names = ", ".join(sorted(set(rest.loc[~no_grader, "dataset"].astype(str))))
+        why.append(f"{k} ({names}) because their runs were left ungraded (the box above says why and which flag grades "
+                   "them)")
+    head = f"None of the {n} cells is graded: " if not full.any() else f"{int(full.sum())} of {n} cells are graded; the others are not: "
+    return head + "; ".join(why) + "."
 
 
 def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
@@ -333,8 +426,7 @@ def summary_lines(analysis: AnalysisResult) -> list[str]:
                      f"({int(more)} more often than strict); median lambda {cz['lambda_plain'].median():.2f} plain vs "
                      f"{aft.median():.2f} geometric-mean ratio of the log-normal AFT (censoring-aware; not a ratio of means)")
     for scope in ("table3", "all"):
-        if (claim := attribution_claim(analysis, scope)):
-            lines.append(f"attribution: {claim}")
+        lines += [f"attribution: {line}" for line in attribution_claim(analysis, scope).splitlines()]
     if (claim := table4_claim(analysis)):
         lines.append(f"table 4: {claim}")
     ex = analysis.tables.get("extra_tokens")
@@ -472,6 +564,17 @@ def attribution_claim(analysis: AnalysisResult, scope: str = "table3") -> str:
     at = analysis.tables.get("attribution_summary")
     if at is None or at.empty:
         return ""
+    if "serving" in at.columns:  # loads are never pooled: a sentence per serving condition, on its own line
+        from lengthlens.data.serving import serving_conditions
+
+        loads = serving_conditions(at["serving"].fillna(""))
+        said = [_attribution_sentence(at[at["serving"].fillna("") == load], scope) for load in loads]
+        return "\n".join(f"At {load}: {s}" for load, s in zip(loads, said) if s)
+    return _attribution_sentence(at, scope)
+
+
+def _attribution_sentence(at: pd.DataFrame, scope: str) -> str:
+    """:func:`attribution_claim` on one serving condition's rows of the summary."""
     pooled = at["target"] == "all" if "target" in at.columns else True
     rows = at[(at["scope"] == scope) & pooled]
     total = rows[rows["method"] == "all"]

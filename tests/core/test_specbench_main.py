@@ -313,3 +313,31 @@ def test_the_incomplete_warning_names_cells_large_enough_for_table3_and_counts_t
     assert w.startswith("3 of 4 cells cover fewer than 95% of their baseline's items")
     assert ": eagle p (m / mt: 164 of 480 items). 2 of them have fewer than 10 items" in w
     assert incomplete_warning(SimpleNamespace(tables={"cells": cells[cells.complete]})) is None
+
+
+def test_the_report_shows_spec_bench_speedup_table_and_names_the_tasks(runs):
+    """The analysis writes speedup_table's rows as specbench_speedup.csv and the report shows them in their own section,
+    each pair's overall row last; the headline and the verdict lines name each method's tasks and say why no cell
+    is graded."""
+    from lengthlens.report import model as M
+    from lengthlens.report import wording
+
+    a = ll.analyse(runs, n_resamples=200, include_small=True)  # the set is a few questions per task
+    got = a.tables["specbench_speedup"]
+    want = speedup_table(runs)
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), want.reset_index(drop=True))
+    section = next(s for s in M.build(a, figures={})["sections"] if s["id"] == "specbench_speedup")
+    tables = [b for c in section["blocks"] if c["type"] == "collapsible" for b in c["blocks"] if b["type"] == "table"]
+    assert sum(len(t["rows"]) for t in tables) == len(want)
+    for t in tables:
+        at = [c["label"] for c in t["columns"]].index("dataset")
+        assert t["rows"][-1]["cells"][at][0] == "overall" and t["rows"][-1]["kind"] == "total"
+    used = a.results["table3_cells_used"]
+    headline = wording.headline(a)
+    for method, d in used.groupby("method"):
+        assert f"{method} on {', '.join(sorted(set(d['dataset'])))}" in headline or method not in headline
+        line = next(s for tg, _d, m, s in wording.verdict_sentences(a) if tg == "all" and m == method)
+        assert f"({', '.join(sorted(set(d['dataset'])))})" in line, line
+    n = len(used)
+    graded = int((used["drop_2pp"].notna() & ~used["graded_partial"].astype(bool)).sum())
+    assert (f"None of the {n} cells is graded" if not graded else f"{graded} of {n} cells are graded") in headline

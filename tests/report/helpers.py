@@ -34,6 +34,21 @@ def chromium_screenshot(html_path: Path, shot: Path, width: int = 1400, height: 
     return [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
 
 
+def chromium_dom(html_path: Path, width: int = 1400, height: int = 1000) -> str:
+    """Load a page in headless Chromium at ``width`` × ``height`` and return its DOM once its scripts have run."""
+    exe = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if exe is None:
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run(
+            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+             f"--user-data-dir={profile}", "--dump-dom", f"--window-size={width},{height}",
+             "--virtual-time-budget=3000", html_path.resolve().as_uri()],
+            capture_output=True, text=True, timeout=120, check=True)
+    return proc.stdout
+
+
 def keep_artifact(path: Path) -> None:
     """Copy a screenshot or page image to $LENGTHLENS_TEST_ARTIFACTS (when set) so that a person can look at it."""
     dest = os.environ.get("LENGTHLENS_TEST_ARTIFACTS")

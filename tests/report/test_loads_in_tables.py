@@ -50,8 +50,6 @@ def test_every_per_cell_table_shows_the_load_in_numeric_order(serving_model):
             if section["id"] in ("drilldown",):  # one block per cell: the load is in the block's summary
                 assert any(load in where for load in ("c=1", "c=4", "c=16", "c=64")), where
                 continue
-            if section["id"] == "decision" or (section["id"] == "attribution" and "cells" in labels):
-                continue  # pooled over loads per rule
             assert "serving" in labels, (where, labels)
             seen.add(section["id"])
             if section["id"] == "serving":
@@ -60,7 +58,39 @@ def test_every_per_cell_table_shows_the_load_in_numeric_order(serving_model):
                 loads = [x for x in run if x != "all"]
                 firsts = list(dict.fromkeys(loads))
                 assert firsts == sorted(firsts, key=serving_sort_key), (where, run)
-    assert {"table3", "cells", "censoring", "attribution", "cost_per_correct", "arms"} <= seen
+    assert {"decision", "table3", "cells", "censoring", "attribution", "cost_per_correct", "arms"} <= seen
+
+
+def test_per_rule_counts_and_lines_keep_loads_apart(serving_model):
+    """The verdicts and the attribution summary count each load's cells alone; the headline, the verdict lines and
+    the attribution claim say one line per load, lightest first."""
+    from lengthlens.report import wording
+
+    analysis, _model = serving_model
+    order = ["c=1", "c=4", "c=16", "c=64"]
+    cells = analysis.tables["cells"]
+    chosen = analysis.results["table3_cells"]
+    for name, frame in (("verdicts", analysis.tables["verdicts"]), ("attribution_summary", analysis.tables["attribution_summary"])):
+        assert set(frame["serving"]) == set(order), name
+        for load, g in frame[(frame["method"] != "all") & (frame["target"] == "all")].groupby("serving"):
+            scope = g[g["scope"] == "all"]
+            # every cell of the rule under that load, and none from another load
+            for _, r in scope.iterrows():
+                assert r["n_cells"] == ((cells["serving"] == load) & (cells["method"] == r["method"])
+                                        & ~cells["method"].str.endswith("_force_commit")).sum(), (name, load, r["method"])
+    lines = wording.headline(analysis).splitlines()
+    assert lines[0].startswith(f"Across {len(chosen)} cells under 4 serving conditions")
+    assert [ln.split(":")[0] for ln in lines[1:5]] == order and lines[5].endswith("All 8 cells are graded.")
+    for load, ln in zip(order, lines[1:5]):
+        n = int(((chosen["serving"] == load) & ~chosen["method"].str.endswith("_force_commit")).sum())
+        assert ln.startswith(f"{load}: {n} cells, "), ln
+    verdict_lines = [s for tg, _d, _m, s in wording.verdict_sentences(analysis) if tg == "all"]
+    for method in sorted(set(analysis.tables["verdicts"]["method"])):
+        mine = [s for s in verdict_lines if s.startswith(f"{method} at ")]
+        assert [s.split(" at ")[1].split(",")[0] for s in mine] == order, mine
+    assert _model["cards"] == []  # the four pooled numbers would pool the loads
+    claim = wording.attribution_claim(analysis).splitlines()
+    assert [ln.split(":")[0] for ln in claim] == [f"At {c}" for c in order]
 
 
 def test_the_cell_table_lists_loads_1_4_16_64(serving_model):

@@ -131,3 +131,12 @@ def test_the_claims_open_their_sections(example_analysis):
     assert sections["table4"][1] == {"type": "paragraph", "text": table4_claim(example_analysis), "muted": False,
                                      "aside": ""}
     assert sections["table4"][2]["type"] == "table"
+
+
+def test_headline_says_how_many_cells_are_graded(example_analysis):
+    from lengthlens.report import wording
+
+    used = example_analysis.results["table3_cells_used"]
+    used = used[~used["method"].str.endswith("_force_commit")]
+    assert used["drop_2pp"].notna().all()
+    assert wording.headline(example_analysis).endswith(f"All {len(used)} cells are graded.")

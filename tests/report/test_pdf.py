@@ -64,6 +64,22 @@ def test_pdf_pages_are_a4_with_landscape_tables(example_report):
 HOSTILE = r'rule#x $a$ *b* _c_ @d <e> [f] \g `h` #panic("no") ]{ "q'
 
 
+#: Fewer lines of text than this on a page that is not the last is a near-empty page: a page that only a table's
+#: header, two stranded rows and the footer fill has at most 9 (two header lines, two lines of each row with its
+#: interval, a subheader, the footer), while the emptiest page the layout means to leave (a section's last page
+#: with a few table rows, a figure with its caption) has more than 15.
+NEAR_EMPTY_LINES = 10
+
+
+def test_no_page_but_the_last_is_near_empty(example_report):
+    pdf = example_report / "report.pdf"
+    info = subprocess.run([need("pdfinfo"), str(pdf)], capture_output=True, text=True, check=True).stdout
+    pages = int(re.search(r"Pages:\s+(\d+)", info).group(1))
+    lines = {p: sum(1 for ln in _text(pdf, "-layout", "-f", str(p), "-l", str(p)).splitlines() if ln.strip())
+             for p in range(1, pages)}
+    assert pages > 10 and all(n >= NEAR_EMPTY_LINES for n in lines.values()), lines
+
+
 def test_data_strings_come_out_literally(tmp_path):
     """A rule name from the logs is text in the PDF, never Typst markup: it comes out character for character."""
     long = "evil_" + HOSTILE.replace(" ", "_") + "_tail"  # long and without spaces: printed in breakable pieces

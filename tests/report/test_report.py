@@ -123,7 +123,7 @@ def test_pdf_rasterises(example_report, tmp_path):
 
     for p in pages:
         im = np.asarray(Image.open(p).convert("L"))
-        assert (im < 128).mean() > 0.002  # there is ink on the page
+        assert (im < 128).mean() > 0.001  # ink on the page: a blank one has none, half a page of 7 pt table 0.0016
     # Portrait A4 for the opening page (title, contents, provenance); Table 3 (wide) turns landscape.
     shapes = [np.asarray(Image.open(p)).shape for p in pages]
     assert shapes[0][0] > shapes[0][1] and shapes[1][0] < shapes[1][1]
