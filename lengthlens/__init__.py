@@ -19,6 +19,7 @@ _LAZY = {
     "load": "lengthlens.data.loading", "record": "lengthlens.data.readers.record", "RunSet": "lengthlens.data.loading", "LoadError": "lengthlens.data.loading",
     "cells": "lengthlens.analyses.cells", "Cell": "lengthlens.analyses.cells", "CellTable": "lengthlens.analyses.cells",
     "ConfidenceInterval": "lengthlens.results", "Estimate": "lengthlens.results", "TestResult": "lengthlens.results",
+    "AccuracyChange": "lengthlens.results",
     "arms": "lengthlens.analyses.tables", "table3": "lengthlens.analyses.tables", "alpha_selected": "lengthlens.analyses.tables",
     "table3_by_pair": "lengthlens.analyses.tables", "verdicts": "lengthlens.analyses.verdicts",
     "Verdicts": "lengthlens.analyses.verdicts", "table4": "lengthlens.analyses.intervention", "compare": "lengthlens.analyses.compare",
@@ -41,7 +42,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers and readers
     from lengthlens.analyses.verdicts import Verdicts, verdicts
     from lengthlens.data.loading import LoadError, RunSet, load
     from lengthlens.data.readers.record import record
-    from lengthlens.results import ConfidenceInterval, Estimate, TestResult
+    from lengthlens.results import AccuracyChange, ConfidenceInterval, Estimate, TestResult
 
 
 def __getattr__(name: str):
@@ -67,4 +68,4 @@ def __dir__() -> list[str]:
 
 __all__ = ["load", "record", "cells", "arms", "table3", "table3_by_pair", "verdicts", "Verdicts", "rules", "RuleTable", "plan", "alpha_selected", "table4", "compare", "method_pairs", "attribution",
            "censoring_table", "serving_table", "analyse", "AnalysisResult", "RunSet", "LoadError", "Cell", "CellTable", "Comparison",
-           "ConfidenceInterval", "Estimate", "TestResult", "__version__"]
+           "ConfidenceInterval", "Estimate", "TestResult", "AccuracyChange", "__version__"]

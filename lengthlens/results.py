@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ConfidenceInterval", "Estimate", "TestResult", "frame", "frame_html"]
+__all__ = ["AccuracyChange", "AccuracyChangeInterval", "ConfidenceInterval", "Estimate", "PercentileInterval", "TestResult",
+           "frame", "frame_html"]
 
 _NAN = float("nan")
 
@@ -38,6 +39,63 @@ class ConfidenceInterval:
     def defined(self) -> bool:
         """Both limits are numbers (finite or infinite)."""
         return not (math.isnan(self.low) or math.isnan(self.high))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row: low, high."""
+        return frame([{"low": self.low, "high": self.high}])
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
+
+
+@dataclass(frozen=True)
+class AccuracyChangeInterval:
+    """An interval for an accuracy change (proportions), its standard error and the method that made it.
+
+    ``method`` is ``tango_score`` (Tango's score interval, one graded pair per item), ``item_t`` (a t
+    interval over items, several graded pairs per item) or ``tango_items`` (the items as single pairs,
+    where they show no spread). NaN limits: nothing graded.
+    """
+
+    low: float
+    high: float
+    standard_error: float
+    method: str
+    confidence_level: float = _NAN
+
+    @property
+    def confidence_interval(self) -> ConfidenceInterval:
+        return ConfidenceInterval(self.low, self.high)
+
+    def __contains__(self, x: float) -> bool:
+        return self.low <= x <= self.high
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row: low, high, standard error, method, level."""
+        return frame([{f.name: getattr(self, f.name) for f in fields(self)}])
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
+
+
+@dataclass(frozen=True)
+class PercentileInterval:
+    """Percentile limits of replicates along their first axis (arrays, one entry per column), and how many
+    replicates of each column were undefined (NaN or infinite) and left out."""
+
+    low: Any
+    high: Any
+    undefined: Any
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per column of the replicates: low, high, undefined resamples."""
+        import numpy as np
+
+        return frame({"low": np.atleast_1d(self.low), "high": np.atleast_1d(self.high),
+                      "undefined_resamples": np.atleast_1d(self.undefined)})
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
 
 
 @dataclass(frozen=True)
@@ -99,12 +157,75 @@ class Estimate:
 class TestResult:
     """A hypothesis test: its statistic, p-value and the test's name (e.g. ``mcnemar_exact``, ``sign_flip_exact``)."""
 
+    __test__ = False  # a result, not a pytest test class (doctest collection imports this module)
+
     statistic: float
     pvalue: float
     method: str
 
     def to_frame(self) -> pd.DataFrame:
         return frame([{f.name: getattr(self, f.name) for f in fields(self)}])
+
+    def _repr_html_(self) -> str:
+        return frame_html(self.to_frame())
+
+
+@dataclass(frozen=True)
+class AccuracyChange:
+    """A cell's accuracy test results: the paired test, the loss flag, their counts and the adjusted p-values.
+
+    ``test`` is the paired accuracy test, mid-p (McNemar with one graded pair per item, the item-level
+    sign-flip test with several seeds), ``test_exact`` the same test's exact p-value; both None when nothing
+    is graded. ``loss_test`` is the one-sided test of a loss of more than 2 points at 2.5 %, ``drop_2pp``
+    its verdict and ``drop_2pp_point`` the study's point rule (both None when the cell is ungraded or graded
+    on fewer than half its items). ``mdd_pp``: the smallest true loss (points) the loss test detects with
+    80 % power. ``p_holm`` / ``q_bh``: the mid-p adjusted over the cells of the accuracy family (None
+    outside it). The accuracy change itself, with its interval, is the cell's ``accuracy_delta_pp`` estimate.
+
+    Examples
+    --------
+    >>> a = AccuracyChange(TestResult(-2.0, 0.25, "mcnemar_midp"), wrong_to_right=1, right_to_wrong=3)
+    >>> a.p, a.to_frame()[["wrong_to_right", "right_to_wrong", "accuracy_p", "accuracy_test"]].values.tolist()
+    (0.25, [[1, 3, 0.25, 'mcnemar_midp']])
+    """
+
+    test: TestResult | None = None
+    test_exact: TestResult | None = None
+    wrong_to_right: int | None = None
+    right_to_wrong: int | None = None
+    loss_test: TestResult | None = None
+    drop_2pp: bool | None = None
+    drop_2pp_point: bool | None = None
+    mdd_pp: float = _NAN
+    p_holm: float | None = None
+    q_bh: float | None = None
+
+    @property
+    def p(self) -> float | None:
+        """The paired test's mid-p value (cells.csv's ``accuracy_p``)."""
+        return None if self.test is None else self.test.pvalue
+
+    @property
+    def p_exact(self) -> float | None:
+        """The same test's exact p-value (``accuracy_p_exact``)."""
+        return None if self.test_exact is None else self.test_exact.pvalue
+
+    @property
+    def drop_2pp_p(self) -> float | None:
+        """The loss test's one-sided p-value (``drop_2pp_p``)."""
+        return None if self.loss_test is None else self.loss_test.pvalue
+
+    def columns(self) -> dict[str, Any]:
+        """The values under cells.csv's column names."""
+        return {"drop_2pp": self.drop_2pp, "drop_2pp_p": self.drop_2pp_p, "drop_2pp_point": self.drop_2pp_point,
+                "accuracy_mdd_pp": self.mdd_pp, "wrong_to_right": self.wrong_to_right,
+                "right_to_wrong": self.right_to_wrong, "accuracy_p": self.p,
+                "accuracy_test": None if self.test is None else self.test.method, "accuracy_p_exact": self.p_exact,
+                "accuracy_p_holm": self.p_holm, "accuracy_q_bh": self.q_bh}
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row under cells.csv's column names."""
+        return frame([self.columns()])
 
     def _repr_html_(self) -> str:
         return frame_html(self.to_frame())

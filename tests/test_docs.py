@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import inspect
+import pkgutil
 import re
 import subprocess
 import sys
@@ -51,9 +53,55 @@ def test_public_functions_say_what_they_take_return_and_show_an_example(name):
         assert section in doc, f"{name}: no {section.splitlines()[0]} section"
 
 
-@pytest.mark.parametrize("module", ["lengthlens.results", "lengthlens.execution", "lengthlens.stats.metrics",
-                                    "lengthlens.stats.intervals", "lengthlens.stats.signflip",
+STATS_MODULES = sorted(f"lengthlens.stats.{m.name}" for m in pkgutil.iter_modules(importlib.import_module("lengthlens.stats").__path__))
+
+
+def _stats_public_functions() -> list[tuple[str, str]]:
+    """(module, name) of stats/'s public functions: no leading underscore, defined in the module, and in its
+    ``__all__`` or imported or called as ``module.name`` outside stats/."""
+    short = {m.rsplit(".", 1)[1] for m in STATS_MODULES}
+    used: set[str] = set()
+    for path in (REPO / "lengthlens").rglob("*.py"):
+        if "stats" in path.relative_to(REPO / "lengthlens").parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("lengthlens.stats"):
+                used |= {a.name for a in node.names}
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in short:
+                used.add(node.attr)
+    out = []
+    for name in STATS_MODULES:
+        mod = importlib.import_module(name)
+        listed = set(getattr(mod, "__all__", ()))
+        for fn, obj in vars(mod).items():
+            if not fn.startswith("_") and inspect.isfunction(obj) and obj.__module__ == name and (fn in listed or fn in used):
+                out.append((name, fn))
+    return out
+
+
+STATS_FUNCTIONS = _stats_public_functions()
+#: Not yet documented to this standard (issue 30 item 5): the survival and AFT fits, and the exact-enumeration
+#: validation helpers of paired.py, which are to leave the package for tests/ or benchmarks/.
+UNDOCUMENTED = {"fit_aft", "fit_aft_many", "aft_scores", "aft_sandwich", "fit_aft_bootstrap", "exact_coverage",
+                "exact_rejection_rate", "bootstrap_percentile_interval", "kaplan_meier", "restricted_means_many",
+                "km_quantiles_many", "km_quantiles_weighted", "with_item_intervals"}
+
+
+@pytest.mark.parametrize("module,name", STATS_FUNCTIONS, ids=[f"{m.rsplit('.', 1)[1]}.{n}" for m, n in STATS_FUNCTIONS])
+def test_stats_functions_say_what_they_take_return_and_show_a_running_example(module, name):
+    if name in UNDOCUMENTED:
+        pytest.xfail(f"{module}.{name}: not yet documented with Parameters/Returns/Examples")
+    fn = getattr(importlib.import_module(module), name)
+    doc = inspect.getdoc(fn) or ""
+    takes = bool(inspect.signature(fn).parameters)
+    for section in ("Parameters\n----------" if takes else "", "Returns\n-------", "Examples\n--------"):
+        assert section in doc, f"{module}.{name}: no {section.splitlines()[0]} section"
+    examples = doctest.DocTestParser().get_examples(doc)
+    assert examples and not any(doctest.SKIP in e.options for e in examples), f"{module}.{name}: no running example"
+
+
+@pytest.mark.parametrize("module", ["lengthlens.results", "lengthlens.execution", *STATS_MODULES,
                                     "lengthlens.analyses.censoring", "lengthlens.report.output"])
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0
+    assert result.failed == 0  # a module without public functions may hold no example; the test above wants one each

@@ -16,7 +16,7 @@ import numpy as np
 from lengthlens.data.coverage import COMPLETE_SHARE
 from lengthlens.analyses.engine import CellResult, CellRuns, Plan, Settings, run_on
 from lengthlens.analyses.outputs import Column, Context, Figure, Outputs, ReportAnalysis, Section, Table
-from lengthlens.results import ConfidenceInterval, Estimate, TestResult, frame, frame_html
+from lengthlens.results import AccuracyChange, ConfidenceInterval, Estimate, TestResult, frame, frame_html
 from lengthlens.stats import metrics
 from lengthlens.stats.influence import INFLUENTIAL_SHARE, RatioInfluence, ratio_influence
 from lengthlens.stats.metrics import ACCURACY_DROP_PP, drop_2pp_point
@@ -142,13 +142,10 @@ class Cell:
     ``estimates`` maps each registry metric to its :class:`~lengthlens.results.Estimate` (NaN where its
     inputs are not logged: ``unavailable`` says why), with the interval its registry row declares (the
     accuracy change's: Tango's score interval, one graded pair per item, or a t interval over items with
-    several seeds). ``accuracy_test``
-    is the paired accuracy test, mid-p (McNemar with one run per item, the item-level sign-flip test
-    with several seeds), ``accuracy_test_exact`` the same test's exact p; None when nothing is graded;
-    ``accuracy_p_holm``/``accuracy_q_bh`` adjust the mid-p over the cells ``in_accuracy_family``.
-    ``drop_2pp``: a loss of more than 2 points by the one-sided test at 2.5 % (``drop_2pp_test``);
-    ``drop_2pp_point``: the study's point rule; both None when the cell is ungraded or graded on fewer
-    than half its items. ``accuracy_mdd_pp``: the smallest true loss the test detects with 80 % power.
+    several seeds). ``accuracy`` (:class:`~lengthlens.results.AccuracyChange`) holds the paired accuracy
+    test, mid-p and exact, the loss flag ``drop_2pp`` and its test, the point rule, the minimum
+    detectable drop and the p-values adjusted over the cells ``in_accuracy_family``; the read-only
+    properties of the same names as cells.csv's columns (``accuracy_p``, ``drop_2pp``, ...) read it.
     """
 
     target: str
@@ -165,16 +162,8 @@ class Cell:
     budget: int | None
     estimates: Mapping[str, Estimate]
     unavailable: Mapping[str, str] = field(default_factory=dict)
-    accuracy_test: TestResult | None = None
-    wrong_to_right: int | None = None
-    right_to_wrong: int | None = None
-    drop_2pp: bool | None = None
-    drop_2pp_point: bool | None = None
-    drop_2pp_test: TestResult | None = None
-    accuracy_test_exact: TestResult | None = None
-    accuracy_mdd_pp: float = _NAN
-    accuracy_p_holm: float | None = None
-    accuracy_q_bh: float | None = None
+    #: The accuracy test, the loss flag and their counts (empty tests when nothing is graded).
+    accuracy: AccuracyChange = field(default_factory=AccuracyChange)
     #: The registry's metrics marked ``influence`` (λ, R/R*, T/T*): single items' weight in them (absent where the
     #: metric is unavailable).
     influence: Mapping[str, RatioInfluence] = field(default_factory=dict)
@@ -223,17 +212,58 @@ class Cell:
     def graded_partial(self) -> bool:
         return bool(self.n_graded) and is_partly_graded(self.n_graded_items, self.n_items)
 
+    # cells.csv's accuracy columns, read from :attr:`accuracy`.
+    @property
+    def accuracy_test(self) -> TestResult | None:
+        return self.accuracy.test
+
+    @property
+    def accuracy_test_exact(self) -> TestResult | None:
+        return self.accuracy.test_exact
+
+    @property
+    def drop_2pp_test(self) -> TestResult | None:
+        return self.accuracy.loss_test
+
     @property
     def accuracy_p(self) -> float | None:
-        return None if self.accuracy_test is None else self.accuracy_test.pvalue
+        return self.accuracy.p
 
     @property
     def accuracy_p_exact(self) -> float | None:
-        return None if self.accuracy_test_exact is None else self.accuracy_test_exact.pvalue
+        return self.accuracy.p_exact
 
     @property
     def drop_2pp_p(self) -> float | None:
-        return None if self.drop_2pp_test is None else self.drop_2pp_test.pvalue
+        return self.accuracy.drop_2pp_p
+
+    @property
+    def drop_2pp(self) -> bool | None:
+        return self.accuracy.drop_2pp
+
+    @property
+    def drop_2pp_point(self) -> bool | None:
+        return self.accuracy.drop_2pp_point
+
+    @property
+    def accuracy_mdd_pp(self) -> float:
+        return self.accuracy.mdd_pp
+
+    @property
+    def wrong_to_right(self) -> int | None:
+        return self.accuracy.wrong_to_right
+
+    @property
+    def right_to_wrong(self) -> int | None:
+        return self.accuracy.right_to_wrong
+
+    @property
+    def accuracy_p_holm(self) -> float | None:
+        return self.accuracy.p_holm
+
+    @property
+    def accuracy_q_bh(self) -> float | None:
+        return self.accuracy.q_bh
 
     @property
     def in_accuracy_family(self) -> bool:
@@ -312,13 +342,11 @@ class Cell:
             row[m.name] = est.point
             if m.interval is not None:
                 row[f"{m.stem}_lo"], row[f"{m.stem}_hi"] = est.low, est.high
-        test = self.accuracy_test
+        acc = self.accuracy.columns()
         row.update({
-            "drop_2pp": self.drop_2pp, "drop_2pp_p": self.drop_2pp_p, "drop_2pp_point": self.drop_2pp_point,
-            "accuracy_mdd_pp": self.accuracy_mdd_pp,
-            "wrong_to_right": self.wrong_to_right, "right_to_wrong": self.right_to_wrong,
-            "accuracy_p": self.accuracy_p, "accuracy_test": None if test is None else test.method,
-            "accuracy_p_exact": self.accuracy_p_exact, "accuracy_p_smallest": self.accuracy_p_smallest,
+            **{k: acc[k] for k in ("drop_2pp", "drop_2pp_p", "drop_2pp_point", "accuracy_mdd_pp", "wrong_to_right",
+                                   "right_to_wrong", "accuracy_p", "accuracy_test", "accuracy_p_exact")},
+            "accuracy_p_smallest": self.accuracy_p_smallest,
             "in_accuracy_family": self.in_accuracy_family,
             "budget": self.budget, "n_items_baseline": self.n_items_baseline,
             "coverage": self.coverage, "complete": self.complete,
@@ -329,7 +357,7 @@ class Cell:
             "percentile_fallback": ",".join(self.percentile_fallback) or None,
             "influence_top_share": self.influence_top_share,
             "n_graded_items": self.n_graded_items, "graded_partial": self.graded_partial,
-            "accuracy_p_holm": self.accuracy_p_holm, "accuracy_q_bh": self.accuracy_q_bh,
+            "accuracy_p_holm": acc["accuracy_p_holm"], "accuracy_q_bh": acc["accuracy_q_bh"],
         })
         for m in reg.influence_metrics:
             inf = self.influence.get(m)
@@ -522,11 +550,14 @@ class CellsAnalysis:
             target=key["target"], draft=key["draft"], dataset=key["dataset"], method=key["method"], params=key["params"],
             alpha=key["alpha"], n_items=cell.n_items, n_runs=cell.n_runs, n_graded=n_graded,
             n_graded_items=n_graded_items, n_items_baseline=cell.n_items_group, budget=budget, estimates=ests,
-            unavailable=why, accuracy_test=test, accuracy_test_exact=exact, drop_2pp_test=loss,
-            accuracy_mdd_pp=accuracy_mdd_pp(s["n_graded"], s["c"], s["c_star"]) if graded else _NAN,
-            wrong_to_right=int(s["w2r"].sum()) if graded else None, right_to_wrong=int(s["r2w"].sum()) if graded else None,
-            drop_2pp=bool(loss.pvalue < ALPHA_ONE_SIDED) if loss is not None else None,
-            drop_2pp_point=drop_2pp_point(delta.point) if flagged else None,
+            unavailable=why,
+            accuracy=AccuracyChange(
+                test=test, test_exact=exact, loss_test=loss,
+                mdd_pp=accuracy_mdd_pp(s["n_graded"], s["c"], s["c_star"]) if graded else _NAN,
+                wrong_to_right=int(s["w2r"].sum()) if graded else None,
+                right_to_wrong=int(s["r2w"].sum()) if graded else None,
+                drop_2pp=bool(loss.pvalue < ALPHA_ONE_SIDED) if loss is not None else None,
+                drop_2pp_point=drop_2pp_point(delta.point) if flagged else None),
             influence={m: ratio_influence(s[x], s[y]) for m, (x, y) in reg.influence_metrics.items() if m not in why},
             items=cell.items, item_totals={**{q: s[q] for m, pair in reg.influence_metrics.items() if m not in why
                                               for q in pair},
@@ -547,8 +578,9 @@ def _adjust_across_cells(cells_: list[Cell]) -> tuple[Cell, ...]:
     """Holm (family-wise) and Benjamini–Hochberg (false discovery rate) adjusted mid-p values over the accuracy family."""
     p = np.array([c.accuracy_p if c.in_accuracy_family and c.accuracy_p is not None else _NAN for c in cells_], dtype=float)
     p_holm, q_bh = holm(p), benjamini_hochberg(p)
-    return tuple(replace(c, accuracy_p_holm=None if np.isnan(p_holm[i]) else float(p_holm[i]),
-                         accuracy_q_bh=None if np.isnan(q_bh[i]) else float(q_bh[i])) for i, c in enumerate(cells_))
+    return tuple(replace(c, accuracy=replace(c.accuracy, p_holm=None if np.isnan(p_holm[i]) else float(p_holm[i]),
+                                             q_bh=None if np.isnan(q_bh[i]) else float(q_bh[i])))
+                 for i, c in enumerate(cells_))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from lengthlens.analyses.outputs import Column, Context, Outputs, ReportAnalysis
 from lengthlens.data.pairing import pair
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import ARM_KEY, GROUP_KEY, STRICT, UNIT_KEY
-from lengthlens.results import Estimate, TestResult, frame, frame_html
+from lengthlens.results import AccuracyChange, Estimate, TestResult, frame, frame_html
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED
 
 if TYPE_CHECKING:
@@ -61,16 +61,21 @@ class Comparison:
         return self.cell.estimates
 
     @property
+    def accuracy(self) -> AccuracyChange:
+        """The paired accuracy test, the loss flag and their counts (:class:`~lengthlens.results.AccuracyChange`)."""
+        return self.cell.accuracy
+
+    @property
     def accuracy_test(self) -> TestResult | None:
-        return self.cell.accuracy_test
+        return self.cell.accuracy.test
 
     @property
     def wrong_to_right(self) -> int:
-        return self.cell.wrong_to_right or 0
+        return self.cell.accuracy.wrong_to_right or 0
 
     @property
     def right_to_wrong(self) -> int:
-        return self.cell.right_to_wrong or 0
+        return self.cell.accuracy.right_to_wrong or 0
 
     @property
     def unavailable(self) -> Mapping[str, str]:
@@ -199,8 +204,8 @@ def method_pairs(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: 
             for m in _METHOD_PAIR_METRICS:
                 row.update({m: c[m].point, f"{m}_lo": c[m].low, f"{m}_hi": c[m].high})
             discordant = bool(c.wrong_to_right + c.right_to_wrong)
-            row.update(accuracy_p=c.cell.accuracy_p if discordant else None,
-                       mcnemar_p=c.cell.accuracy_p_exact if discordant else None, unavailable=c.cell.to_row()["unavailable"])
+            row.update(accuracy_p=c.accuracy.p if discordant else None,
+                       mcnemar_p=c.accuracy.p_exact if discordant else None, unavailable=c.cell.to_row()["unavailable"])
             rows.append(row)
     return frame(rows)
 

@@ -30,7 +30,23 @@ Pair = tuple[str, str]
 
 
 def moment_pairs(fns: Iterable[Callable[[Sums], object]], keys: Sequence[str]) -> tuple[Pair, ...]:
-    """(a, b) pairs of sums, a before b in ``keys``, whose item products the SEs of ``fns`` need."""
+    """The pairs of sums whose item products the delta-method standard errors of ``fns`` need.
+
+    Parameters
+    ----------
+    fns : statistics over named sums (functions of a :class:`~lengthlens.stats.metrics.Sums`).
+    keys : the sums' names, in the order pairs are written (a before b).
+
+    Returns
+    -------
+    tuple of (str, str)
+        (a, b) pairs, a before b in ``keys``, of the sums each statistic depends on.
+
+    Examples
+    --------
+    >>> moment_pairs([lambda s: s["x"] / s["y"]], ["x", "y", "z"])
+    (('x', 'x'), ('x', 'y'), ('y', 'y'))
+    """
     order = {k: i for i, k in enumerate(keys)}
     pairs = set()
     for fn in fns:
@@ -40,7 +56,24 @@ def moment_pairs(fns: Iterable[Callable[[Sums], object]], keys: Sequence[str]) -
 
 
 def item_products(items: Mapping[str, np.ndarray], pairs: Iterable[Pair]) -> dict[Pair, np.ndarray]:
-    """Per-item products xₐ x_b of item totals for ``pairs``."""
+    """Per-item products xₐ x_b of item totals, the columns the delta-method variances are sums of.
+
+    Parameters
+    ----------
+    items : per-item totals by sum name.
+    pairs : the (a, b) pairs to multiply (:func:`moment_pairs`).
+
+    Returns
+    -------
+    dict
+        {(a, b): items[a] * items[b]}.
+
+    Examples
+    --------
+    >>> p = item_products({"x": np.array([1.0, 2.0]), "y": np.array([2.0, 5.0])}, [("x", "y")])
+    >>> p[("x", "y")].tolist()
+    [2.0, 10.0]
+    """
     return {(a, b): items[a] * items[b] for a, b in pairs}
 
 
@@ -58,12 +91,33 @@ class Stratum:
 
 def values_and_ses(fns: Mapping[str, Callable[[Sums], object]], sums: Mapping[str, np.ndarray],
                    strata: Sequence[Stratum], log: Mapping[str, bool]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each statistic's value (its log where ``log[name]``) and delta-method SE: {name: (value, se)}.
+    """Each statistic's value (its log where ``log[name]``) and delta-method standard error, sharing the work.
 
-    ``sums`` are the totals the statistics are evaluated on (the strata's sums added up), ``strata``
-    what the centred moments come from (one stratum for a cell of one group). What the statistics
-    have in common is computed once: each pair's centred moment. Undefined values (a zero
-    denominator, a log of a non-positive value) are NaN, with a NaN SE.
+    What the statistics have in common is computed once: each pair's centred moment. Undefined values
+    (a zero denominator, a log of a non-positive value) are NaN, with a NaN SE.
+
+    Parameters
+    ----------
+    fns : the statistics by name, functions of named sums.
+    sums : the totals the statistics are evaluated on (the strata's sums added up); scalars for a point
+        estimate, (B,) arrays for B resamples.
+    strata : what the centred moments come from (one :class:`Stratum` for a cell of one group).
+    log : by name, whether the value and SE are on the log scale (the ratios').
+
+    Returns
+    -------
+    dict
+        {name: (value, se)}.
+
+    Examples
+    --------
+    >>> x, y = np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 2.0, 3.0, 5.0])
+    >>> ratio = lambda s: s["x"] / s["y"]
+    >>> m = item_products({"x": x, "y": y}, moment_pairs([ratio], ["x", "y"]))
+    >>> st = Stratum({"x": x.sum(), "y": y.sum()}, {k: v.sum() for k, v in m.items()}, 4.0)
+    >>> value, se = values_and_ses({"r": ratio}, st.sums, [st], {"r": False})["r"]
+    >>> round(float(value), 4), round(float(se), 4)
+    (0.8333, 0.0761)
     """
     centred: dict[Pair, np.ndarray] = {}
     scale: dict[Pair, np.ndarray] = {}

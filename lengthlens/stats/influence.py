@@ -47,7 +47,17 @@ class RatioInfluence:
 
 
 def ratio_influence(x: np.ndarray, y: np.ndarray) -> RatioInfluence:
-    """The :class:`RatioInfluence` of Σx / Σy from the per-item totals ``x`` and ``y``.
+    """How much single items weigh in a ratio of sums Σx / Σy: largest share, item ratios, leave-one-out range.
+
+    Parameters
+    ----------
+    x, y : per-item totals (an item's seeds added up) of the numerator's and the denominator's sums.
+
+    Returns
+    -------
+    RatioInfluence
+        The ratio, the largest share one item has of either sum, the smallest and largest item ratio,
+        and the smallest and largest ratio with one item left out (NaN where undefined).
 
     Examples
     --------

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from lengthlens.results import ConfidenceInterval, Estimate
+from lengthlens.results import ConfidenceInterval, Estimate, PercentileInterval
 from lengthlens.stats.delta import Stratum, moment_pairs, values_and_ses
 from lengthlens.stats.metrics import ItemInterval, Sums, dependencies, finite_or_nan
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE
@@ -112,8 +112,32 @@ class Weighted:
         """The names its estimates come under: its outputs, or ``name``."""
         return self.outputs or (name,)
 
-def percentile_interval(replicates: np.ndarray, confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Percentile interval along axis 0, ignoring undefined (NaN/inf) replicates; also their count."""
+def percentile_interval(replicates, confidence_level: float = DEFAULT_CONFIDENCE) -> PercentileInterval:
+    """Percentile interval of bootstrap replicates along axis 0, leaving out (and counting) undefined ones.
+
+    Parameters
+    ----------
+    replicates : array of shape (n_resamples, ...): the statistic in every resample; NaN or ±inf where it
+        had no value.
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    PercentileInterval
+        ``low`` and ``high`` (one entry per column, NaN where every replicate is undefined) and
+        ``undefined``, the count of replicates left out per column.
+
+    Examples
+    --------
+    >>> r = percentile_interval([[1.0, 5.0], [2.0, float("nan")], [3.0, 7.0], [4.0, 8.0], [5.0, 9.0]], 0.5)
+    >>> r.low.tolist(), r.high.tolist(), r.undefined.tolist()
+    ([2.0, 6.5], [4.0, 8.25], [0, 1])
+    """
+    return PercentileInterval(*_percentile_interval(np.asarray(replicates, dtype=float), confidence_level))
+
+
+def _percentile_interval(replicates: np.ndarray, confidence_level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`percentile_interval` as (low, high, undefined) arrays, for the engine's inner loop."""
     reps = np.where(np.isfinite(replicates), replicates, np.nan)
     undefined = np.isnan(reps).sum(axis=0)
     a = (1 - confidence_level) / 2
@@ -152,10 +176,29 @@ def expanded_percentile_levels(n_items: int, confidence_level: float = DEFAULT_C
 
 def bca_interval(replicates: np.ndarray, point: np.ndarray, jackknife: np.ndarray,
                  confidence_level: float = DEFAULT_CONFIDENCE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Bias-corrected and accelerated interval (Efron 1987), per column.
+    """Bias-corrected and accelerated bootstrap interval (Efron 1987), per column.
 
-    ``jackknife`` holds the leave-one-item-out estimates (n_items, ...); the acceleration comes
-    from their skewness, as in scipy.stats.bootstrap(method='BCa').
+    The acceleration comes from the skewness of the leave-one-item-out estimates, as in
+    scipy.stats.bootstrap(method='BCa'); undefined (NaN/inf) replicates are left out and counted.
+
+    Parameters
+    ----------
+    replicates : (n_resamples, ...) the statistic in every resample.
+    point : the point estimate per column.
+    jackknife : (n_items, ...) the leave-one-item-out estimates.
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (low, high, undefined) per column.
+
+    Examples
+    --------
+    >>> reps = np.array([[0.9], [1.0], [1.1], [1.2], [0.8]])
+    >>> lo, hi, und = bca_interval(reps, np.array([1.0]), np.array([[0.95], [1.0], [1.05], [1.0]]), 0.8)
+    >>> round(float(lo[0]), 4), round(float(hi[0]), 4), int(und[0])
+    (0.8147, 1.1123, 0)
     """
     from scipy import special  # here, not at the top: the studentized and percentile paths need no scipy
 
@@ -192,10 +235,25 @@ def jackknife_sums(item_sums: np.ndarray) -> np.ndarray:
 
 
 def quantiles_with_inf(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
-    """Linear-interpolation quantiles (numpy's default) per column, NaN dropped, +/-inf kept as extremes.
+    """Linear-interpolation quantiles (numpy's default) per column, NaN dropped, ±inf kept as extremes.
 
-    Returns (len(qs), *values.shape[1:]); interpolating towards an infinite value gives that
-    infinity; an all-NaN column gives NaN.
+    Interpolating towards an infinite value gives that infinity; an all-NaN column gives NaN (where
+    numpy's nanquantile would give NaN for any column holding an infinity).
+
+    Parameters
+    ----------
+    values : (n, ...) values, quantiles taken along axis 0.
+    qs : quantile levels in [0, 1].
+
+    Returns
+    -------
+    numpy.ndarray
+        (len(qs), *values.shape[1:]).
+
+    Examples
+    --------
+    >>> quantiles_with_inf(np.array([[1.0], [2.0], [np.inf], [np.nan]]), [0.0, 0.5, 1.0]).ravel().tolist()
+    [1.0, 2.0, inf]
     """
     v = np.sort(values, axis=0)  # NaN last, -inf first
     n_valid = np.sum(~np.isnan(values), axis=0)
@@ -215,21 +273,37 @@ def quantiles_with_inf(values: np.ndarray, qs: Sequence[float]) -> np.ndarray:
 def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarray, se_replicates: np.ndarray,
                          confidence_level: float = DEFAULT_CONFIDENCE, symmetric: bool = True
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Bootstrap-t interval per column, with t_b = (rep_b - point) / se_b.
+    """Bootstrap-t interval per column, with t_b = (rep_b − point) / se_b: the default interval of the ratios.
 
-    ``symmetric`` (default): point +/- q se with q the ``confidence_level`` quantile of |t_b|
-    (Hall 1988; it covers better than the equal-tailed form at 12-150 items in simulation, see
-    README). Otherwise equal-tailed: [point - t_hi se, point - t_lo se]. All arrays on the scale the
-    interval is built on (the caller takes logs for ratios). A resample whose SE is 0 but whose
-    value differs from the point (one distinct item) has t = +/-inf: kept as an extreme value, so
-    the limit can be unbounded. Resamples with an undefined value or SE are dropped and counted.
-    With ``se`` 0 (every item agrees) the interval is the point. "0" means below 1e-12 (1 + |point|).
+    ``symmetric`` (default): point ± q se with q the ``confidence_level`` quantile of |t_b| (Hall 1988;
+    it covers better than the equal-tailed form at 12–150 items in simulation, see README). Otherwise
+    equal-tailed: [point − t_hi se, point − t_lo se]. A resample whose SE is 0 but whose value differs
+    from the point (one distinct item) has t = ±inf: kept as an extreme value, so the limit can be
+    unbounded. Resamples with an undefined value or SE are dropped and counted. With ``se`` 0 (every item
+    agrees) the interval is the point. "0" means below 1e-12 (1 + |point|). Where so many resamples have
+    SE 0 with a changed value that a limit comes out unbounded (nearly every item unchanged, as in a check
+    of a lossless method), the bootstrap-t says nothing: that column gets the percentile interval of the
+    same replicates instead.
 
-    Where so many resamples have SE 0 with a changed value that a limit comes out unbounded (nearly
-    every item unchanged, as in a check of a lossless method, where a resample without the few items
-    that differ has no spread), the bootstrap-t says nothing: that column gets the percentile
-    interval of the same replicates instead. Returns (low, high, undefined, fell_back), ``fell_back``
-    marking the columns that got the percentile interval.
+    Parameters
+    ----------
+    point, se : the point estimate and its standard error per column, on the scale the interval is built
+        on (the caller takes logs for ratios).
+    replicates, se_replicates : (n_resamples, ...) the statistic and its SE in every resample.
+    confidence_level : two-sided level.
+    symmetric : the symmetric bootstrap-t (default) or the equal-tailed one.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (low, high, undefined, fell_back): ``fell_back`` marks the columns that got the percentile interval.
+
+    Examples
+    --------
+    >>> reps = np.array([[0.9], [1.0], [1.1], [1.2], [0.8]])
+    >>> lo, hi, und, fell_back = studentized_interval(np.array([1.0]), np.array([0.1]), reps, np.full((5, 1), 0.1), 0.8)
+    >>> lo.tolist(), hi.tolist(), und.tolist(), fell_back.tolist()
+    ([0.8], [1.2], [0], [False])
     """
     # SEs and differences below rounding (a metric constant across items, e.g. time per round when
     # time is logged as rounds x a constant) count as 0: t = 0 for an unchanged resample, else +/-inf.
@@ -249,7 +323,7 @@ def studentized_interval(point: np.ndarray, se: np.ndarray, replicates: np.ndarr
     bad = ~np.isfinite(point) | np.isnan(se)
     degenerate = ~bad & (np.isinf(lo) | np.isinf(hi))
     if degenerate.any():
-        p_lo, p_hi, _ = percentile_interval(replicates, confidence_level)
+        p_lo, p_hi, _ = _percentile_interval(replicates, confidence_level)
         lo, hi = np.where(degenerate, p_lo, lo), np.where(degenerate, p_hi, hi)
     return np.where(bad, np.nan, lo), np.where(bad, np.nan, hi), undefined, degenerate
 
@@ -301,9 +375,30 @@ def moment_columns(statistics: Mapping[str, Statistic], items: Mapping[str, np.n
                    strata: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The item columns the standard errors of the studentized statistics need, to resample beside ``items``.
 
-    ``items`` maps a sum's name to its per-item totals (n_items,). With one stratum: the products
-    xₐ x_b of the sums each statistic depends on; with ``strata`` (each item's stratum), the sums and
-    products within each stratum.
+    With one stratum: the products xₐ x_b of the sums each statistic depends on; with ``strata`` (each
+    item's stratum), the sums and products within each stratum. Statistics whose interval under ``ci``
+    is not studentized need none.
+
+    Parameters
+    ----------
+    statistics : the statistics by name.
+    items : per-item totals (n_items,) by sum name.
+    ci : the interval method asked for (``studentized``, ``percentile``, ``bca``).
+    strata : each item's stratum, or None for one stratum.
+
+    Returns
+    -------
+    dict
+        {column name: per-item values}, e.g. ``"x*y"``.
+
+    Examples
+    --------
+    >>> items = {"x": np.array([1.0, 2.0, 3.0]), "y": np.array([2.0, 2.0, 3.0])}
+    >>> cols = moment_columns({"r": Ratio(lambda s: s["x"] / s["y"])}, items, "studentized")
+    >>> sorted(cols), cols["x*y"].tolist()
+    (['x*x', 'x*y', 'y*y'], [2.0, 4.0, 9.0])
+    >>> moment_columns({"r": Ratio(lambda s: s["x"] / s["y"])}, items, "percentile")
+    {}
     """
     fns = [st.of for st in statistics.values() if _method(st, ci) == "studentized"]
     pairs = moment_pairs(fns, tuple(items))
@@ -426,7 +521,7 @@ def estimates(statistics: Mapping[str, Statistic | Weighted], r: Resampled, *, c
         if method == "declared" and not np.isfinite(point[name]):
             method = "percentile"  # nothing for the declared interval to speak of: the resamples say it is undefined
         if method == "percentile":
-            lo, hi, und = percentile_interval(reps[name][:, None], confidence_level)
+            lo, hi, und = _percentile_interval(reps[name][:, None], confidence_level)
             out[name] = _estimate(point[name], lo[0], hi[0], und[0], "percentile", confidence_level,
                                   _bootstrap_se(reps[name]))
         elif method == "bca":
@@ -516,7 +611,7 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
         alone = _item_ratios(statistics[name].of, r)
         method, note = "studentized", ""
         if np.isfinite(point[name]) and not (fell_back[0] or (lo > 0 and np.isfinite(hi))):
-            lo, hi, _ = (float(x[0]) for x in percentile_interval(reps[name][:, None], level))
+            lo, hi, _ = (float(x[0]) for x in _percentile_interval(reps[name][:, None], level))
             method, note = "percentile", UNBOUNDED_NOTE
         elif fell_back[0]:
             method, note = "percentile", UNBOUNDED_NOTE
@@ -526,7 +621,7 @@ def _studentized(statistics: Mapping[str, Statistic], r: Resampled, keys: tuple[
                 lo, hi = max(lo, float(alone.min())), min(hi, float(alone.max()))
             elif outside_range == "percentile":
                 method = "percentile"
-                lo, hi, _ = (float(x[0]) for x in percentile_interval(reps[name][:, None], level))
+                lo, hi, _ = (float(x[0]) for x in _percentile_interval(reps[name][:, None], level))
             else:
                 method = "bca"
                 lo, hi, _ = (float(x[0]) for x in _bca(statistics[name], r, point[name], reps[name], level))

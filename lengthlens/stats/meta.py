@@ -95,6 +95,13 @@ def hksj_standard_error(y, v, tau2: float, *, floor: bool = True) -> tuple[float
     SE² = q / Σ wᵢ with q = Σ wᵢ (yᵢ − μ̂)² / (K − 1), wᵢ = 1/(vᵢ + τ²); ``floor`` replaces q by
     max(q, 1), so the SE is never below the one the weights alone give.
 
+    Parameters
+    ----------
+    y : the K cell estimates.
+    v : their within-cell variances.
+    tau2 : the between-cell variance τ² the weights use.
+    floor : take max(q, 1).
+
     Returns
     -------
     (mean, standard_error, floored): the weighted mean, its SE, and whether the floor raised it.
@@ -303,6 +310,17 @@ def log_ratio_variance(point: float, standard_error: float, n_items: int) -> flo
     mean of n independent items. NaN where it is not defined (no SE, a ratio ≤ 0, fewer than 2 items,
     or an SE of 0: every item the same, which would give the cell infinite weight).
 
+    Parameters
+    ----------
+    point : the cell's ratio.
+    standard_error : its delta-method standard error (on the ratio's scale).
+    n_items : the cell's items.
+
+    Returns
+    -------
+    float
+        The variance of the log ratio, or NaN.
+
     Examples
     --------
     >>> round(log_ratio_variance(1.25, 0.25, 12), 6)   # (0.25/1.25)² · 12/11
@@ -360,6 +378,18 @@ def detectable_effect(standard_error: float, df: float, alpha: float, power: flo
 
     δ · SE, δ the noncentrality at which P(T′ > t₁₋α(df)) = ``power`` for the noncentral t T′ (the SE
     taken as known at its estimate). For a pooled estimate, df = K − 1 and SE its HKSJ standard error.
+
+    Parameters
+    ----------
+    standard_error : the estimate's standard error.
+    df : the t test's degrees of freedom.
+    alpha : its one-sided level.
+    power : the detection probability asked for.
+
+    Returns
+    -------
+    float
+        The effect, on the estimate's scale.
 
     Examples
     --------

@@ -299,7 +299,22 @@ class Registry:
 
 
 def finite_or_nan(values: Any) -> np.ndarray:
-    """``values`` as a float array with every non-finite entry (a zero denominator) NaN: undefined."""
+    """``values`` as a float array with every non-finite entry (a zero denominator) NaN: undefined, not infinite.
+
+    Parameters
+    ----------
+    values : numbers, an array or a :class:`~lengthlens.stats.dual.Dual` (its value is taken).
+
+    Returns
+    -------
+    numpy.ndarray
+        A float64 copy (0-d for a scalar).
+
+    Examples
+    --------
+    >>> finite_or_nan([1.0, float("inf"), -2.0]).tolist()
+    [1.0, nan, -2.0]
+    """
     v = np.array(values.value if isinstance(values, Dual) else values, dtype=np.float64)
     if v.ndim == 0:
         return v if np.isfinite(v) else np.asarray(np.nan)
@@ -424,8 +439,8 @@ def _accuracy_change_ci(items: Sums, confidence_level: float) -> tuple[float, fl
     several seeds (Tango over the items' signs where they show no spread), in points."""
     from lengthlens.stats.paired import accuracy_change_interval  # paired.py reads this module's drop margin
 
-    lo, hi, se, how = accuracy_change_interval(items.n_graded, items.c, items.c_star, confidence_level)
-    return 100.0 * lo, 100.0 * hi, 100.0 * se, how
+    r = accuracy_change_interval(items.n_graded, items.c, items.c_star, confidence_level)
+    return 100.0 * r.low, 100.0 * r.high, 100.0 * r.standard_error, r.method
 
 
 #: The accuracy change's default interval, declared in its row.
@@ -507,7 +522,17 @@ _CURRENT = [REGISTRY]
 
 
 def registry() -> Registry:
-    """The registry in use: :data:`REGISTRY`, or the one :func:`extended` put in place."""
+    """The metric registry in use: :data:`REGISTRY`, or the one :func:`extended` put in place.
+
+    Returns
+    -------
+    Registry
+
+    Examples
+    --------
+    >>> "lambda" in registry().names
+    True
+    """
     return _CURRENT[0]
 
 
@@ -519,14 +544,23 @@ def extended(*rows: Metric | Quantity) -> Iterator[Registry]:
     in this process: the analyses run serially meanwhile, since worker processes import the
     registry from its module. For a metric of your own for good, add its row to :data:`METRICS`.
 
+    Parameters
+    ----------
+    *rows : the :class:`Metric` rows and the :class:`Quantity` rows they sum, added after the registry's own.
+
+    Returns
+    -------
+    contextlib.AbstractContextManager of Registry
+        The extended registry, in use until the block ends.
+
     Examples
     --------
     >>> from lengthlens.stats import metrics
-    >>> row = metrics.Metric("draft_per_round", lambda s: s.D / s.R, "D/R", "Σ Dᵢ / Σ Rᵢ", "drafted per round",
+    >>> row = metrics.Metric("doc_draft_per_round", lambda s: s.Ddoc / s.R, "Ddoc/R", "Σ Dᵢ / Σ Rᵢ", "drafted per round",
     ...                      interval=None)
-    >>> q = metrics.Quantity("D", lambda r: r.draft_tokens, ("draft_tokens",), "draft tokens")
+    >>> q = metrics.Quantity("Ddoc", lambda r: r.draft_tokens, ("draft_tokens",), "draft tokens")
     >>> with metrics.extended(q, row) as reg:
-    ...     "draft_per_round" in reg.names
+    ...     "doc_draft_per_round" in reg.names
     True
     """
     base = _CURRENT[0]
@@ -540,5 +574,19 @@ def extended(*rows: Metric | Quantity) -> Iterator[Registry]:
 
 
 def drop_2pp_point(delta_pp: float) -> bool:
-    """The study's rule: the point estimate of the accuracy change is at most −2 points (counts noise at n = 12-30)."""
+    """The study's point rule: the accuracy change's point estimate is at most −2 points (it fires on noise at n = 12–30).
+
+    Parameters
+    ----------
+    delta_pp : the accuracy change, in points.
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> drop_2pp_point(-2.0), drop_2pp_point(-1.9)
+    (True, False)
+    """
     return bool(delta_pp <= -ACCURACY_DROP_PP)

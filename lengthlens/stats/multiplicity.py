@@ -17,7 +17,24 @@ def _finite(p) -> tuple[np.ndarray, np.ndarray]:
 
 
 def holm(p) -> np.ndarray:
-    """Holm step-down adjusted p-values: max over j <= i of min(1, (m - j) p_(j)), in input order."""
+    """Holm step-down adjusted p-values, to control the family-wise error rate over a report's tests.
+
+    max over j ≤ i of min(1, (m − j) p_(j)), returned in input order.
+
+    Parameters
+    ----------
+    p : p-values; NaN entries are not tests (they stay NaN and do not count in m).
+
+    Returns
+    -------
+    numpy.ndarray
+        The adjusted p-values, in the order given.
+
+    Examples
+    --------
+    >>> holm([0.01, 0.04, float("nan"), 0.03]).tolist()
+    [0.03, 0.06, nan, 0.06]
+    """
     p, idx = _finite(p)
     out = np.full(p.shape, np.nan)
     m = idx.size
@@ -30,7 +47,24 @@ def holm(p) -> np.ndarray:
 
 
 def benjamini_hochberg(p) -> np.ndarray:
-    """Benjamini–Hochberg step-up adjusted p-values (q-values): min over j >= i of min(1, m p_(j) / j), in input order."""
+    """Benjamini–Hochberg step-up adjusted p-values (q-values), to control the false discovery rate over a report's tests.
+
+    min over j ≥ i of min(1, m p_(j) / j), returned in input order.
+
+    Parameters
+    ----------
+    p : p-values; NaN entries are not tests (they stay NaN and do not count in m).
+
+    Returns
+    -------
+    numpy.ndarray
+        The q-values, in the order given.
+
+    Examples
+    --------
+    >>> [round(q, 4) for q in benjamini_hochberg([0.01, 0.04, float("nan"), 0.03]).tolist()]
+    [0.03, 0.04, nan, 0.04]
+    """
     p, idx = _finite(p)
     out = np.full(p.shape, np.nan)
     m = idx.size

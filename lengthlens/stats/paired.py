@@ -30,7 +30,7 @@ from functools import lru_cache
 import numpy as np
 from scipy import optimize, special
 
-from lengthlens.results import TestResult
+from lengthlens.results import AccuracyChangeInterval, ConfidenceInterval, TestResult
 from lengthlens.stats.mcnemar import mcnemar_midp
 from lengthlens.stats.margin import ACCURACY_DROP_PP
 
@@ -75,10 +75,22 @@ def _score_parts(b, c, n, delta):
 
 
 def score_statistic(b, c, n, delta):
-    """Tango's score statistic for H0: Δ = delta: (b − c − nδ) / √(n (2 p̃01 + δ − δ²)), vectorized.
+    """Tango's score statistic for H0: Δ = delta, the basis of the accuracy change's interval and loss test.
 
-    p̃01 is the restricted maximum-likelihood estimate of p01 under Δ = δ. Where the variance is 0
-    (no discordant pair at δ = 0, or δ = ±1) the statistic is 0 if the numerator is 0, else ±inf.
+    (b − c − nδ) / √(n (2 p̃01 + δ − δ²)), vectorized; p̃01 is the restricted maximum-likelihood estimate
+    of p01 under Δ = δ. Where the variance is 0 (no discordant pair at δ = 0, or δ = ±1) the statistic is
+    0 if the numerator is 0, else ±inf.
+
+    Parameters
+    ----------
+    b, c : discordant pairs, wrong→right and right→wrong (arrays broadcast).
+    n : graded pairs.
+    delta : the hypothesised difference of proportions p10 − p01.
+
+    Returns
+    -------
+    numpy.ndarray
+        The statistic (0-d for scalar arguments).
 
     Examples
     --------
@@ -91,7 +103,7 @@ def score_statistic(b, c, n, delta):
     return np.where(var > 0, z, np.where(num == 0, 0.0, np.where(num > 0, np.inf, -np.inf)))
 
 
-def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tuple[float, float]:
+def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> ConfidenceInterval:
     """Tango's (1998) score interval for the paired difference of proportions p10 − p01.
 
     The δ where |score_statistic(b, c, n, δ)| ≤ z, found by bracketing root finding on
@@ -107,7 +119,8 @@ def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tu
 
     Returns
     -------
-    (low, high) as a difference of proportions (multiply by 100 for points); NaN for n = 0.
+    ConfidenceInterval
+        ``low, high`` as a difference of proportions (multiply by 100 for points); NaN for n = 0.
 
     Examples
     --------
@@ -117,13 +130,13 @@ def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tu
     """
     b, c, n = int(b), int(c), int(n)
     if n <= 0:
-        return math.nan, math.nan
+        return ConfidenceInterval(math.nan, math.nan)
     if b < 0 or c < 0 or b + c > n:
         raise ValueError(f"need 0 <= b, c and b + c <= n, not b={b}, c={c}, n={n}")
     z = float(special.ndtri(0.5 + confidence_level / 2.0))
     if b == c == 0:
         h = z * z / (n + z * z)
-        return -h, h
+        return ConfidenceInterval(-h, h)
     point = (b - c) / n
 
     def g(delta: float, sign: float) -> float:
@@ -139,7 +152,7 @@ def tango_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tu
                                              xtol=1e-14, rtol=1e-14)
     hi = 1.0 if b == n else optimize.brentq(g, point + (eps if c == n else 0.0), 1.0, args=(1.0,),
                                             xtol=1e-14, rtol=1e-14)
-    return float(lo), float(hi)
+    return ConfidenceInterval(float(lo), float(hi))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -171,7 +184,7 @@ def _signs_table(n_graded, d_sum) -> tuple[int, int, int]:
     return int(np.sum(d > 0)), int(np.sum(d < 0)), int(keep.sum())
 
 
-def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> tuple[float, float, str]:
+def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> AccuracyChangeInterval:
     """Interval for the accuracy change with several graded pairs per item: a t interval over items.
 
     The point is Σᵢ Dᵢ / Σᵢ Nᵢ (Dᵢ: the item's correct minus correct*, Nᵢ its graded pairs), its
@@ -180,25 +193,36 @@ def item_interval(n_graded, d_sum, confidence_level: float = 0.95) -> tuple[floa
     no item changed), the t interval would be a point: then Tango's interval for the items as single
     pairs (items with a net gain, with a net loss, m), the interval one run per item would give.
 
+    Parameters
+    ----------
+    n_graded : graded pairs per item (items with none are left out).
+    d_sum : per item, correct minus correct* summed over its graded pairs.
+    confidence_level : two-sided level.
+
     Returns
     -------
-    (low, high, method): method ``item_t`` or ``tango_items`` (the fallback).
+    AccuracyChangeInterval
+        Limits as proportions, the item-level standard error, and the method: ``item_t``, or
+        ``tango_items`` (the fallback); NaN limits when no item is graded.
 
     Examples
     --------
-    >>> lo, hi, how = item_interval([4, 4, 4], [0, 0, 0])
-    >>> how, round(hi, 4)
+    >>> r = item_interval([4, 4, 4], [0, 0, 0])
+    >>> r.method, round(r.high, 4)
     ('tango_items', 0.5615)
+    >>> r = item_interval([2] * 6, [1, 0, -1, 0, -1, -2])   # 6 items, 2 graded pairs each
+    >>> r.method, round(r.low, 4), round(r.high, 4)
+    ('item_t', -0.8003, 0.3003)
     """
     point, se, m = _item_parts(n_graded, d_sum)
     if m == 0:
-        return math.nan, math.nan, "item_t"
+        return AccuracyChangeInterval(math.nan, math.nan, math.nan, "item_t", confidence_level)
     if not (se > 1e-12 * max(1.0, abs(point))):
         gains, losses, items = _signs_table(n_graded, d_sum)
-        lo, hi = tango_interval(gains, losses, items, confidence_level)
-        return lo, hi, "tango_items"
+        ci = tango_interval(gains, losses, items, confidence_level)
+        return AccuracyChangeInterval(ci.low, ci.high, se, "tango_items", confidence_level)
     q = float(special.stdtrit(m - 1, 0.5 + confidence_level / 2.0))
-    return max(-1.0, point - q * se), min(1.0, point + q * se), "item_t"
+    return AccuracyChangeInterval(max(-1.0, point - q * se), min(1.0, point + q * se), se, "item_t", confidence_level)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -215,12 +239,51 @@ def _tables(n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every paired 2×2 table of n pairs as its discordant counts (b, c), b + c ≤ n: (n + 1)(n + 2)/2 of them."""
+    """Every paired 2×2 table of n pairs as its discordant counts (b, c), b + c ≤ n, for exact enumeration.
+
+    Parameters
+    ----------
+    n : pairs.
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        (b, c), (n + 1)(n + 2)/2 tables (cached per n: do not modify them).
+
+    Examples
+    --------
+    >>> b, c = tables(2)
+    >>> list(zip(b.tolist(), c.tolist()))
+    [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0)]
+    """
     return _tables(int(n))
 
 
 def truth(discordance: float, drop: float) -> tuple[float, float]:
-    """(p10, p01) of a paired table with background discordance ψ and a true drop D: (ψ/2, ψ/2 + D)."""
+    """The cell probabilities of a paired table with background discordance ψ and a true drop D.
+
+    Pairs flip either way at the rate ψ/2 without a net change, and the drop adds D to the right→wrong flips.
+
+    Parameters
+    ----------
+    discordance : ψ, the share of pairs that flip either way without a net change.
+    drop : D, the true accuracy loss (a proportion).
+
+    Returns
+    -------
+    tuple of float
+        (p10, p01) = (ψ/2, ψ/2 + D).
+
+    Raises
+    ------
+    ValueError
+        When no paired table has these (a probability below 0 or above 1).
+
+    Examples
+    --------
+    >>> truth(0.1, 0.05)
+    (0.05, 0.1)
+    """
     p10, p01 = discordance / 2.0, discordance / 2.0 + drop
     if p10 < 0 or p01 < 0 or p10 + p01 > 1 + 1e-12:
         raise ValueError(f"no paired table has discordance {discordance} and drop {drop}")
@@ -228,7 +291,24 @@ def truth(discordance: float, drop: float) -> tuple[float, float]:
 
 
 def table_probabilities(n: int, p10: float, p01: float) -> np.ndarray:
-    """Multinomial probability of each table of :func:`tables` (n), for cell probabilities p10, p01 and the rest."""
+    """Multinomial probability of each table of :func:`tables` (n), for exact coverage and power.
+
+    Parameters
+    ----------
+    n : pairs.
+    p10, p01 : the probabilities of wrong→right and right→wrong (the rest concordant).
+
+    Returns
+    -------
+    numpy.ndarray
+        One probability per table, in the order of :func:`tables`; they sum to 1.
+
+    Examples
+    --------
+    >>> p = table_probabilities(2, 0.1, 0.2)
+    >>> round(float(p[0]), 4), round(float(p.sum()), 12)   # (0, 0): both pairs concordant, 0.7²
+    (0.49, 1.0)
+    """
     b, c = tables(n)
     rest = n - b - c
     log_p = (special.gammaln(n + 1) - special.gammaln(b + 1) - special.gammaln(c + 1) - special.gammaln(rest + 1)
@@ -455,8 +535,23 @@ def item_noninferiority_test(n_graded, d_sum, margin: float = MARGIN) -> TestRes
     Where the items show no spread, the exact test on the items as single pairs (items with a net
     gain, with a net loss, m), as :func:`item_interval` does.
 
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    d_sum : per item, correct minus correct* summed over its graded pairs.
+    margin : the loss tested for, as a proportion.
+
+    Returns
+    -------
+    TestResult
+        The t statistic, the one-sided p-value and ``item_t_noninferiority`` (or
+        ``tango_noninferiority_items``, the fallback); NaN when no item is graded.
+
     Examples
     --------
+    >>> r = item_noninferiority_test([2] * 6, [1, 0, -1, 0, -1, -2])
+    >>> r.method, round(r.statistic, 3), round(r.pvalue, 3)
+    ('item_t_noninferiority', -1.074, 0.166)
     >>> item_noninferiority_test([4, 4, 4], [0, 0, 0]).method
     'tango_noninferiority_items'
     """
@@ -553,14 +648,28 @@ def _rejection_region(n: int, margin: float, alpha: float) -> tuple[float, np.nd
 
 def flag_power(n: int, discordance: float, drop: float, margin: float = MARGIN, alpha: float = ALPHA_ONE_SIDED,
                method: str | None = None) -> float:
-    """Exact probability that the loss flag fires on n pairs with background discordance ψ and true drop D (proportions).
+    """Exact probability that the loss flag fires on n pairs with background discordance ψ and true drop D.
 
-    ``method`` as for :func:`noninferiority_test` (E+M up to :data:`EM_MAX_PAIRS` pairs, M beyond).
+    Parameters
+    ----------
+    n : graded pairs (one per item).
+    discordance : ψ, the share of pairs that flip either way without a net change.
+    drop : D, the true accuracy loss (a proportion).
+    margin : the flag's margin, as a proportion.
+    alpha : the flag's one-sided level.
+    method : as for :func:`noninferiority_test` (E+M up to :data:`EM_MAX_PAIRS` pairs, M beyond).
+
+    Returns
+    -------
+    float
+        The sum of the probabilities of the tables in the flag's rejection region.
 
     Examples
     --------
     >>> flag_power(30, 0.15, 0.02) <= 0.025   # at the margin itself: the level
     True
+    >>> round(flag_power(12, 0.2, 0.3), 3)
+    0.254
     """
     p10, p01 = truth(discordance, drop)
     if _em_method(int(n), method) == "em":
@@ -618,7 +727,22 @@ def smallest_attainable_p(n_units: int, test: str) -> float:
     """The smallest p-value a paired test can give on ``n_units`` (graded pairs, or items with seeds).
 
     Every unit changed the same way: the mid-p tests give 0.5^n, the exact ones 2 · 0.5^n; a Monte
-    Carlo sign-flip test cannot go below 1 / (1 + B).
+    Carlo sign-flip test cannot go below 1 / (1 + B). With few units and many cells this can keep every
+    multiplicity-adjusted p above 0.05 whatever the data.
+
+    Parameters
+    ----------
+    n_units : graded pairs (McNemar) or graded items (sign-flip).
+    test : the test's name, as :func:`~lengthlens.stats.signflip.paired_accuracy_test` gives it.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> smallest_attainable_p(12, "mcnemar_midp"), smallest_attainable_p(12, "sign_flip_exact")
+    (0.000244140625, 0.00048828125)
     """
     n = int(n_units)
     if n <= 0:
@@ -635,12 +759,12 @@ def smallest_attainable_p(n_units: int, test: str) -> float:
 @lru_cache(maxsize=16)
 def _limits(fn: Callable, n: int) -> tuple[np.ndarray, np.ndarray]:
     b, c = tables(n)
-    lims = np.array([fn(int(x), int(y), n)[:2] for x, y in zip(b, c)], dtype=float).reshape(-1, 2)
+    lims = np.array([tuple(fn(int(x), int(y), n))[:2] for x, y in zip(b, c)], dtype=float).reshape(-1, 2)
     return lims[:, 0], lims[:, 1]
 
 
 def exact_coverage(n: int, discordance: float, drop: float,
-                   interval: Callable[[int, int, int], tuple[float, float]] = tango_interval) -> float:
+                   interval: Callable[[int, int, int], ConfidenceInterval | tuple[float, float]] = tango_interval) -> float:
     """Exact coverage of an interval for Δ = p10 − p01 on n pairs: Σ over every table of P(table) · [Δ in interval].
 
     ``interval(b, c, n)`` returns (low, high) as proportions; the truth is p10 = ψ/2, p01 = ψ/2 + D
@@ -678,39 +802,65 @@ def _per_item(n_graded, c, c_star) -> tuple[np.ndarray, np.ndarray, bool]:
     return n_graded, d, bool(n_graded.size == 0 or n_graded.max() <= 1)
 
 
-def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95) -> tuple[float, float, float, str]:
+def accuracy_change_interval(n_graded, c, c_star, confidence_level: float = 0.95) -> AccuracyChangeInterval:
     """The default interval of a cell's accuracy change (proportions), from per-item sums of graded pairs.
 
     One graded pair per item: :func:`tango_interval` on the discordant counts (method ``tango_score``);
     several: :func:`item_interval` (``item_t``, or ``tango_items`` where the items show no spread).
 
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    confidence_level : two-sided level.
+
     Returns
     -------
-    (low, high, standard_error, method); the standard error is the Wald one, √(((b + c)/n − Δ̂²)/n), for
-    ``tango_score``, the item-level one otherwise; NaN limits when nothing is graded.
+    AccuracyChangeInterval
+        Limits as proportions, the standard error (the Wald one, √(((b + c)/n − Δ̂²)/n), for
+        ``tango_score``, the item-level one otherwise) and the method; NaN limits when nothing is graded.
 
     Examples
     --------
-    >>> lo, hi, se, how = accuracy_change_interval([1] * 12, [1] * 10 + [0, 0], [1] * 12)
-    >>> how, round(lo, 3), round(hi, 3)
+    >>> r = accuracy_change_interval([1] * 12, [1] * 10 + [0, 0], [1] * 12)
+    >>> r.method, round(r.low, 3), round(r.high, 3)
     ('tango_score', -0.448, 0.116)
     """
     n_graded, d, single = _per_item(n_graded, c, c_star)
     n = int(n_graded.sum())
     if n == 0:
-        return math.nan, math.nan, math.nan, "tango_score"
+        return AccuracyChangeInterval(math.nan, math.nan, math.nan, "tango_score", confidence_level)
     if single:
         b, cc = int(np.sum(d > 0)), int(np.sum(d < 0))
-        lo, hi = tango_interval(b, cc, n, confidence_level)
+        ci = tango_interval(b, cc, n, confidence_level)
         point = (b - cc) / n
-        return lo, hi, math.sqrt(max((b + cc) / n - point * point, 0.0) / n), "tango_score"
-    lo, hi, how = item_interval(n_graded, d, confidence_level)
-    return lo, hi, _item_parts(n_graded, d)[1], how
+        return AccuracyChangeInterval(ci.low, ci.high, math.sqrt(max((b + cc) / n - point * point, 0.0) / n),
+                                      "tango_score", confidence_level)
+    return item_interval(n_graded, d, confidence_level)
 
 
 def accuracy_loss_test(n_graded, c, c_star, margin: float = MARGIN) -> TestResult:
-    """The accuracy-loss test of a cell from per-item sums: :func:`noninferiority_test` with one graded pair per
-    item, :func:`item_noninferiority_test` with several."""
+    """The accuracy-loss test of a cell from per-item sums, the test behind the ``drop_2pp`` flag.
+
+    :func:`noninferiority_test` with one graded pair per item, :func:`item_noninferiority_test` with several.
+
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    margin : the loss tested for, as a proportion.
+
+    Returns
+    -------
+    TestResult
+        The statistic, the one-sided p-value (small: a loss of more than the margin) and the test's name.
+
+    Examples
+    --------
+    >>> r = accuracy_loss_test([1] * 12, [0] * 3 + [1] * 9, [1] * 12)   # 3 of 12 pairs right → wrong
+    >>> r.method, round(r.pvalue, 4)
+    ('tango_noninferiority_em', 0.0667)
+    """
     n_graded, d, single = _per_item(n_graded, c, c_star)
     if single:
         return noninferiority_test(int(np.sum(d > 0)), int(np.sum(d < 0)), int(n_graded.sum()), margin)
@@ -719,14 +869,32 @@ def accuracy_loss_test(n_graded, c, c_star, margin: float = MARGIN) -> TestResul
 
 def accuracy_mdd_pp(n_graded, c, c_star, power: float = 0.8, margin_pp: float = 2.0,
                     alpha: float = ALPHA_ONE_SIDED) -> float:
-    """A cell's minimum detectable drop (points) at ``power``: :func:`minimum_detectable_drop_pp` for its pairs and
-    background discordance (:func:`background_discordance`: the flips that do not contain the change).
+    """A cell's minimum detectable drop (points): the smallest true loss its loss flag detects with ``power``.
 
-    With several graded pairs per item the flag is the t test over items
-    (:func:`item_noninferiority_test`), so the figure is that test's: the drop D at which the
-    noncentral t with m − 1 degrees of freedom and noncentrality (D − margin)/se falls below the
-    test's critical value with probability ``power``, se the cell's observed item-level standard
-    error. Where the items show no spread, the items as single pairs, as the test itself does.
+    With one graded pair per item: :func:`minimum_detectable_drop_pp` for its pairs and background
+    discordance (:func:`background_discordance`: the flips that do not contain the change). With several graded pairs per item
+    the flag is the t test over items (:func:`item_noninferiority_test`), so the figure is that test's:
+    the drop D at which the noncentral t with m − 1 degrees of freedom and noncentrality (D − margin)/se
+    falls below the test's critical value with probability ``power``, se the cell's observed item-level
+    standard error. Where the items show no spread, the items as single pairs, as the test itself does.
+
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    power : the detection probability asked for.
+    margin_pp : the flag's margin, in points.
+    alpha : the flag's one-sided level.
+
+    Returns
+    -------
+    float
+        Points; NaN when nothing is graded, inf when no drop is detectable.
+
+    Examples
+    --------
+    >>> round(accuracy_mdd_pp([1] * 12, [0] * 3 + [1] * 9, [1] * 12), 1)
+    60.7
     """
     n_graded, d, single = _per_item(n_graded, c, c_star)
     if not single:
@@ -748,6 +916,16 @@ def background_discordance(b: int, c: int, n: int) -> float:
     fewer flips estimates ψ/2; the observed (b + c)/n holds the drop too (for the table (0, 6, 12) it
     is 0.5, at which no drop is detectable, while the flag fires). Where one side has no flip the
     table says nothing about ψ: :data:`ASSUMED_DISCORDANCE`.
+
+    Parameters
+    ----------
+    b, c : the cell's wrong→right and right→wrong pairs.
+    n : its graded pairs.
+
+    Returns
+    -------
+    float
+        ψ, a proportion.
 
     Examples
     --------

@@ -25,12 +25,34 @@ def group_rng(seed: int, group: Sequence[str]) -> np.random.Generator:
 
 
 def item_counts(n_items: int, n_resamples: int, rng: np.random.Generator, dtype: type = np.int64) -> np.ndarray:
-    """(n_resamples, n_items) matrix; row b counts how often each item is drawn in resample b.
+    """The item bootstrap as counts: row b says how often each item is drawn in resample b.
 
-    Each row is n_items draws with replacement (a multinomial(n_items, uniform) vector). Indices
-    are drawn as int32 in blocks and counted a few rows per bincount (small enough to stay in
-    cache, large enough to avoid a Python loop per row); ``dtype`` lets the caller get float64
-    counts ready for a matrix product without another copy.
+    Each row is n_items draws with replacement (a multinomial(n_items, uniform) vector), so a sum over
+    resampled items is ``counts @ x``. Indices are drawn as int32 in blocks and counted a few rows per
+    bincount (small enough to stay in cache, large enough to avoid a Python loop per row).
+
+    Parameters
+    ----------
+    n_items : items to draw from.
+    n_resamples : resamples (rows).
+    rng : the generator (e.g. :func:`group_rng`); the same generator state gives the same counts.
+    dtype : the counts' type: float64 gives counts ready for a matrix product without another copy.
+
+    Returns
+    -------
+    numpy.ndarray
+        (n_resamples, n_items) counts, each row summing to n_items.
+
+    Raises
+    ------
+    OverflowError
+        When a count does not fit ``dtype`` (e.g. uint8 and an item drawn more than 255 times).
+
+    Examples
+    --------
+    >>> c = item_counts(5, 3, np.random.default_rng(0))
+    >>> c.shape, c.sum(axis=1).tolist()
+    ((3, 5), [5, 5, 5])
     """
     out = np.empty((n_resamples, max(n_items, 0)), dtype=dtype)
     limit = np.iinfo(dtype).max if np.issubdtype(dtype, np.integer) else None
@@ -80,11 +102,32 @@ def counts_for_items(seed: int, group: Sequence[str], items: Sequence[str], comp
 
 
 def draw_counts(seed: int, group: Sequence[str], items: Sequence[str], complete: bool, n_resamples: int) -> np.ndarray:
-    """The (n_resamples, len(items)) counts of :func:`counts_for_items`, kept compact.
+    """A cell's bootstrap counts over its own items (:func:`counts_for_items`), kept compact.
 
     uint8, or int64 where an item is drawn more than 255 times (only tiny item sets can reach it):
     a count matrix of 10,000 resamples of 20,000 items is 200 MB so, 1.6 GB as float64.
     :class:`~lengthlens.stats.products.ColumnProduct` converts it a block at a time.
+
+    Parameters
+    ----------
+    seed : the report's seed.
+    group : the group's names (target, draft, dataset, ...): with the seed they fix the draws.
+    items : the cell's item ids.
+    complete : the cell covers every item of its group: it reuses the group's draws.
+    n_resamples : resamples (rows).
+
+    Returns
+    -------
+    numpy.ndarray
+        (n_resamples, len(items)) counts, each row summing to len(items).
+
+    Examples
+    --------
+    >>> c = draw_counts(1, ("T", "D", "gsm8k"), ["a", "b", "c"], True, 4)
+    >>> c.dtype.name, c.shape, c.sum(axis=1).tolist()
+    ('uint8', (4, 3), [3, 3, 3, 3])
+    >>> bool((c == draw_counts(1, ("T", "D", "gsm8k"), ["a", "b", "c"], True, 4)).all())   # same seed, same draws
+    True
     """
     def draw(dtype: type) -> np.ndarray:
         return counts_for_items(seed, group, items, complete, n_resamples, dtype)

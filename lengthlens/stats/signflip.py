@@ -31,11 +31,40 @@ _TOL = 1e-9  # the per-item means are fractions; sums that tie the observed one 
 
 
 def sign_flip_test(d, *, exact_max_items: int = EXACT_MAX_ITEMS, n_resamples: int = MC_RESAMPLES,
-                   seed: int = MC_SEED, mid_p: bool = False) -> tuple[float, str]:
-    """Two-sided p-value of sum(d) = 0 by flipping the signs of the per-item differences; also 'exact' or 'monte_carlo'.
+                   seed: int = MC_SEED, mid_p: bool = False) -> TestResult:
+    """Two-sided sign-flip permutation test of sum(d) = 0: are the per-item differences symmetric about 0?
 
-    ``mid_p``: ties with the observed |sum| count half (the mid-p value).
+    Parameters
+    ----------
+    d : per-item differences (e.g. mean correct − correct* over an item's graded pairs); zeros and
+        non-finite values carry no sign and are left out.
+    exact_max_items : up to this many non-zero differences every sign pattern is enumerated; beyond it,
+        ``n_resamples`` random patterns with the fixed ``seed`` (same data, same p-value).
+    n_resamples, seed : the Monte Carlo patterns.
+    mid_p : ties with the observed |sum| count half (the mid-p value).
+
+    Returns
+    -------
+    TestResult
+        ``statistic`` Σ d, ``pvalue``, and ``method``: ``sign_flip_exact`` or ``sign_flip_monte_carlo``
+        (``sign_flip_midp_…`` with ``mid_p``).
+
+    Examples
+    --------
+    >>> r = sign_flip_test([1.0, 1.0, 1.0, -0.5])   # 4 of the 16 sign patterns reach |sum| 2.5
+    >>> r.statistic, r.pvalue, r.method
+    (2.5, 0.25, 'sign_flip_exact')
+    >>> sign_flip_test([1.0, 1.0, 1.0, -0.5], mid_p=True).pvalue   # the 2 that tie it count half
+    0.1875
     """
+    p, kind = _sign_flip_p(d, exact_max_items, n_resamples, seed, mid_p)
+    d = np.asarray(d, dtype=float)
+    statistic = float(d[np.isfinite(d)].sum())
+    return TestResult(statistic, p, f"sign_flip_midp_{kind}" if mid_p else f"sign_flip_{kind}")
+
+
+def _sign_flip_p(d, exact_max_items: int, n_resamples: int, seed: int, mid_p: bool) -> tuple[float, str]:
+    """:func:`sign_flip_test`'s p-value and ``exact`` or ``monte_carlo``."""
     d = np.asarray(d, dtype=float)
     d = d[np.isfinite(d) & (d != 0)]
     m = d.size
@@ -70,19 +99,32 @@ def item_differences(n_graded: np.ndarray, c: np.ndarray, c_star: np.ndarray) ->
 
 
 def paired_accuracy_test(n_graded, c, c_star, *, mid_p: bool = True) -> TestResult:
-    """The paired accuracy test from per-item sums of graded pairs, correct and correct*.
+    """The paired accuracy test of a cell from per-item sums of graded pairs, correct and correct*.
 
     McNemar on runs when every item has at most one graded pair (the sign-flip test would give the
-    same p-value); with several seeds per item, the item-level sign-flip test, since runs of an item
-    are not independent. ``mid_p`` (default) gives the mid-p value (``mcnemar_midp``,
-    ``sign_flip_midp_exact`` / ``sign_flip_midp_monte_carlo``), else the exact one (``mcnemar_exact``,
-    ``sign_flip_exact`` / ``sign_flip_monte_carlo``). The statistic is Σᵢ dᵢ, the sum of the per-item
-    mean differences (with one run per item: wrong→right minus right→wrong).
+    same p-value); with several seeds per item, the item-level sign-flip test (:func:`sign_flip_test`),
+    since runs of an item are not independent.
+
+    Parameters
+    ----------
+    n_graded : graded pairs per item.
+    c, c_star : per item, the relaxed arm's and the baseline's correct runs among them.
+    mid_p : the mid-p value (default; ``mcnemar_midp``, ``sign_flip_midp_exact`` /
+        ``sign_flip_midp_monte_carlo``), else the exact one (``mcnemar_exact``, ``sign_flip_exact`` /
+        ``sign_flip_monte_carlo``).
+
+    Returns
+    -------
+    TestResult
+        ``statistic`` Σᵢ dᵢ, the sum of the per-item mean differences (with one run per item:
+        wrong→right minus right→wrong), ``pvalue`` two-sided, ``method`` as above.
 
     Examples
     --------
-    >>> paired_accuracy_test([1, 1, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1]).method
-    'mcnemar_midp'
+    >>> paired_accuracy_test([1, 1, 1, 1], [0, 0, 0, 1], [1, 1, 1, 1])
+    TestResult(statistic=-3.0, pvalue=0.125, method='mcnemar_midp')
+    >>> paired_accuracy_test([2, 2, 2], [0, 1, 0], [2, 2, 1], mid_p=False).method
+    'sign_flip_exact'
     """
     n_graded, c, c_star = (np.asarray(a, dtype=float) for a in (n_graded, c, c_star))
     d = item_differences(n_graded, c, c_star)
@@ -92,11 +134,24 @@ def paired_accuracy_test(n_graded, c, c_star, *, mid_p: bool = True) -> TestResu
         if mid_p:
             return TestResult(statistic, mcnemar_midp(b, cc), "mcnemar_midp")
         return TestResult(statistic, mcnemar_exact(b, cc), "mcnemar_exact")
-    p, kind = sign_flip_test(d, mid_p=mid_p)
-    return TestResult(statistic, p, f"sign_flip_midp_{kind}" if mid_p else f"sign_flip_{kind}")
+    return sign_flip_test(d, mid_p=mid_p)
 
 
 def accuracy_test_label(name: str) -> str:
-    """A name :func:`paired_accuracy_test` returns, in words for a reader: "McNemar" or "sign-flip", with "mid-p"."""
+    """A test name :func:`paired_accuracy_test` returns, in words for a reader: "McNemar" or "sign-flip", with "mid-p".
+
+    Parameters
+    ----------
+    name : the test's ``method`` (e.g. ``sign_flip_midp_exact``).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> accuracy_test_label("sign_flip_midp_monte_carlo"), accuracy_test_label("mcnemar_exact")
+    ('sign-flip mid-p', 'McNemar')
+    """
     base = "sign-flip" if str(name).startswith("sign_flip") else "McNemar"
     return f"{base} mid-p" if "midp" in str(name) else base

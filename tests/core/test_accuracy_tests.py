@@ -52,24 +52,24 @@ def test_sign_flip_exact_equals_plain_loop(seed):
     rng = np.random.default_rng(seed)
     k = rng.integers(4, 6, 11)
     d = (rng.binomial(k, 0.6) - rng.binomial(k, 0.45)) / k
-    p, kind = sign_flip_test(d)
-    assert kind == "exact"
-    assert p == pytest.approx(_oracle(d), abs=1e-15)
+    r = sign_flip_test(d)
+    assert r.method == "sign_flip_exact" and r.statistic == pytest.approx(float(np.sum(d)), abs=1e-12)
+    assert r.pvalue == pytest.approx(_oracle(d), abs=1e-15)
 
 
 @pytest.mark.parametrize("w2r,r2w", [(0, 0), (1, 0), (0, 5), (2, 7), (6, 6), (3, 12)])
 def test_one_run_per_item_sign_flip_is_mcnemar(w2r, r2w):
     d = [1.0] * w2r + [-1.0] * r2w + [0.0] * 4
-    assert sign_flip_test(d)[0] == pytest.approx(mcnemar_exact(w2r, r2w), rel=1e-12)
+    assert sign_flip_test(d).pvalue == pytest.approx(mcnemar_exact(w2r, r2w), rel=1e-12)
 
 
 def test_sign_flip_monte_carlo_is_fixed_and_close_to_exact():
     rng = np.random.default_rng(3)
     d = (rng.binomial(5, 0.6, 20) - rng.binomial(5, 0.4, 20)) / 5
-    exact, _ = sign_flip_test(d, exact_max_items=25)
-    p1, kind = sign_flip_test(d)
-    p2, _ = sign_flip_test(d)
-    assert kind == "monte_carlo" and p1 == p2
+    exact = sign_flip_test(d, exact_max_items=25).pvalue
+    r1, p2 = sign_flip_test(d), sign_flip_test(d).pvalue
+    p1 = r1.pvalue
+    assert r1.method == "sign_flip_monte_carlo" and p1 == p2
     se = np.sqrt(exact * (1 - exact) / 20_000)
     assert abs(p1 - exact) < 4 * se + 1e-4
 
@@ -105,7 +105,7 @@ def test_item_level_test_keeps_type_one_error(n_items):
     for _ in range(800):
         k, c, cs, w2r, r2w = _null_cell(rng, n_items)
         mc += mcnemar_midp(w2r, r2w) < 0.05
-        sf += sign_flip_test(item_differences(k, c, cs), n_resamples=2000, mid_p=True)[0] < 0.05
+        sf += sign_flip_test(item_differences(k, c, cs), n_resamples=2000, mid_p=True).pvalue < 0.05
     assert mc / 800 > 0.08
     assert 0.03 <= sf / 800 <= 0.07
 
@@ -158,7 +158,8 @@ def test_cell_loss_flag_is_the_one_sided_test(tmp_path):
 def _cell(n_items, p, *, graded_items=None, test="mcnemar_midp"):
     graded_items = n_items if graded_items is None else graded_items
     return Cell("T", "D", "d", "m", f"n{n_items}", None, n_items, n_items, graded_items, graded_items, n_items, None,
-                {"accuracy_delta_pp": results.Estimate(-5.0)}, accuracy_test=results.TestResult(-1.0, p, test))
+                {"accuracy_delta_pp": results.Estimate(-5.0)},
+                accuracy=results.AccuracyChange(test=results.TestResult(-1.0, p, test)))
 
 
 def test_family_leaves_out_probes_and_partly_graded_cells(tmp_path):
@@ -210,12 +211,12 @@ def test_compare_and_cells_test_items_not_runs_with_several_seeds(tmp_path):
     runs = ll.load(f)
     d = [np.mean([v[0] - v[1] for v in per_seed.values()]) for per_seed in diffs.values()]
     expect = sign_flip_test(d, mid_p=True)
-    assert expect[1] == "exact"
+    assert expect.method == "sign_flip_midp_exact"
     cell = ll.cells(runs, n_resamples=100).get(method="cactus")
-    assert (cell.accuracy_p, cell.accuracy_test.method) == (pytest.approx(expect[0], rel=1e-12), "sign_flip_midp_exact")
+    assert (cell.accuracy_p, cell.accuracy_test.method) == (pytest.approx(expect.pvalue, rel=1e-12), "sign_flip_midp_exact")
     assert cell["accuracy_delta_pp"].method in ("item_t", "tango_items")
     cmp = ll.compare(runs, {"method": "cactus"}, {"method": "strict"}, n_resamples=100)
-    assert (cmp.accuracy_test.pvalue, cmp.accuracy_test.method) == (pytest.approx(expect[0], rel=1e-12),
+    assert (cmp.accuracy_test.pvalue, cmp.accuracy_test.method) == (pytest.approx(expect.pvalue, rel=1e-12),
                                                                     "sign_flip_midp_exact")
     # one pair per item: McNemar; the statistic is wrong->right minus right->wrong
     test = paired_accuracy_test([1, 1, 1, 0], [1, 0, 1, 0], [0, 1, 0, 0])

@@ -96,10 +96,10 @@ def test_point_estimates_equal_plain_loop(flat_runs):
         assert cell.drop_2pp == (cell.drop_2pp_p < 0.025)
         assert (cell.wrong_to_right, cell.right_to_wrong) == (w2r, r2w)
         d = [np.mean(v) for v in diffs.values()]
-        p, kind = sign_flip_test(d, mid_p=True)
-        assert cell.accuracy_test.method == f"sign_flip_midp_{kind}"
-        assert cell.accuracy_p == pytest.approx(p, rel=1e-12)
-        assert cell.accuracy_p_exact == pytest.approx(sign_flip_test(d)[0], rel=1e-12)
+        expect = sign_flip_test(d, mid_p=True)
+        assert cell.accuracy_test.method == expect.method
+        assert cell.accuracy_p == pytest.approx(expect.pvalue, rel=1e-12)
+        assert cell.accuracy_p_exact == pytest.approx(sign_flip_test(d).pvalue, rel=1e-12)
 
 
 def test_single_seed_cells_use_mcnemar_mid_p_and_keep_the_exact_p(tmp_path):

@@ -98,7 +98,8 @@ def test_percentile_interval_of_an_undefined_column_is_nan_without_a_warning():
         warnings.simplefilter("always")
         with ThreadPoolExecutor(8) as pool:
             results = list(pool.map(lambda _: percentile_interval(small), range(3000)))
-        lo, hi, undefined = percentile_interval(reps)
+        r = percentile_interval(reps)
+        lo, hi, undefined = r.low, r.high, r.undefined
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]
     assert np.isnan(lo[1, 2]) and np.isnan(hi[1, 2]) and undefined[1, 2] == 2000 and undefined[0, 0] == 5
     with warnings.catch_warnings():  # the former computation, over every column at once, as the oracle
@@ -106,9 +107,10 @@ def test_percentile_interval_of_an_undefined_column_is_nan_without_a_warning():
         a = (1 - 0.95) / 2  # 0.025 as the function computes it (not the literal: the quantile differs in its last bit)
         want_lo, want_hi = np.nanpercentile(np.where(np.isfinite(reps), reps, np.nan), [100 * a, 100 * (1 - a)], axis=0)
     assert np.array_equal(lo, want_lo, equal_nan=True) and np.array_equal(hi, want_hi, equal_nan=True)
-    for r in results[1:]:
-        assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(r, results[0]))
-    assert np.isnan(results[0][0][1, 1]) and results[0][2][1, 1] == 50
+    parts = [(x.low, x.high, x.undefined) for x in results]
+    for r in parts[1:]:
+        assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(r, parts[0]))
+    assert np.isnan(parts[0][0][1, 1]) and parts[0][2][1, 1] == 50
 
 
 def test_quantiles_with_inf_match_numpy_and_keep_infinity():

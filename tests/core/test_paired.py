@@ -80,13 +80,13 @@ def test_tango_interval_published_example():
 def test_tango_interval_edges():
     # b = c = 0: for δ < 0, p̃01 = −δ and Z = √(n(−δ)/(1 + δ)); Z = z at δ = −z²/(n + z²), symmetric above.
     h = Z975**2 / (12 + Z975**2)
-    assert tango_interval(0, 0, 12) == pytest.approx((-h, h), abs=1e-12)
+    assert tuple(tango_interval(0, 0, 12)) == pytest.approx((-h, h), abs=1e-12)
     # every pair flipped one way: that limit is the end of the range, the other strictly inside
     lo, hi = tango_interval(0, 12, 12)
     assert lo == -1.0 and -1.0 < hi < 0
     lo, hi = tango_interval(12, 0, 12)
     assert 0 < lo < 1.0 and hi == 1.0
-    assert tango_interval(3, 9, 12) == pytest.approx(tuple(-x for x in tango_interval(9, 3, 12)[::-1]), abs=1e-12)
+    assert tuple(tango_interval(3, 9, 12)) == pytest.approx(tuple(-x for x in tuple(tango_interval(9, 3, 12))[::-1]), abs=1e-12)
     assert all(math.isnan(x) for x in tango_interval(0, 0, 0))
     with pytest.raises(ValueError):
         tango_interval(7, 6, 12)
@@ -143,12 +143,14 @@ def _draw_seeds(rng, n_items, seeds, drop, spread=0.1, couple=0.8):
 def test_item_interval_is_the_t_interval_of_item_means_with_equal_seeds():
     rng = np.random.default_rng(3)
     n_graded, d = _draw_seeds(rng, 12, 4, 0.05)
-    lo, hi, how = item_interval(n_graded, d)
+    r = item_interval(n_graded, d)
+    lo, hi, how = r.low, r.high, r.method
     means = d / n_graded
     expect = scipy.stats.t.interval(0.95, 11, loc=means.mean(), scale=scipy.stats.sem(means))
     assert how == "item_t" and (lo, hi) == pytest.approx(expect, rel=1e-12)
     # no item changed: the items as single pairs, Tango's interval for b = c = 0 on 12
-    assert item_interval(np.full(12, 4.0), np.zeros(12)) == pytest.approx((*tango_interval(0, 0, 12), "tango_items"))
+    r = item_interval(np.full(12, 4.0), np.zeros(12))
+    assert (r.low, r.high) == pytest.approx(tuple(tango_interval(0, 0, 12))) and r.method == "tango_items"
 
 
 def test_item_interval_covers_with_four_seeds_at_12_items():
@@ -156,7 +158,7 @@ def test_item_interval_covers_with_four_seeds_at_12_items():
     rng = np.random.default_rng(12)
     hits = 0
     for _ in range(1500):
-        lo, hi, _ = item_interval(*_draw_seeds(rng, 12, 4, 0.05))
+        lo, hi = item_interval(*_draw_seeds(rng, 12, 4, 0.05)).confidence_interval
         hits += lo <= -0.05 <= hi
     assert 0.93 <= hits / 1500 <= 0.97
 
@@ -302,7 +304,7 @@ def test_mcnemar_midp_published_value_and_definition():
         point = scipy.stats.binom.pmf(min(b, c), b + c, 0.5) if b + c else 1.0
         assert mcnemar_midp(b, c) == pytest.approx(1.0 if b == c else exact - point, rel=1e-12)
         if b != c:  # one run per item: the mid-p sign-flip test is the mid-p McNemar test
-            assert sign_flip_test([1.0] * b + [-1.0] * c + [0.0] * 3, mid_p=True)[0] == pytest.approx(mcnemar_midp(b, c))
+            assert sign_flip_test([1.0] * b + [-1.0] * c + [0.0] * 3, mid_p=True).pvalue == pytest.approx(mcnemar_midp(b, c))
 
 
 @pytest.mark.parametrize("n", [12, 30])
@@ -317,7 +319,7 @@ def test_smallest_attainable_p():
     # every one of 12 graded pairs flipped one way: exact 2 / 2^12, mid-p 1 / 2^12
     assert smallest_attainable_p(12, "mcnemar_exact") == pytest.approx(mcnemar_exact(0, 12))
     assert smallest_attainable_p(12, "mcnemar_midp") == pytest.approx(mcnemar_midp(0, 12))
-    assert smallest_attainable_p(5, "sign_flip_midp_exact") == pytest.approx(sign_flip_test([0.5] * 5, mid_p=True)[0])
+    assert smallest_attainable_p(5, "sign_flip_midp_exact") == pytest.approx(sign_flip_test([0.5] * 5, mid_p=True).pvalue)
     assert smallest_attainable_p(0, "mcnemar_midp") == 1.0
 
 

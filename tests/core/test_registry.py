@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -86,9 +87,9 @@ def _records(n_items: int = 14, draft_tokens: bool = True) -> list[dict]:
     return out
 
 
-DRAFT = (Quantity("D", lambda r: r.draft_tokens, ("draft_tokens",), "draft tokens of the relaxed run"),
-         Quantity("D_star", lambda r: r.draft_tokens_star, ("draft_tokens",), "draft tokens of the baseline run"),
-         Metric("draft_ratio", lambda s: s.D / s.D_star, "D/D*", "Σᵢ Dᵢ / Σᵢ D*ᵢ", "drafted tokens, relaxed over strict",
+DRAFT = (Quantity("Dtest", lambda r: r.draft_tokens, ("draft_tokens",), "draft tokens of the relaxed run"),
+         Quantity("Dtest_star", lambda r: r.draft_tokens_star, ("draft_tokens",), "draft tokens of the baseline run"),
+         Metric("test_draft_ratio", lambda s: s.Dtest / s.Dtest_star, "D/D*", "Σᵢ Dᵢ / Σᵢ D*ᵢ", "drafted tokens, relaxed over strict",
                 better="lower"))
 
 
@@ -103,14 +104,14 @@ def test_a_metric_added_in_one_place_reaches_cells_csv_and_report_html(tmp_path)
         analysis = ll.analyse(runs, n_resamples=2000)
         write_report(analysis, tmp_path / "out", pdf=False, figures=False)
     df = pd.read_csv(tmp_path / "out" / "cells.csv")
-    assert {"draft_ratio", "draft_ratio_lo", "draft_ratio_hi"} <= set(df.columns)
+    assert {"test_draft_ratio", "test_draft_ratio_lo", "test_draft_ratio_hi"} <= set(df.columns)
     row = df.iloc[0]
-    assert (row.draft_ratio, row.draft_ratio_lo, row.draft_ratio_hi) == (row["lambda"], row.lambda_lo, row.lambda_hi)
-    assert row.draft_ratio_lo < row.draft_ratio < row.draft_ratio_hi
+    assert (row.test_draft_ratio, row.test_draft_ratio_lo, row.test_draft_ratio_hi) == (row["lambda"], row.lambda_lo, row.lambda_hi)
+    assert row.test_draft_ratio_lo < row.test_draft_ratio < row.test_draft_ratio_hi
     html = (tmp_path / "out" / "report.html").read_text()
-    assert ">D/D*<" in html and f"{row.draft_ratio:.2f}" in html
+    assert ">D/D*<" in html and f"{row.test_draft_ratio:.2f}" in html
     assert "Σᵢ Dᵢ / Σᵢ D*ᵢ" in html  # the Methods section lists its formula
-    assert "draft_ratio" not in cells(runs, n_resamples=100).to_frame().columns  # gone with the with-block
+    assert "test_draft_ratio" not in cells(runs, n_resamples=100).to_frame().columns  # gone with the with-block
 
 
 def test_an_added_metric_whose_input_is_not_logged_is_empty_with_the_reason(tmp_path):
@@ -118,8 +119,8 @@ def test_an_added_metric_whose_input_is_not_logged_is_empty_with_the_reason(tmp_
     path.write_text("".join(json.dumps(r) + "\n" for r in _records(draft_tokens=False)))
     with metrics.extended(*DRAFT):
         cell = cells(ll.load(path), n_resamples=200).cells[0]
-    assert math.isnan(cell["draft_ratio"].point) and math.isnan(cell["draft_ratio"].low)
-    assert cell.unavailable["draft_ratio"] == "draft_tokens not logged on 14 of 14 paired runs"
+    assert math.isnan(cell["test_draft_ratio"].point) and math.isnan(cell["test_draft_ratio"].low)
+    assert cell.unavailable["test_draft_ratio"] == "draft_tokens not logged on 14 of 14 paired runs"
     assert cell["lambda"].point > 1  # the others are computed
 
 
@@ -133,8 +134,8 @@ def _partly_drafted(n_items: int = 14, missing: int = 5) -> list[dict]:
 
 
 #: A user's rows as the issue wrote them: no inputs declared (they are derived from what the definitions read).
-UNDECLARED = (Quantity("D", lambda r: r.draft_tokens, description="draft tokens of the relaxed run"),
-              Quantity("D_star", lambda r: r.draft_tokens_star, description="draft tokens of the baseline run"),
+UNDECLARED = (Quantity("Dtest", lambda r: r.draft_tokens, description="draft tokens of the relaxed run"),
+              Quantity("Dtest_star", lambda r: r.draft_tokens_star, description="draft tokens of the baseline run"),
               DRAFT[2])
 
 
@@ -146,8 +147,8 @@ def test_inputs_are_derived_from_the_fields_a_quantity_reads():
 
 
 def test_a_quantity_reading_a_field_it_does_not_declare_is_refused():
-    with pytest.raises(ValueError, match=r"'D' reads wall_time_s but does not declare it"):
-        Quantity("D", lambda r: r.draft_tokens / r.wall_time_s, ("draft_tokens",))
+    with pytest.raises(ValueError, match=r"'Dtest' reads wall_time_s but does not declare it"):
+        Quantity("Dtest", lambda r: r.draft_tokens / r.wall_time_s, ("draft_tokens",))
 
 
 def test_a_missing_input_of_an_undeclared_quantity_is_nan_with_the_reason_not_zero(tmp_path):
@@ -158,8 +159,8 @@ def test_a_missing_input_of_an_undeclared_quantity_is_nan_with_the_reason_not_ze
     runs = ll.load(path)
     with metrics.extended(*UNDECLARED):
         cell = cells(runs, n_resamples=200).cells[0]
-    assert math.isnan(cell["draft_ratio"].point) and math.isnan(cell["draft_ratio"].low)
-    assert cell.unavailable["draft_ratio"] == "draft_tokens not logged on 5 of 14 paired runs"
+    assert math.isnan(cell["test_draft_ratio"].point) and math.isnan(cell["test_draft_ratio"].low)
+    assert cell.unavailable["test_draft_ratio"] == "draft_tokens not logged on 5 of 14 paired runs"
     assert cell["lambda"].point > 1
 
 
@@ -171,9 +172,9 @@ def test_a_partly_missing_input_reaches_the_reports_cells_csv_as_nan_with_its_re
     with metrics.extended(*UNDECLARED):
         analysis = ll.analyse(ll.load(path), n_resamples=200)
     row = analysis["cells"].iloc[0]
-    assert math.isnan(row.draft_ratio) and math.isnan(row.draft_ratio_lo) and math.isnan(row.draft_ratio_hi)
-    assert "draft_ratio: draft_tokens not logged on 5 of 14 paired runs" in row.unavailable
-    assert any("draft_tokens not logged" in n and "draft_ratio" in n for n in analysis.notes)
+    assert math.isnan(row.test_draft_ratio) and math.isnan(row.test_draft_ratio_lo) and math.isnan(row.test_draft_ratio_hi)
+    assert "test_draft_ratio: draft_tokens not logged on 5 of 14 paired runs" in row.unavailable
+    assert any("draft_tokens not logged" in n and "test_draft_ratio" in n for n in analysis.notes)
     assert row["lambda"] > 1
 
 
@@ -219,3 +220,21 @@ def test_spec_bench_l_bar_is_the_registry_row_and_empty_where_an_input_is_missin
     gap = speedup_table(t.with_columns(pl.when(pl.col("item_id") == "3").then(None).otherwise(pl.col("accepted_tokens"))
                                        .alias("accepted_tokens")), overall=False).iloc[0]
     assert math.isnan(gap.l_bar) and math.isnan(gap.l_bar_pooled) and gap.speedup == row.speedup
+
+
+def test_the_metric_recipe_in_the_developers_guide_runs_as_written(tmp_path):
+    """docs/development.md's rows, evaluated as written in metrics.py's namespace, give their metric in cells.csv
+    (the tests' own rows above use other names, so a newcomer who adds the recipe to the registry breaks nothing);
+    where the registry already holds them, the built-in rows are what is checked."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "development.md").read_text(encoding="utf-8")
+    block = guide.split("## Adding a metric", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    rows = eval(f"({block})", vars(metrics))  # noqa: S307 - the guide's own code, as a newcomer pastes it
+    names = {r.name for r in rows}
+    path = tmp_path / "runs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in _records()))
+    runs = ll.load(path)
+    new = tuple(r for r in rows if r.name not in REGISTRY.names and r.name not in {q.name for q in REGISTRY.quantities})
+    with metrics.extended(*new):
+        cell = cells(runs, n_resamples=200).cells[0]
+    metric = next(r.name for r in rows if isinstance(r, Metric))
+    assert "draft_ratio" in names and cell[metric].point == pytest.approx(cell["lambda"].point, rel=1e-12)
