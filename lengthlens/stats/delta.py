@@ -131,17 +131,33 @@ def values_and_ses(fns: Mapping[str, Callable[[Sums], object]], sums: Mapping[st
             centred[key] = sum(s.moments[key] - s.sums[a] * s.sums[b] / s.n_items for s in strata)
         return centred[key]
 
-    def moment_scale(a: str, b: str) -> np.ndarray:
+    def moment_scale(a: str, b: str, where: np.ndarray | None = None) -> np.ndarray:
+        """The pair's scale, or (``where``: a mask of the statistic's shape) its entries there, element by element
+        the same numbers."""
         key = key_of(a, b)
+        if where is not None:
+            return sum(np.abs(_at(s.moments[key], where)) + np.abs(_at(s.sums[a], where) * _at(s.sums[b], where))
+                       / s.n_items for s in strata)
         if key not in scale:
             scale[key] = sum(np.abs(s.moments[key]) + np.abs(s.sums[a] * s.sums[b]) / s.n_items for s in strata)
         return scale[key]
 
+    def scale_root(a: str) -> np.ndarray:
+        if a not in root:
+            root[a] = np.sqrt(moment_scale(a, a))
+        return root[a]
+
+    root: dict[str, np.ndarray] = {}
     out = {}
     with np.errstate(all="ignore"):  # undefined values are NaN, and counted as such by the intervals
         for name, fn in fns.items():
-            out[name] = _value_and_se(fn, sums, centred_moment, moment_scale, bool(log.get(name, True)))
+            out[name] = _value_and_se(fn, sums, centred_moment, moment_scale, scale_root, bool(log.get(name, True)))
     return out
+
+
+def _at(x: np.ndarray, where: np.ndarray) -> np.ndarray:
+    """``x``'s entries at the mask ``where`` (x broadcast to its shape), flat."""
+    return np.broadcast_to(x, where.shape)[where]
 
 
 #: A variance at most this share of the magnitude of the terms it is the difference of is rounding, i.e. 0:
@@ -150,9 +166,14 @@ def values_and_ses(fns: Mapping[str, Callable[[Sums], object]], sums: Mapping[st
 ZERO_VARIANCE_SHARE = 1e-10
 
 
+#: How far a computed :func:`_magnitude_bound` may fall short of the computed magnitude it bounds: rounding, about
+#: n·eps of the terms (n items up to ~10⁵), far below this.
+BOUND_SLACK = 1e-6
+
+
 def _value_and_se(fn: Callable[[Sums], object], sums: Mapping[str, np.ndarray],
-                  centred_moment: Callable[[str, str], np.ndarray], moment_scale: Callable[[str, str], np.ndarray],
-                  log: bool) -> tuple[np.ndarray, np.ndarray]:
+                  centred_moment: Callable[[str, str], np.ndarray], moment_scale: Callable[..., np.ndarray],
+                  scale_root: Callable[[str], np.ndarray], log: bool) -> tuple[np.ndarray, np.ndarray]:
     keys = tuple(sums)
     deps = dependencies(fn, keys)
     value = fn(Sums({**sums, **{k: Dual.variable(sums[k], k) for k in deps}}))
@@ -161,14 +182,37 @@ def _value_and_se(fn: Callable[[Sums], object], sums: Mapping[str, np.ndarray],
     g = [np.asarray(grad.get(k, 0.0)) for k in deps]
     var = _quadratic_form(g, deps, centred_moment, np.shape(metric))
     # Relative, not absolute: the rounding left in a variance of totals in the thousands is far above any fixed 1e-12.
-    magnitude = _quadratic_form([np.abs(x) for x in g], deps, moment_scale, np.shape(metric))
-    var = np.where(var > ZERO_VARIANCE_SHARE * magnitude, var, 0.0)
+    var = _without_rounding(var, [np.abs(x) for x in g], deps, moment_scale, scale_root)
     if log:  # d log f = df / f
         var = var / (metric * metric)
         metric = np.where(metric > 0, metric, np.nan)
         metric = np.log(metric)
     se = np.sqrt(np.maximum(var, 0.0))
     return metric, np.where(np.isfinite(metric), se, np.nan)
+
+
+def _without_rounding(var: np.ndarray, abs_grads: list[np.ndarray], keys: tuple[str, ...],
+                      moment_scale: Callable[..., np.ndarray], scale_root: Callable[[str], np.ndarray]) -> np.ndarray:
+    """``var`` where it exceeds :data:`ZERO_VARIANCE_SHARE` of its magnitude (|g|′ scale |g|), else 0.
+
+    The magnitude is a second quadratic form as costly as the variance; it is bounded cheaply by
+    (Σₐ |gₐ| √scaleₐₐ)² (Cauchy–Schwarz: scaleₐ_b ≤ √(scaleₐₐ scale_bb) with non-negative counts), and
+    formed, entry by entry as before, only where that bound leaves the comparison open.
+    """
+    if np.ndim(var) == 0:
+        magnitude = _quadratic_form(abs_grads, keys, moment_scale, np.shape(var))
+        return np.where(var > ZERO_VARIANCE_SHARE * magnitude, var, 0.0)
+    bound = sum(x * scale_root(k) for x, k in zip(abs_grads, keys))
+    bound = bound * bound * (1.0 + BOUND_SLACK)
+    open_ = ~(var > ZERO_VARIANCE_SHARE * bound)  # NaN, infinite or small: decided by the magnitude itself
+    if not open_.any():
+        return var
+    out = np.array(var, dtype=np.float64)
+    sub = out[open_]
+    magnitude = _quadratic_form([_at(x, open_) for x in abs_grads], keys,
+                                lambda a, b: moment_scale(a, b, open_), sub.shape)
+    out[open_] = np.where(sub > ZERO_VARIANCE_SHARE * magnitude, sub, 0.0)
+    return out
 
 
 def _quadratic_form(grads: list[np.ndarray], keys: tuple[str, ...], centred_moment: Callable[[str, str], np.ndarray],
