@@ -691,10 +691,24 @@ def exact_coverage(n: int, discordance: float, drop: float,
     ``interval(b, c, n)`` returns (low, high) as proportions; the truth is p10 = ψ/2, p01 = ψ/2 + D
     (Δ = −D). Each table's interval is computed once per n and interval function.
 
+    Parameters
+    ----------
+    n : graded pairs (one per item).
+    discordance : ψ, the share of pairs that flip either way without a net change.
+    drop : D, the true accuracy loss (a proportion).
+    interval : (b, c, n) -> (low, high), the interval under study.
+
+    Returns
+    -------
+    float
+        The probability that the interval contains the true Δ.
+
     Examples
     --------
-    >>> exact_coverage(12, 0.15, 0.05) > 0.93
-    True
+    >>> round(exact_coverage(12, 0.15, 0.05), 4)   # Tango's interval, 95 %
+    0.9908
+    >>> round(exact_coverage(30, 0.2, 0.0, bootstrap_percentile_interval), 4)
+    0.9521
     """
     p10, p01 = truth(discordance, drop)
     lo, hi = _limits(interval, int(n))
@@ -705,7 +719,32 @@ def exact_coverage(n: int, discordance: float, drop: float,
 
 def exact_rejection_rate(n: int, discordance: float, drop: float, pvalue: Callable[[int, int, int], float],
                          alpha: float) -> float:
-    """Exact probability that ``pvalue(b, c, n) < alpha`` on n pairs with discordance ψ and drop D (proportions)."""
+    """Exact probability that ``pvalue(b, c, n) < alpha`` on n pairs with discordance ψ and drop D (proportions).
+
+    The size (at D = 0 or at the margin) or the power of a paired test, summed over every table, for validation.
+
+    Parameters
+    ----------
+    n : graded pairs (one per item).
+    discordance : ψ, the share of pairs that flip either way without a net change.
+    drop : D, the true accuracy loss (a proportion).
+    pvalue : (b, c, n) -> the test's p-value.
+    alpha : the level it rejects at.
+
+    Returns
+    -------
+    float
+        The probability of the tables whose p-value is below ``alpha``.
+
+    Examples
+    --------
+    >>> from lengthlens.stats.mcnemar import mcnemar_exact
+    >>> round(exact_rejection_rate(30, 0.2, 0.0, lambda b, c, n: mcnemar_exact(b, c), 0.05), 4)   # size under no change
+    0.0128
+    >>> loss = lambda b, c, n: noninferiority_test(b, c, n).pvalue
+    >>> round(exact_rejection_rate(12, 0.2, 0.3, loss, ALPHA_ONE_SIDED), 3), round(flag_power(12, 0.2, 0.3), 3)
+    (0.254, 0.254)
+    """
     p10, p01 = truth(discordance, drop)
     b, c = tables(n)
     p = np.array([pvalue(int(x), int(y), int(n)) for x, y in zip(b, c)])
@@ -848,10 +887,25 @@ def bootstrap_percentile_interval(b: int, c: int, n: int, confidence_level: floa
     value whose distribution function reaches them). For validation: what the percentile interval
     converges to, without Monte Carlo error.
 
+    Parameters
+    ----------
+    b : pairs wrong on the baseline and right on the relaxed arm (wrong→right).
+    c : pairs right on the baseline and wrong on the relaxed arm (right→wrong).
+    n : graded pairs (b + c ≤ n).
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    tuple of float
+        (low, high) as a difference of proportions.
+
     Examples
     --------
     >>> bootstrap_percentile_interval(0, 0, 12)   # no discordant pair: every resample is unchanged
     (0.0, 0.0)
+    >>> lo, hi = bootstrap_percentile_interval(6, 16, 161)   # Tango's interval: -0.1240 to -0.0054
+    >>> round(lo, 4), round(hi, 4)
+    (-0.118, -0.0062)
     """
     b, c, n = int(b), int(c), int(n)
     bb, cc = tables(n)
