@@ -74,7 +74,8 @@ def _stats_public_functions() -> list[tuple[str, str]]:
         mod = importlib.import_module(name)
         listed = set(getattr(mod, "__all__", ()))
         for fn, obj in vars(mod).items():
-            if not fn.startswith("_") and inspect.isfunction(obj) and obj.__module__ == name and (fn in listed or fn in used):
+            if (not fn.startswith("_") and inspect.isfunction(inspect.unwrap(obj)) and obj.__module__ == name
+                    and (fn in listed or fn in used)):  # unwrap: a cached function is a function
                 out.append((name, fn))
     return out
 

@@ -437,9 +437,17 @@ def noninferiority_test(b: int, c: int, n: int, margin: float = MARGIN) -> TestR
     does not (it over-rejects with few discordant pairs). A small p says the drop exceeds the margin;
     the flag is p < :data:`ALPHA_ONE_SIDED`.
 
+    Parameters
+    ----------
+    b : pairs wrong on the baseline and right on the relaxed arm (wrong→right).
+    c : pairs right on the baseline and wrong on the relaxed arm (right→wrong).
+    n : graded pairs (b + c ≤ n).
+    margin : the loss tested for, as a proportion.
+
     Returns
     -------
-    TestResult with statistic Z, the p-value and method ``tango_noninferiority_exact``.
+    TestResult
+        Statistic Z, the p-value and method ``tango_noninferiority_exact``; NaN for n = 0.
 
     Examples
     --------
@@ -613,10 +621,25 @@ def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, m
     large), or :data:`ASSUMED_DISCORDANCE` where no pair is discordant. inf where even the largest
     drop the discordance allows (D = 1 − ψ) is detected less often than ``power``.
 
+    Parameters
+    ----------
+    n : graded pairs (one per item).
+    discordance : ψ, the background flip rate.
+    power : the power wanted.
+    margin_pp : the flag's margin, in points.
+    alpha : the flag's one-sided level.
+
+    Returns
+    -------
+    float
+        The drop in points (an upper bound to 0.001 points); inf where none is detected so often, NaN for n = 0.
+
     Examples
     --------
     >>> 20 < minimum_detectable_drop_pp(30, 0.15) < 40
     True
+    >>> minimum_detectable_drop_pp(5, 0.5)   # five pairs: no drop is detected with 80 % power
+    inf
     """
     n = int(n)
     if n <= 0 or not np.isfinite(discordance):
