@@ -98,17 +98,152 @@ def _signature(obj) -> str:
     return re.sub(r"<([^<>]*) at 0x[0-9a-f]+>", r"\1", sig)
 
 
-def api_md() -> str:
-    import lengthlens
+_SECTION = re.compile(r"^(Parameters|Returns|Yields|Raises|Attributes|Examples|Notes|See Also|References)$")
+_ENTRY = re.compile(r"^(\S[^:]*?) : (.*)$")
 
+
+def _markdown(doc: str | None) -> list[str]:
+    """A numpydoc docstring as Markdown: sections in bold, parameters and returns as items, examples as code."""
+    lines = inspect.cleandoc(doc or "(no docstring)").splitlines()
+    out: list[str] = []
+    section, code, i = "", False, 0
+    while i < len(lines):
+        line = lines[i]
+        if code and not line.strip():
+            out += ["```", ""]
+            code = False
+        elif code or line.lstrip().startswith(">>>"):
+            if not code:
+                out += ["", "```pycon"] if out and out[-1] else ["```pycon"]
+                code = True
+            out.append(line)
+        elif _SECTION.match(line) and i + 1 < len(lines) and set(lines[i + 1].strip()) == {"-"}:
+            section = line
+            out += ["", f"**{line}**", ""] if out and out[-1] else [f"**{line}**", ""]
+            i += 1
+        elif section in ("Parameters", "Returns", "Yields", "Raises", "Attributes") and line.strip():
+            entry = _ENTRY.match(line)
+            if line.startswith(" ") and out and out[-1].startswith("- "):
+                out[-1] += " " + line.strip()
+            elif entry:
+                out.append(f"- `{entry[1]}`: {entry[2]}")
+            elif section != "Parameters" and not line.startswith(" "):
+                out.append(f"- `{line.strip()}`:")
+            else:
+                out.append(line)
+        else:
+            out.append(line)
+        i += 1
+    if code:
+        out.append("```")
+    return [line[:-1] if line.endswith("`:") and line.startswith("- `") else line for line in out]
+
+
+def _constants(module) -> dict[str, str]:
+    """The module's top-level assignments with the ``#:`` comment just above each (empty when none)."""
+    import ast
+
+    source = inspect.getsource(module).splitlines()
+    found = {}
+    for node in ast.parse("\n".join(source)).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                comment, k = [], node.lineno - 2
+                while k >= 0 and source[k].lstrip().startswith("#:"):
+                    comment.insert(0, source[k].lstrip()[2:].strip())
+                    k -= 1
+                found[target.id] = " ".join(comment)
+    return found
+
+
+def _defined_in(name: str, module):
+    """The module whose source assigns ``name`` (``module`` itself, or the one it imports it from)."""
+    import ast
+
+    for node in ast.parse(inspect.getsource(module)).body:
+        if isinstance(node, ast.ImportFrom) and any((a.asname or a.name) == name for a in node.names):
+            import importlib
+
+            return importlib.import_module(node.module)
+    return module
+
+
+def _public(module) -> list[str]:
+    """Its ``__all__``; without one, the functions and classes it defines and its upper-case constants."""
+    if hasattr(module, "__all__"):
+        return sorted(n for n in module.__all__ if n != "__version__")
+    defined = _constants(module)
+    return sorted(n for n, obj in vars(module).items() if not n.startswith("_") and (
+        (inspect.isfunction(inspect.unwrap(obj)) or inspect.isclass(obj)) and obj.__module__ == module.__name__
+        or n in defined and n.isupper()))
+
+
+def _entry(name: str, obj, module, level: str, where: str = "") -> list[str]:
+    """One public name: its heading with the signature, ``where`` (the module, in italics), its docstring, and a
+    class's public methods and properties."""
+    place = [f"*{where}*", ""] if where else []
+    if inspect.isfunction(inspect.unwrap(obj)):  # a cached function is a function
+        return [f"{level} `{name}{_signature(obj)}`", "", *place, *_markdown(obj.__doc__), ""]
+    if inspect.isclass(obj):
+        signature = _signature(obj).removesuffix(" -> None")
+        lines = [f"{level} class `{name}{signature}`", "", *place, *_markdown(obj.__doc__), ""]
+        for attr, member in vars(obj).items():
+            doc = getattr(member, "__doc__", None)
+            if attr.startswith("_") or not doc:
+                continue
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            if inspect.isfunction(member):
+                lines += [f"{level}# `{name}.{attr}{_signature(member)}`", "", *_markdown(doc), ""]
+            elif isinstance(member, property):
+                lines += [f"{level}# `{name}.{attr}` (property)", "", *_markdown(doc), ""]
+        return lines
+    comment = _constants(module).get(name) or _constants(_defined_in(name, module)).get(name, "")
+    shown = repr(obj)
+    value = f" = {shown}" if len(shown) <= 60 else f" ({type(obj).__name__})"
+    return [f"{level} `{name}`{value}", "", comment or "", ""]
+
+
+#: The extension points docs/development.md names, with what each is for.
+EXTENSION_POINTS = {
+    "lengthlens.analyses.outputs": "what an analysis declares (its tables, columns, section, figures)",
+    "lengthlens.analyses.registry": "the analyses of the report, one line each",
+    "lengthlens.stats.metrics": "the metric registry: a metric is one row",
+    "lengthlens.data.readers": "the readers' registry: a log format is one module and one line",
+}
+
+
+def _anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation but hyphens and underscores dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def api_md() -> str:
+    import importlib
+    import pkgutil
+
+    import lengthlens
+    import lengthlens.stats
+
+    stats = [f"lengthlens.stats.{m.name}" for m in pkgutil.iter_modules(lengthlens.stats.__path__)]
     lines = ["# API reference", "", "<!-- generated by docs/make_docs.py from the docstrings: edit those, then run it -->", "",
-             "`import lengthlens as ll`: every name below is `ll.<name>`.", ""]
+             "`import lengthlens as ll`; then the extension points [development.md](development.md) names, and every "
+             "module of `lengthlens.stats`, each with its public names (its `__all__`).", "",
+             f"- [Top level: `ll.<name>`](#{_anchor('Top level: ll.<name>')})"]
+    lines += [f"- [`{m}`](#{_anchor(m)}): {what}" for m, what in EXTENSION_POINTS.items()]
+    lines += [f"- [`{m}`](#{_anchor(m)})" for m in stats if m not in EXTENSION_POINTS]
+    lines += ["", "## Top level: `ll.<name>`", ""]
     for name in sorted(n for n in lengthlens.__all__ if n != "__version__"):
         obj = getattr(lengthlens, name)
-        kind = "class" if inspect.isclass(obj) else "function"
-        lines += [f"## `{name}{_signature(obj)}`" if kind == "function" else f"## class `{name}`", "",
-                  f"*{obj.__module__}*", "", inspect.cleandoc(obj.__doc__ or "(no docstring)"), ""]
-    return "\n".join(lines)
+        lines += _entry(name, obj, lengthlens, "###", where=obj.__module__)
+    for name in [*EXTENSION_POINTS, *(m for m in stats if m not in EXTENSION_POINTS)]:
+        module = importlib.import_module(name)
+        lines += [f"## `{name}`", "", *_markdown(module.__doc__), ""]
+        for public in _public(module):
+            lines += _entry(public, getattr(module, public), module, "###")
+    text = "\n".join(lines)
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
 
 
 GENERATED = {"outputs.md": outputs_md, "api.md": api_md}

@@ -31,6 +31,7 @@ from lengthlens.analyses.verdicts import VerdictsReport
 
 __all__ = ["ANALYSES", "analyses", "extended", "section", "table"]
 
+#: The analyses of the report, in the order they run: adding one is its line here.
 ANALYSES: tuple[ReportAnalysis, ...] = (
     CellsReport(),
     SkippedReport(),

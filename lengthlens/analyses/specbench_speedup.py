@@ -141,7 +141,15 @@ def speedup_table(runs, *, paired: bool = False, overall: bool = True) -> pd.Dat
     q = _questions(runs)
     rows = []
     arms = q.filter(pl.col("method") != STRICT).select(_ARM).unique().sort(_ARM)
-    for arm in arms.iter_rows(named=True):
+    # Every task the method's baseline ran gets a row: one the method never reached reads coverage 0.
+    methods = arms.drop("dataset").unique()
+    for m in methods.iter_rows(named=True):
+        tasks = _baseline(q, m["target"], m["draft"]).get_column("dataset").unique()
+        have = arms.filter(pl.all_horizontal([pl.col(k) == v for k, v in m.items()])).get_column("dataset")
+        missing = [t for t in tasks.to_list() if t not in set(have.to_list())]
+        if missing:
+            arms = pl.concat([arms, pl.DataFrame([{**m, "dataset": t} for t in missing], schema=arms.schema)])
+    for arm in arms.sort(_ARM).iter_rows(named=True):
         mine = q.filter(pl.all_horizontal([pl.col(k) == v for k, v in arm.items() if k != "dataset"]))
         base = _baseline(q, arm["target"], arm["draft"])
         rows.append(_row(arm, mine.filter(pl.col("dataset") == arm["dataset"]),
@@ -198,7 +206,7 @@ class SpecBenchSpeedupReport(ReportAnalysis):
             "The table Spec-Bench's evaluation/speed.py prints, computed the same way from the same answer files: per "
             "method and task, the speed-up (mean tokens/s over the baseline's), the mean accepted tokens per step "
             "(bonus token included) and tokens/s, with an overall row per method; ℓ̄ (bonus excluded) beside it. A "
-            "task a method never ran has no row (Provenance names it). No resampling: the cells above carry the "
+            "task a method never ran is a row of coverage 0 with no speed-up (Provenance names it too). No resampling: the cells above carry the "
             "intervals."), order=52, landscape=False),))
 
     def run(self, ctx: Context) -> dict[str, pd.DataFrame]:

@@ -160,6 +160,16 @@ def expanded_percentile_levels(n_items: int, confidence_level: float = DEFAULT_C
     narrow with few items, by the factor sqrt(n/(n-1)) t_(n-1) / z; the levels ``Φ(∓ sqrt(n/(n-1)) t_(n-1))``
     widen it so. Below two items, the plain levels.
 
+    Parameters
+    ----------
+    n_items : the items resampled.
+    confidence_level : two-sided level.
+
+    Returns
+    -------
+    tuple of float
+        The lower and upper quantile levels of the bootstrap distribution.
+
     Examples
     --------
     >>> [round(x, 4) for x in expanded_percentile_levels(12)]

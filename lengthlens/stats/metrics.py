@@ -326,7 +326,26 @@ def finite_or_nan(values: Any) -> np.ndarray:
 
 @lru_cache(maxsize=4096)
 def dependencies(fn: Callable[[Sums], Any], keys: tuple[str, ...]) -> tuple[str, ...]:
-    """The keys ``fn`` has a derivative by, evaluated once on duals of distinct positive values (cached)."""
+    """The keys ``fn`` has a derivative by, evaluated once on duals of distinct positive values (cached).
+
+    What a metric's definition reads, found by running it rather than declared by hand, so a metric's
+    inputs cannot be half-filled.
+
+    Parameters
+    ----------
+    fn : a metric's definition over named sums (:class:`Sums`).
+    keys : the sums it may read.
+
+    Returns
+    -------
+    tuple of str
+        The keys, in the order given, that the value depends on.
+
+    Examples
+    --------
+    >>> dependencies(lambda s: s.L / s.L_star, ("L", "L_star", "n"))
+    ('L', 'L_star')
+    """
     probe = Sums({k: Dual.variable(np.float64(50.0 + 3.0 * i), k) for i, k in enumerate(keys)})
     with np.errstate(all="ignore"):
         out = fn(probe)
@@ -389,6 +408,7 @@ def _per_run_ratio(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(v), v, np.nan)
 
 
+#: The built-in per-run quantities the metrics sum.
 QUANTITIES: tuple[Quantity, ...] = (
     Quantity("n", lambda r: r.one, description="paired runs"),
     Quantity("L", lambda r: r.output_tokens, description="output tokens of the relaxed run"),
@@ -472,6 +492,7 @@ def time_ratio(s: Sums):
     return s.T / s.T_star
 
 
+#: The built-in metrics, one row each, in cells.csv's order.
 METRICS: tuple[Metric, ...] = (
     Metric("l_bar", l_bar, "ℓ̄", "ℓ̄ = (1/n) Σᵢ Aᵢ / Rᵢ",
            "mean per-run accepted draft tokens per round (relaxed arm)", better="higher"),

@@ -14,8 +14,9 @@ concordant pairs enter through n alone.
   :func:`smallest_attainable_p`: the smallest p a paired test can reach on n units.
 - :func:`accuracy_change_interval`, :func:`accuracy_loss_test`, :func:`accuracy_mdd_pp`: the above from a
   cell's per-item sums, choosing the run-level or the item-level form.
-- :func:`table_probabilities`, :func:`exact_coverage`, :func:`exact_rejection_rate`: exact enumeration
-  over every paired 2×2 table of n pairs, for the validation of all of the above.
+- :func:`tables`, :func:`truth`, :func:`table_probabilities`: every paired 2×2 table of n pairs and its
+  probability, what the loss test's exact p-value and power sum over (the tests' exact coverage and
+  rejection rates, in tests/core/exact.py, sum over them too).
 
 The truth of a paired table is written (discordance ψ, drop D): pairs flip either way at the rate ψ/2
 without a net change, and a drop D adds D to the right→wrong flips, so p10 = ψ/2, p01 = ψ/2 + D.
@@ -24,7 +25,6 @@ without a net change, and a drop D adds D to the right→wrong flips, so p10 = �
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
@@ -34,8 +34,9 @@ from lengthlens.results import AccuracyChangeInterval, ConfidenceInterval, TestR
 from lengthlens.stats.mcnemar import mcnemar_midp
 from lengthlens.stats.margin import ACCURACY_DROP_PP
 
-__all__ = ["ALPHA_ONE_SIDED", "accuracy_change_interval", "bootstrap_percentile_interval", "accuracy_loss_test", "accuracy_mdd_pp", "ASSUMED_DISCORDANCE", "background_discordance", "MARGIN", "exact_coverage", "flag_power",
-           "exact_rejection_rate", "item_interval", "item_noninferiority_test", "mcnemar_midp",
+__all__ = ["ALPHA_ONE_SIDED", "accuracy_change_interval", "accuracy_loss_test", "accuracy_mdd_pp", "ASSUMED_DISCORDANCE",
+           "background_discordance", "EM_MAX_PAIRS", "MARGIN", "flag_power",
+           "item_interval", "item_noninferiority_test", "mcnemar_midp",
            "minimum_detectable_drop_pp", "noninferiority_test", "score_statistic",
            "smallest_attainable_p", "table_probabilities", "tables", "tango_interval", "truth"]
 
@@ -507,9 +508,18 @@ def noninferiority_test(b: int, c: int, n: int, margin: float = MARGIN, method: 
     margin : the loss tested for, as a proportion.
     method : ``em``, ``m``, or None (E+M up to :data:`EM_MAX_PAIRS` pairs, M beyond).
 
+    Parameters
+    ----------
+    b : pairs wrong on the baseline and right on the relaxed arm (wrong→right).
+    c : pairs right on the baseline and wrong on the relaxed arm (right→wrong).
+    n : graded pairs (b + c ≤ n).
+    margin : the loss tested for, as a proportion.
+
     Returns
     -------
-    TestResult with statistic Z, the p-value and method ``tango_noninferiority_em`` or ``tango_noninferiority_exact``.
+    TestResult
+        Statistic Z, the p-value and method ``tango_noninferiority_em`` (E+M) or ``tango_noninferiority_exact`` (M);
+        NaN for n = 0.
 
     Examples
     --------
@@ -692,10 +702,25 @@ def minimum_detectable_drop_pp(n: int, discordance: float, power: float = 0.8, m
     which holds the change itself). inf where even the largest
     drop the discordance allows (D = 1 − ψ) is detected less often than ``power``.
 
+    Parameters
+    ----------
+    n : graded pairs (one per item).
+    discordance : ψ, the background flip rate.
+    power : the power wanted.
+    margin_pp : the flag's margin, in points.
+    alpha : the flag's one-sided level.
+
+    Returns
+    -------
+    float
+        The drop in points (an upper bound to 0.001 points); inf where none is detected so often, NaN for n = 0.
+
     Examples
     --------
     >>> 20 < minimum_detectable_drop_pp(30, 0.15) < 40
     True
+    >>> minimum_detectable_drop_pp(5, 0.5)   # five pairs: no drop is detected with 80 % power
+    inf
     """
     n = int(n)
     if n <= 0 or not np.isfinite(discordance):
@@ -750,45 +775,6 @@ def smallest_attainable_p(n_units: int, test: str) -> float:
     if "monte_carlo" in test:
         return 0.5 / (1 + 20_000) if "midp" in test else 1.0 / (1 + 20_000)
     return float(0.5**n if "midp" in test else min(1.0, 2.0 * 0.5**n))
-
-
-# ------------------------------------------------------------------------------------------------
-# Exact enumeration, for validation
-# ------------------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=16)
-def _limits(fn: Callable, n: int) -> tuple[np.ndarray, np.ndarray]:
-    b, c = tables(n)
-    lims = np.array([tuple(fn(int(x), int(y), n))[:2] for x, y in zip(b, c)], dtype=float).reshape(-1, 2)
-    return lims[:, 0], lims[:, 1]
-
-
-def exact_coverage(n: int, discordance: float, drop: float,
-                   interval: Callable[[int, int, int], ConfidenceInterval | tuple[float, float]] = tango_interval) -> float:
-    """Exact coverage of an interval for Δ = p10 − p01 on n pairs: Σ over every table of P(table) · [Δ in interval].
-
-    ``interval(b, c, n)`` returns (low, high) as proportions; the truth is p10 = ψ/2, p01 = ψ/2 + D
-    (Δ = −D). Each table's interval is computed once per n and interval function.
-
-    Examples
-    --------
-    >>> exact_coverage(12, 0.15, 0.05) > 0.93
-    True
-    """
-    p10, p01 = truth(discordance, drop)
-    lo, hi = _limits(interval, int(n))
-    delta = p10 - p01
-    tol = 1e-12
-    return float(np.sum(table_probabilities(n, p10, p01)[(lo <= delta + tol) & (delta - tol <= hi)]))
-
-
-def exact_rejection_rate(n: int, discordance: float, drop: float, pvalue: Callable[[int, int, int], float],
-                         alpha: float) -> float:
-    """Exact probability that ``pvalue(b, c, n) < alpha`` on n pairs with discordance ψ and drop D (proportions)."""
-    p10, p01 = truth(discordance, drop)
-    b, c = tables(n)
-    p = np.array([pvalue(int(x), int(y), int(n)) for x, y in zip(b, c)])
-    return float(np.sum(table_probabilities(n, p10, p01)[p < alpha]))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -945,29 +931,3 @@ def _t_power_shift(df: int, alpha: float, power: float) -> float:
     # P(T' > crit) for the noncentral t T' rises with δ: from below power at δ = 0 to above it at crit + 10.
     return float(optimize.brentq(lambda delta: special.nctdtr(df, delta, crit) - (1.0 - power), 0.0, crit + 10.0,
                                  xtol=1e-12))
-
-
-def bootstrap_percentile_interval(b: int, c: int, n: int, confidence_level: float = 0.95) -> tuple[float, float]:
-    """The item bootstrap's percentile interval for (b − c)/n with infinitely many resamples, exactly.
-
-    A resample of n pairs from the table is multinomial (n; b/n, c/n, rest/n), so the bootstrap
-    distribution of (b* − c*)/n is enumerable: the limits are its (1 ∓ level)/2 quantiles (the smallest
-    value whose distribution function reaches them). For validation: what the percentile interval
-    converges to, without Monte Carlo error.
-
-    Examples
-    --------
-    >>> bootstrap_percentile_interval(0, 0, 12)   # no discordant pair: every resample is unchanged
-    (0.0, 0.0)
-    """
-    b, c, n = int(b), int(c), int(n)
-    bb, cc = tables(n)
-    prob = table_probabilities(n, b / n, c / n)
-    diff = bb - cc
-    values = np.arange(-n, n + 1)
-    dist = np.bincount(diff + n, weights=prob, minlength=2 * n + 1)
-    cdf = np.cumsum(dist)
-    a = (1.0 - confidence_level) / 2.0
-    lo = values[np.searchsorted(cdf, a - 1e-12)]
-    hi = values[np.searchsorted(cdf, 1.0 - a - 1e-12)]
-    return float(lo / n), float(hi / n)

@@ -13,8 +13,11 @@ from typing import Sequence
 
 import numpy as np
 
+#: Bootstrap resamples of a report by default.
 DEFAULT_N_RESAMPLES = 10_000
-DEFAULT_SEED = 20260817  # fixed so that two runs of a report agree bit for bit
+#: The default seed, fixed so that two runs of a report agree bit for bit.
+DEFAULT_SEED = 20260817
+#: The default two-sided confidence level.
 DEFAULT_CONFIDENCE = 0.95
 
 

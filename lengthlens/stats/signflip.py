@@ -26,6 +26,7 @@ from lengthlens.stats.mcnemar import mcnemar_exact, mcnemar_midp
 EXACT_MAX_ITEMS = 16
 #: Sign patterns drawn beyond that, and their fixed seed (same data, same p-value).
 MC_RESAMPLES = 20_000
+#: The Monte Carlo test's fixed seed.
 MC_SEED = 20260817
 _TOL = 1e-9  # the per-item means are fractions; sums that tie the observed one must count
 

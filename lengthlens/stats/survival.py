@@ -189,6 +189,30 @@ def kaplan_meier(
     ``censored[i]`` is True when run i hit its budget (true length > ``lengths[i]``). Integer
     ``weights`` are frequency weights and act exactly like repeating runs (Greenwood's formula is
     applied to the weighted counts; statsmodels switches to Tsiatis' variance with weights).
+
+    Parameters
+    ----------
+    lengths : completion lengths, one per run.
+    censored : True where the run hit its budget.
+    weights : non-negative frequency weights, one per run; None weighs every run 1.
+    confidence_level : two-sided level of the pointwise and the quantile intervals.
+
+    Returns
+    -------
+    KaplanMeier
+        The curve at the event times, with ``median``, ``q25`` and ``q75`` as
+        :class:`~lengthlens.results.Estimate` (Brookmeyer–Crowley intervals; NaN with the reason where
+        not identified).
+
+    Examples
+    --------
+    >>> L = np.array([120.0, 150, 90, 200, 512, 160, 210, 140, 512, 300])   # tokens; 512 is the budget
+    >>> censored = L >= 512
+    >>> km = kaplan_meier(L, censored)
+    >>> km.survival[:3].round(3).tolist(), km.median.point, km.median.low, km.median.high
+    ([0.9, 0.8, 0.7], 180.0, 90.0, 300.0)
+    >>> km.q75.point, km.q75.high, km.q75.note
+    (300.0, nan, 'upper confidence limit not identified: it lies beyond the last event time')
     """
     time = np.asarray(lengths, dtype=float)
     cens = np.asarray(censored, dtype=bool)
@@ -297,6 +321,28 @@ def restricted_means_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ta
     ``W`` weighs runs (B, N), or items (B, n_items) with ``item`` each run's item. A resample whose last
     drawn run is censored before ``tau`` has S carried flat from there (the usual convention; ``tau`` is
     identified on the full data, so this affects only such rows).
+
+    Parameters
+    ----------
+    time : lengths, one per run.
+    event : 1 where the run finished, 0 where it was censored.
+    W : (B, N) weights of the runs, or (B, n_items) weights of the items with ``item``.
+    tau : the horizon: the mean of min(L, tau) under each row's curve.
+    item : each run's item (0 .. n_items - 1), when ``W`` weighs items.
+    block : rows computed at a time (memory about block x N).
+
+    Returns
+    -------
+    ndarray
+        (B,), the restricted mean of each row.
+
+    Examples
+    --------
+    >>> L = np.array([120.0, 150, 90, 200, 512, 160, 210, 140, 512, 300])   # tokens; 512 is the budget
+    >>> censored = L >= 512
+    >>> W = np.array([[1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [2, 0, 1, 1, 1, 2, 0, 1, 1, 0]])
+    >>> restricted_means_many(L, (~censored).astype(float), W, 400.0).round(2).tolist(), float(np.minimum(L, 400).mean())
+    ([217.0, 198.89], 217.0)
     """
     W = np.asarray(W)
     out = np.empty(W.shape[0])
@@ -322,6 +368,20 @@ def km_quantiles_many(time: np.ndarray, event: np.ndarray, W: np.ndarray, ps: tu
     (total − events up to it) / total exactly (the product telescopes), so there the quantiles are
     found where the running event weight passes p·total (:class:`_Crossings`: integers, exact); only
     the rows whose quantile lies beyond the first censoring time compute the product.
+
+    Parameters
+    ----------
+    time : lengths, one per run.
+    event : 1 where the run finished, 0 where it was censored.
+    W : (B, N) weights of the runs, or (B, n_items) weights of the items with ``item``.
+    ps : the probabilities of the quantiles.
+    block : rows computed at a time.
+    item : each run's item (0 .. n_items - 1), when ``W`` weighs items.
+
+    Returns
+    -------
+    ndarray
+        (B, len(ps)): each row's quantiles; inf beyond its last event time, NaN for an all-zero row.
 
     Examples
     --------
@@ -446,7 +506,37 @@ def km_quantiles_weighted(km: KaplanMeier, time: np.ndarray, event: np.ndarray, 
     weighs a run by how often its item is drawn, so the seeds of one item move together (the Brookmeyer–Crowley
     intervals treat every run as independent and under-cover when an item has several seeds). Its default interval
     is the expanded percentile interval; ``km`` gives the point estimates; ``names`` formats the outputs' names
-    (``q25``, ``median``, ``q75``)."""
+    (``q25``, ``median``, ``q75``).
+
+    Parameters
+    ----------
+    km : the cell's :func:`kaplan_meier` curve (its quartiles are the point estimates).
+    time : lengths, one per run.
+    event : 1 where the run finished, 0 where it was censored.
+    item : each run's item (0 .. n_items - 1).
+    max_resamples : evaluate on the first that many draws only (None: all).
+    names : a format string for the three outputs' names.
+
+    Returns
+    -------
+    Weighted
+        The statistic, for :func:`~lengthlens.stats.intervals.estimates` with the cell's draws.
+
+    Examples
+    --------
+    >>> from lengthlens.stats.intervals import Resampled, estimates
+    >>> L = np.array([120.0, 150, 90, 200, 512, 160, 210, 140, 512, 300])   # tokens; 512 is the budget
+    >>> censored = L >= 512
+    >>> event, item = (~censored).astype(float), np.array([0, 1, 2, 3, 4, 0, 1, 2, 3, 4])
+    >>> stat = km_quantiles_weighted(kaplan_meier(L, censored), L, event, item, names="length_{}")
+    >>> stat.outputs, stat.point
+    (('length_q25', 'length_median', 'length_q75'), [140.0, 180.0, 300.0])
+    >>> draws = np.random.default_rng(1).multinomial(5, [0.2] * 5, size=200)   # 200 resamples of the 5 items
+    >>> est, _ = estimates({"km": stat}, Resampled({}, {}, draws))
+    >>> e = est["length_median"]
+    >>> e.point, e.low, e.high, e.method
+    (180.0, 130.0, 300.0, 'expanded_percentile')
+    """
     return Weighted(partial(km_quantiles_many, np.asarray(time, dtype=float), np.asarray(event, dtype=float),
                             item=np.asarray(item, dtype=np.intp)),
                     "expanded_percentile", max_resamples, tuple(names.format(q) for q in ("q25", "median", "q75")),
@@ -458,6 +548,32 @@ def with_item_intervals(km: KaplanMeier, estimates: Mapping[str, Estimate]) -> K
 
     A resample whose curve stays above 1 - p makes that limit unbounded: reported, with the reason, as not
     identified (as the Brookmeyer–Crowley upper limit beyond the last event time).
+
+    Parameters
+    ----------
+    km : the cell's :func:`kaplan_meier` curve.
+    estimates : ``q25``, ``median`` and ``q75`` as :func:`~lengthlens.stats.intervals.estimates` gives them
+        for :func:`km_quantiles_weighted` (with its default ``names``).
+
+    Returns
+    -------
+    KaplanMeier
+        ``km`` with its quartiles' intervals replaced (the points kept); an unbounded limit is NaN and said so.
+
+    Examples
+    --------
+    >>> from lengthlens.stats.intervals import Resampled, estimates
+    >>> L = np.array([120.0, 150, 90, 200, 512, 160, 210, 140, 512, 300])   # tokens; 512 is the budget
+    >>> censored = L >= 512
+    >>> event, item = (~censored).astype(float), np.array([0, 1, 2, 3, 4, 0, 1, 2, 3, 4])
+    >>> km = kaplan_meier(L, censored)
+    >>> draws = np.random.default_rng(1).multinomial(5, [0.2] * 5, size=200)
+    >>> est, _ = estimates({"km": km_quantiles_weighted(km, L, event, item)}, Resampled({}, {}, draws))
+    >>> items = with_item_intervals(km, est)
+    >>> (km.median.low, km.median.high), (items.median.low, items.median.high)
+    ((90.0, 300.0), (130.0, 300.0))
+    >>> items.q75.high, items.q75.note
+    (nan, 'upper confidence limit not identified: resamples of the items put it beyond the last event time')
     """
     nan = float("nan")
     new = {}

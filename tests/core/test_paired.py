@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import math
 
 import numpy as np
@@ -11,11 +12,13 @@ from scipy import optimize, special
 
 from lengthlens.stats.mcnemar import mcnemar_exact, mcnemar_midp
 from lengthlens.stats.paired import (
-    ALPHA_ONE_SIDED, MARGIN, bootstrap_percentile_interval, exact_coverage, exact_rejection_rate, flag_power,
-    item_interval, item_noninferiority_test, minimum_detectable_drop_pp, noninferiority_test, score_statistic,
-    smallest_attainable_p, table_probabilities, tables, tango_interval, truth,
+    ALPHA_ONE_SIDED, MARGIN, flag_power, item_interval, item_noninferiority_test, minimum_detectable_drop_pp,
+    noninferiority_test, score_statistic, smallest_attainable_p, table_probabilities, tables, tango_interval, truth,
 )
 from lengthlens.stats.signflip import sign_flip_test
+
+from . import exact
+from .exact import bootstrap_percentile_interval, exact_coverage, exact_rejection_rate
 
 Z975 = float(special.ndtri(0.975))
 #: The audit's grid: background discordance and true drop (proportions).
@@ -100,6 +103,11 @@ def test_tables_and_their_probabilities_are_the_multinomial():
     for k in (0, 17, 50, 90):
         expect = scipy.stats.multinomial.pmf([b[k], c[k], 12 - b[k] - c[k]], 12, [0.07, 0.12, 0.81])
         assert p[k] == pytest.approx(expect, rel=1e-10)
+
+
+def test_the_exact_enumeration_helpers_examples_run():
+    result = doctest.testmod(exact, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
 
 
 # ------------------------------------------------------------------------------------------------

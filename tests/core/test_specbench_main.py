@@ -158,6 +158,10 @@ def test_incomplete_arm_is_flagged(runs):
         in summary
     table = speedup_table(runs).set_index(["method", "dataset"])
     assert not table.loc[("samd", "overall"), "complete"] and table.loc[("samd", "overall"), "coverage"] == 0.5
+    # ... and in Spec-Bench's speed-up table: a row with coverage 0 and no speed-up, as speed.py cannot compute one.
+    qa = table.loc[("samd", "qa")]
+    assert (qa["n_items"], qa["n_items_baseline"], qa["coverage"], qa["complete"]) == (0, 3, 0.0, False)
+    assert np.isnan(qa["speedup"]) and np.isnan(qa["mean_accepted_tokens"]) and np.isnan(qa["l_bar"])
 
 
 def test_incomplete_arm_is_flagged_in_cells_table3_figures_and_the_report(runs, tmp_path):
