@@ -70,15 +70,10 @@ def _same(a, b) -> bool:
     return a == b
 
 
-SEEN = {"screened": 0, "rows": 0}
-
-
 @settings(max_examples=300, deadline=None)
 @given(frames())
 def test_screened_rows_validate_to_the_same_values(df):
     table, needs = screen_frame(df)
-    SEEN["screened"] += int((~needs).sum())
-    SEEN["rows"] += len(needs)
     for i, (row, need) in enumerate(zip(df.iter_rows(named=True), needs)):
         if need:
             continue
@@ -103,6 +98,16 @@ def test_fractional_counter_goes_to_the_model():
 
 
 def test_the_property_test_screens_rows():
-    """Guard against a vacuous property: the generator must produce rows the screen accepts."""
-    test_screened_rows_validate_to_the_same_values()
-    assert SEEN["screened"] > 50, SEEN
+    """Guard against a vacuous property: the generator must produce rows the screen accepts (the screen alone on
+    40 of its frames, not the whole property again: a frame with no wrong field screens all its rows)."""
+    seen = {"screened": 0, "rows": 0}
+
+    @settings(max_examples=40, deadline=None, database=None)
+    @given(frames())
+    def count(df):
+        needs = screen_frame(df)[1]
+        seen["screened"] += int((~needs).sum())
+        seen["rows"] += len(needs)
+
+    count()
+    assert seen["screened"] > 5, seen
