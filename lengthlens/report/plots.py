@@ -63,6 +63,12 @@ from lengthlens.report.plot_survival import fig_survival  # noqa: F401 - re-expo
 SMALL = 10
 
 
+def _hollow_entry(n: int, face: str = "none") -> list[Line2D]:
+    """The legend entry for cells drawn hollow (fewer than SMALL items), with their count; none when there are none."""
+    return ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor=face, markersize=5,
+                    label=f"hollow: < {SMALL} items ({n})")] if n else [])
+
+
 def _key(obj: Any, key: VisualKey | None) -> VisualKey:
     """The report's key when given, else one made from ``obj`` (a figure drawn on its own)."""
     return key if key is not None else visual_key(obj)
@@ -207,9 +213,7 @@ def fig_gain_vs_lambda(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None
         if pale:
             extra.append(Line2D([], [], ls="", marker="o", color="#888", alpha=0.35, markersize=5,
                                 label=f"pale: other α ({pale})"))
-        if record.hollow:
-            extra.append(Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
-                                label=f"hollow: < {SMALL} items ({record.hollow})"))
+        extra += _hollow_entry(record.hollow)
         key_legend(fig, key_handles(key, record, extra=extra))
         return attach(fig, record)
 
@@ -347,8 +351,7 @@ def fig_lambda_forest(obj: AnalysisResult | pd.DataFrame, dataset: str | None = 
         name = dataset if dataset is not None else ", ".join(sorted(df["dataset"].unique()))
         ax.set_title(f"λ per cell: {name} ({len(g)} cells; dashed: λ = 1)")
         ax.set_xlabel("λ with its 95% interval (log scale)")
-        extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
-                         label=f"hollow: < {SMALL} items ({record.hollow})")] if record.hollow else [])
+        extra = _hollow_entry(record.hollow, face="white")
         handles = [h for h in key_handles(key, record, datasets=False, extra=extra, load_style="shade")
                    if h.get_marker() not in ("", None)]
         fig.legend(handles=handles, loc="outside lower center", ncol=min(5, len(handles)), frameon=False)
@@ -435,8 +438,7 @@ def fig_rounds_vs_time(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None
         ratio_ticks(ax.yaxis, lo, hi)
         fig.supxlabel("measured rounds ratio R/R* (log scale)", fontsize=8.5)
         fig.supylabel("wall-time ratio T/T* (log scale)", fontsize=8.5)
-        extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
-                         label=f"hollow: < {SMALL} items ({record.hollow})")] if record.hollow else [])
+        extra = _hollow_entry(record.hollow)
         key_legend(fig, key_handles(key, record, extra=extra))
         return attach(fig, record)
 
@@ -498,8 +500,7 @@ def fig_accuracy_vs_gain(obj: AnalysisResult | pd.DataFrame, drop_pp: float = 2.
                     transform=ax.get_yaxis_transform())
         fig.supxlabel("per-round gain (ℓ+1)/(ℓ*+1)", fontsize=8.5)
         fig.supylabel("accuracy change, percentage points", fontsize=8.5)
-        extra = ([Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="none", markersize=5,
-                         label=f"hollow: < {SMALL} items ({record.hollow})")] if record.hollow else [])
+        extra = _hollow_entry(record.hollow)
         key_legend(fig, key_handles(key, record, extra=extra))
         return attach(fig, record)
 
@@ -769,9 +770,7 @@ def fig_alpha_sweep(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = 
         extra = []
         if len(pairs) > 1 and not record.loads:
             extra += [Line2D([], [], color="#555", ls=pair_styles[p], label=f"{p[0]} ←\n{p[1]}") for p in pairs]
-        if few.any():
-            extra.append(Line2D([], [], ls="", marker="o", color="#555", markerfacecolor="white", markersize=5,
-                                label=f"hollow: < {SMALL} items ({int(few.sum())})"))
+        extra += _hollow_entry(int(few.sum()), face="white")
         handles = key_handles(key, record, rules=False, load_style="dashes", extra=extra)
         # A fixed layout: constrained layout would measure every tick of the 25 small axes twice.
         height, top = 1.35 * len(rows) + 0.8, 0.45
