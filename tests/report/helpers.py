@@ -19,34 +19,29 @@ def need(binary: str) -> str:
     return path
 
 
-def chromium_screenshot(html_path: Path, shot: Path, width: int = 1400, height: int = 1000) -> list[str]:
-    """Load a page in headless Chromium, save a screenshot; return the browser console lines (errors, logs)."""
+def _chromium(html_path: Path, width: int, height: int, *mode: str, check: bool) -> subprocess.CompletedProcess:
+    """Headless Chromium on a page at ``width`` × ``height`` with a fresh profile, in ``mode`` (screenshot or DOM dump)."""
     exe = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
     if exe is None:
         pytest.skip("chromium not installed (apt-get install chromium)")
     with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.run(
+        return subprocess.run(
             [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-             f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", f"--screenshot={shot}",
-             f"--window-size={width},{height}", "--virtual-time-budget=3000", html_path.resolve().as_uri()],
-            capture_output=True, text=True, timeout=120, check=False)
+             f"--user-data-dir={profile}", *mode, f"--window-size={width},{height}", "--virtual-time-budget=3000",
+             html_path.resolve().as_uri()],
+            capture_output=True, text=True, timeout=120, check=check)
+
+
+def chromium_screenshot(html_path: Path, shot: Path, width: int = 1400, height: int = 1000) -> list[str]:
+    """Load a page in headless Chromium, save a screenshot; return the browser console lines (errors, logs)."""
+    proc = _chromium(html_path, width, height, "--enable-logging=stderr", "--v=0", f"--screenshot={shot}", check=False)
     return [ln for ln in proc.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
 
 
 def chromium_dom(html_path: Path, width: int = 1400, height: int = 1000) -> str:
     """Load a page in headless Chromium at ``width`` × ``height`` and return its DOM once its scripts have run."""
-    exe = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-    if exe is None:
-        pytest.skip("chromium not installed (apt-get install chromium)")
-    with tempfile.TemporaryDirectory() as profile:
-        proc = subprocess.run(
-            [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-             f"--user-data-dir={profile}", "--dump-dom", f"--window-size={width},{height}",
-             "--virtual-time-budget=3000", html_path.resolve().as_uri()],
-            capture_output=True, text=True, timeout=120, check=True)
-    return proc.stdout
+    return _chromium(html_path, width, height, "--dump-dom", check=True).stdout
 
 
 def keep_artifact(path: Path) -> None:
