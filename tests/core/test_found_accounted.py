@@ -121,16 +121,21 @@ def test_a_file_that_is_not_records_is_named_and_the_rest_loads(worker, clean, t
     assert_same_cells(got["cells"], clean[fmt]["cells"])
 
 
-@pytest.mark.parametrize("fmt", sorted(ENGINES))
-@pytest.mark.parametrize("how", ["gzip", "bom"])
-def test_gzip_and_bom_files_read_as_the_plain_file(worker, clean, tmp_path, fmt, how):
-    root, record_file = _copy(tmp_path, fmt)
+def _gzip_or_bom(record_file: Path, how: str) -> None:
+    """Replace a record file by its gzip-compressed copy (``name.gz``), or prefix it with a UTF-8 byte-order mark."""
     data = record_file.read_bytes()
     if how == "gzip":
         record_file.unlink()
         record_file.with_name(record_file.name + ".gz").write_bytes(gzip.compress(data))
     else:
         record_file.write_bytes(b"\xef\xbb\xbf" + data)
+
+
+@pytest.mark.parametrize("fmt", sorted(ENGINES))
+@pytest.mark.parametrize("how", ["gzip", "bom"])
+def test_gzip_and_bom_files_read_as_the_plain_file(worker, clean, tmp_path, fmt, how):
+    root, record_file = _copy(tmp_path, fmt)
+    _gzip_or_bom(record_file, how)
     got = _load(worker, [root], fmt, ENGINES[fmt][3])
     assert (got["n_found"], got["n_loaded"]) == (clean[fmt]["n_found"], clean[fmt]["n_loaded"])
     strip = lambda s: sorted(((Path(p).parent.name, Path(p).name.replace(".gz", "")), r) for p, r in s)  # noqa: E731
@@ -365,12 +370,7 @@ def test_tool_readers_name_a_file_that_is_not_records_and_the_rest_loads(worker,
 @pytest.mark.parametrize("how", ["gzip", "bom"])
 def test_tool_readers_read_gzip_and_bom_files_as_the_plain_file(worker, clean_tools, tmp_path, reader, how):
     root, record_file = _copy_tool(tmp_path, reader)
-    data = record_file.read_bytes()
-    if how == "gzip":
-        record_file.unlink()
-        record_file.with_name(record_file.name + ".gz").write_bytes(gzip.compress(data))
-    else:
-        record_file.write_bytes(b"\xef\xbb\xbf" + data)
+    _gzip_or_bom(record_file, how)
     got = _load_tool(worker, root, reader)
     ref = clean_tools[reader]
     assert (got["n_found"], got["n_loaded"]) == (ref["n_found"], ref["n_loaded"]), _skips(got)
