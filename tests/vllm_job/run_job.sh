@@ -17,4 +17,4 @@ else
 fi
 installed=$("$venv/bin/python" -c 'import vllm; print(vllm.__version__)' 2>/dev/null | tail -n 1)
 echo "vllm job: vLLM $installed installed in $(( $(date +%s) - start )) s"
-"$venv/bin/python" -m pytest -m vllm tests/vllm_job
+"$venv/bin/python" -m pytest -m vllm -n 0 tests/vllm_job  # one process: the job loads vLLM once
