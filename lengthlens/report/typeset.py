@@ -59,10 +59,13 @@ def render_pdf(model: dict[str, Any], path: Path) -> Path:
     """
     import typst
 
-    template = TEMPLATE
+    typst.compile(str(TEMPLATE), output=str(path), **_options(model))
+    return path
+
+
+def _options(model: dict[str, Any]) -> dict[str, Any]:
+    """Typst's arguments besides the template and the output: the model as JSON, the fonts, the time stamp."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH")
     data = json.dumps(typst_model(model), ensure_ascii=False, allow_nan=False)
-    typst.compile(str(template), output=str(path), root=str(template.parent), font_paths=_fonts(),
-                  ignore_system_fonts=True, sys_inputs={"model": data},
-                  timestamp=int(epoch) if epoch and epoch.isdigit() else None)
-    return path
+    return {"root": str(TEMPLATE.parent), "font_paths": _fonts(), "ignore_system_fonts": True,
+            "sys_inputs": {"model": data}, "timestamp": int(epoch) if epoch and epoch.isdigit() else None}

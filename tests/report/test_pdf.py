@@ -3,6 +3,7 @@ Table 3 and every figure's caption; data strings come out literally; a failed co
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -79,6 +80,46 @@ def test_no_page_but_the_last_is_near_empty(example_report):
     lines = {p: sum(1 for ln in _text(pdf, "-layout", "-f", str(p), "-l", str(p)).splitlines() if ln.strip())
              for p in range(1, pages)}
     assert pages > 10 and all(n >= NEAR_EMPTY_LINES for n in lines.values()), lines
+
+
+def _typeset(model, pdf):
+    """Typeset ``model`` as render_pdf does; returns the pages, Typst's warnings and each section run's end mark
+    (what was decided about setting it tight)."""
+    import typst
+
+    options = T._options(model)
+    _, warnings = typst.compile_with_warnings(str(T.TEMPLATE), output=str(pdf), **options)
+    del options["timestamp"]
+    marks = json.loads(typst.query(str(T.TEMPLATE), "<ll-run-end>", field="value", **options))
+    info = subprocess.run([need("pdfinfo"), str(pdf)], capture_output=True, text=True, check=True).stdout
+    return int(re.search(r"Pages:\s+(\d+)", info).group(1)), [str(w) for w in warnings], marks
+
+
+def _rows_section(rows: int) -> dict:
+    """The opening page and one landscape section: a table of ``rows`` rules, each value with its interval."""
+    df = pd.DataFrame({"method": [f"rule{i}" for i in range(rows)], "lambda": 1.5, "lambda_lo": 1.2, "lambda_hi": 1.9})
+    cols = [Col("method", "rule", "text", left=True), Col("lambda", "λ", "f2", ci="lambda")]
+    return {"title": "t", "subtitle": "", "headline": "", "cards": [],
+            "sections": [{"id": "x", "title": "s", "landscape": True, "blocks": [M.table(df, cols)]}]}
+
+
+@pytest.mark.parametrize(("rows", "pages", "state"), [
+    (33, 2, "tight"),   # loose, a few rows spill onto a second page: set tight, the section fits one page
+    (37, 3, "tried"),   # the spill is as small, but tight rows still need the second page: loose it stays
+    (45, 3, "loose"),   # its last page holds more than the tail: not tried
+])
+def test_a_section_is_set_tight_only_where_that_saves_its_nearly_empty_last_page(tmp_path, rows, pages, state):
+    """The decision is read off Typst's own layout in its next iteration and stands once taken: it converges
+    (Typst warns when five iterations do not)."""
+    got_pages, warnings, marks = _typeset(_rows_section(rows), tmp_path / "t.pdf")
+    assert (got_pages, warnings, [m["state"] for m in marks]) == (pages, [], [state])
+
+
+def test_the_example_report_typesets_without_a_warning(example_analysis, tmp_path):
+    """The example's layout converges, and its runs are each decided (none left half-tried)."""
+    pages, warnings, marks = _typeset(M.build(example_analysis, _figure_blocks(example_analysis)), tmp_path / "e.pdf")
+    assert warnings == [] and pages > 10
+    assert {m["state"] for m in marks} <= {"loose", "tight", "tried"} and "tight" in {m["state"] for m in marks}
 
 
 def test_data_strings_come_out_literally(tmp_path):
