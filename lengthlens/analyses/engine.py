@@ -345,15 +345,15 @@ def group_results(group: Group, analyses: Sequence[Analysis], settings: Settings
         planned.append(mine)
     out = []
     for analysis, mine in zip(analyses, planned):
-        results = [_result(plan, extra, names, product.sums(rows), counts, settings)
+        results = [_result(plan, extra, names, product.rows(rows), counts, settings)
                    for plan, extra, rows, names, product, counts in mine]
         out.append(analysis.finish(results, settings))
     return out
 
 
-def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], boot: np.ndarray, counts: np.ndarray,
-            settings: Settings) -> CellResult:
-    """A cell's result from its plan and the resampled sums of its columns (rows of ``boot``, in ``names`` order)."""
+def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], boot: Sequence[np.ndarray],
+            counts: np.ndarray, settings: Settings) -> CellResult:
+    """A cell's result from its plan and the resampled sums of its columns (``boot``, in ``names`` order)."""
     r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
                   strata=plan.cell.strata)
     est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level,
@@ -372,7 +372,7 @@ def resample_plan(plan: Plan, counts: np.ndarray, settings: Settings) -> CellRes
     product = ColumnProduct(np.asarray(counts))
     block = np.column_stack([*plan.columns.values(), *extra.values()]) if names else np.zeros((plan.cell.n_items, 0))
     rows = product.add(block)
-    return _result(plan, extra, names, product.sums(rows), product.counts, settings)
+    return _result(plan, extra, names, product.rows(rows), product.counts, settings)
 
 
 def _product(products: dict, drawn: dict, own: int | None, group: Group, cell: CellRuns, settings: Settings

@@ -80,3 +80,10 @@ class ColumnProduct:
     def sums(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), B) resampled sums of the columns at ``rows`` (from :meth:`add`)."""
         return self.product()[rows]
+
+    def rows(self, rows: np.ndarray) -> list[np.ndarray]:
+        """The resampled sums of the columns at ``rows`` as read-only views (B,) of the product: no copy of a block
+        that several cells' columns share."""
+        product = self.product()
+        product.setflags(write=False)
+        return [product[int(k)] for k in rows]
