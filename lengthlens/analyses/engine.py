@@ -344,20 +344,21 @@ def group_results(group: Group, analyses: Sequence[Analysis], settings: Settings
             mine.append((plan, extra, product.add(block), names, product, counts))
         planned.append(mine)
     out = []
+    memo: dict = {}  # statistics of the items evaluated once per draws (the counts in ``drawn`` outlive it)
     for analysis, mine in zip(analyses, planned):
-        results = [_result(plan, extra, names, product.rows(rows), counts, settings)
+        results = [_result(plan, extra, names, product.rows(rows), counts, settings, memo)
                    for plan, extra, rows, names, product, counts in mine]
         out.append(analysis.finish(results, settings))
     return out
 
 
 def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], boot: Sequence[np.ndarray],
-            counts: np.ndarray, settings: Settings) -> CellResult:
+            counts: np.ndarray, settings: Settings, memo: dict | None = None) -> CellResult:
     """A cell's result from its plan and the resampled sums of its columns (``boot``, in ``names`` order)."""
     r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
                   strata=plan.cell.strata)
     est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level,
-                          keep_replicates=settings.keep_replicates)
+                          keep_replicates=settings.keep_replicates, memo=memo)
     return CellResult(plan, est, reps, r)
 
 
