@@ -30,12 +30,14 @@ BLOCK = 1 << 22
 _local = threading.local()
 
 
-def _buffer() -> np.ndarray:
-    """This thread's float64 buffer of :data:`BLOCK` numbers for converted counts, kept between products: a fresh
-    32 MB array for every product costs its page faults again."""
+def _buffer(size: int) -> np.ndarray:
+    """This thread's float64 buffer of at least ``size`` numbers for converted counts, kept between products (up to
+    :data:`BLOCK` numbers): a fresh 32 MB array for every product costs its page faults again."""
     buf = getattr(_local, "buffer", None)
-    if buf is None:
-        buf = _local.buffer = np.empty(BLOCK)
+    if buf is None or buf.size < size:
+        buf = np.empty(size)
+        if size <= BLOCK:
+            _local.buffer = buf
     return buf
 
 
@@ -87,7 +89,7 @@ class ColumnProduct:
                 # The same blocks as ever (the matrix shapes fix how a BLAS kernel adds), converted into one buffer
                 # and multiplied straight into the product.
                 step = max(1, BLOCK // max(n, 1))
-                buf = _buffer() if step * n <= BLOCK else np.empty(step * n)
+                buf = _buffer(min(step, B) * n)
                 for start in range(0, B, step):
                     rows = self.counts[start:start + step]
                     block = buf[:rows.size].reshape(rows.shape)
