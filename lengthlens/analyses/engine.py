@@ -27,7 +27,7 @@ import polars as pl
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import GROUP_KEY, STRICT, UNIT_KEY
-from lengthlens.execution import map_ordered
+from lengthlens.execution import map_ordered, scratch
 from lengthlens.stats.intervals import CI_METHODS, Resampled, Statistic, estimates, moment_columns
 from lengthlens.stats.metrics import Sums
 from lengthlens.stats.products import ColumnProduct
@@ -385,7 +385,7 @@ def _product(products: dict, drawn: dict, own: int | None, group: Group, cell: C
     if key not in products:
         if items not in drawn:
             drawn[items] = _counts(group, cell, settings)
-        products[key] = (ColumnProduct(drawn[items]), drawn[items])
+        products[key] = (ColumnProduct(drawn[items], scratch), drawn[items])
     return products[key]
 
 

@@ -19,7 +19,7 @@ are exact in any order.
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -27,25 +27,18 @@ import numpy as np
 #: Numbers of a count matrix converted to float64 at once for the product (32 MB).
 BLOCK = 1 << 22
 
-_local = threading.local()
-
-
-def _buffer(size: int) -> np.ndarray:
-    """This thread's float64 buffer of at least ``size`` numbers for converted counts, kept between products (up to
-    :data:`BLOCK` numbers): a fresh 32 MB array for every product costs its page faults again."""
-    buf = getattr(_local, "buffer", None)
-    if buf is None or buf.size < size:
-        buf = np.empty(size)
-        if size <= BLOCK:
-            _local.buffer = buf
-    return buf
-
 
 class ColumnProduct:
-    """``counts @ X`` for blocks X of item columns added one after another, each distinct column multiplied once."""
+    """``counts @ X`` for blocks X of item columns added one after another, each distinct column multiplied once.
 
-    def __init__(self, counts: np.ndarray):
+    ``scratch``: where the product gets a float64 buffer of at least a given size for the converted counts (the
+    engine's keeps one between products: a fresh 32 MB array each time costs its page faults again); default a
+    new array.
+    """
+
+    def __init__(self, counts: np.ndarray, scratch: Callable[[int], np.ndarray] | None = None):
         self.counts = counts
+        self._scratch = scratch or np.empty
         self._index: dict[bytes, int] = {}
         self._columns: list[np.ndarray] = []
         self._product: np.ndarray | None = None
@@ -89,7 +82,7 @@ class ColumnProduct:
                 # The same blocks as ever (the matrix shapes fix how a BLAS kernel adds), converted into one buffer
                 # and multiplied straight into the product.
                 step = max(1, BLOCK // max(n, 1))
-                buf = _buffer(min(step, B) * n)
+                buf = self._scratch(min(step, B) * n)
                 for start in range(0, B, step):
                     rows = self.counts[start:start + step]
                     block = buf[:rows.size].reshape(rows.shape)
