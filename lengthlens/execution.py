@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-__all__ = ["WORKERS_ENV", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["SCRATCH_MAX", "WORKERS_ENV", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers", "scratch"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -59,6 +63,42 @@ def one_blas_thread() -> AbstractContextManager:
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
+
+
+#: The largest buffer :func:`scratch` keeps (numbers).
+SCRATCH_MAX = 1 << 22
+
+_scratch = threading.local()
+
+
+def scratch(size: int) -> np.ndarray:
+    """A float64 buffer of at least ``size`` numbers, this thread's, kept between calls up to 2^22 numbers (32 MB).
+
+    For work arrays filled before each use (the count-matrix product's converted counts): a fresh large array
+    costs its page faults at every use.
+
+    Parameters
+    ----------
+    size : numbers needed.
+
+    Returns
+    -------
+    numpy.ndarray
+        A 1-d float64 array of at least ``size`` numbers, its contents undefined.
+
+    Examples
+    --------
+    >>> scratch(10).size >= 10
+    True
+    """
+    import numpy as np
+
+    buf = getattr(_scratch, "buffer", None)
+    if buf is None or buf.size < size:
+        buf = np.empty(size)
+        if size <= SCRATCH_MAX:
+            _scratch.buffer = buf
+    return buf
 
 
 def _can_spawn() -> bool:

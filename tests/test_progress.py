@@ -62,7 +62,7 @@ def report(flat: Path, out: Path, *extra: str, tty: bool) -> str:
     return b"".join(chunks).decode()
 
 
-STAGES = ("load", "cells, censoring, attribution", "arms and Table 3", "lossless check, method pairs", "Table 4",
+STAGES = ("load", "cells, censoring, attribution, cost per correct answer", "arms and Table 3", "lossless check, method pairs", "Table 4",
           "extra tokens", "figures", "tables (CSV), report.html")
 
 

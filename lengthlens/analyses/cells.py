@@ -454,8 +454,15 @@ class CellTable:
         """One row per cell, the columns of cells.csv (with the verdicts of :mod:`lengthlens.analyses.verdicts`)."""
         from lengthlens.analyses.verdicts import with_verdicts
 
-        rows = [c.to_row() for c in self.cells] if self.cells else []
-        return with_verdicts(frame(rows, columns=None if rows else list(_empty_cell().to_row())))
+        # The cells do not change: the frame is made once per registry in use (its metrics are the columns), and each
+        # caller gets a copy of its own to change.
+        reg = metrics.registry()
+        made = self.__dict__.get("_frame")
+        if made is None or made[0] is not reg:
+            rows = [c.to_row() for c in self.cells] if self.cells else []
+            made = (reg, with_verdicts(frame(rows, columns=None if rows else list(_empty_cell().to_row()))))
+            object.__setattr__(self, "_frame", made)
+        return made[1].copy()
 
     def _repr_html_(self) -> str:
         df = self.to_frame()

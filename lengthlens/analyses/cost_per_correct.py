@@ -52,6 +52,9 @@ class CostPerCorrectAnalysis:
     """
 
     fields = ("draft_rounds", "draft_rounds_star", "wall_time_s", "wall_time_s_star", "correct", "correct_star")
+    #: In a report's shared pass it uses the cell table's draws but not its product: its columns among the cell
+    #: table's could move the cell table's last bits.
+    own_product = True
 
     def plan(self, cell: CellRuns, settings: Settings) -> Plan | None:
         f = cell.fields
@@ -153,13 +156,11 @@ class CostPerCorrectReport(ReportAnalysis):
             order=55),),
         figures=(Figure("cost_per_correct", section="cost_per_correct"),))
 
-    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
-        from lengthlens.analyses.engine import run_on
+    def resampled(self, ctx: Context) -> tuple[CostPerCorrectAnalysis]:
+        return (CostPerCorrectAnalysis(),)
 
+    def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
         if ctx.tables["cells"].empty:
             return {}
-        # Its own pass, not the report's shared one: its columns among the cell table's products could move the cell
-        # table's last bits.
-        (cost,) = run_on(ctx.runs, [CostPerCorrectAnalysis()], ctx.settings, workers=ctx.options.get("workers", 1),
-                         units=ctx.units)
+        (cost,) = ctx.resampled[self.name]
         return {} if cost.empty else {"cost_per_correct": cost}

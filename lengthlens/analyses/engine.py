@@ -27,7 +27,7 @@ import polars as pl
 from lengthlens.data.pairing import CELL_KEY, cell_units
 from lengthlens.data.runset import RunSet
 from lengthlens.data.schema import GROUP_KEY, STRICT, UNIT_KEY
-from lengthlens.execution import map_ordered
+from lengthlens.execution import map_ordered, scratch
 from lengthlens.stats.intervals import CI_METHODS, Resampled, Statistic, estimates, moment_columns
 from lengthlens.stats.metrics import Sums
 from lengthlens.stats.products import ColumnProduct
@@ -309,6 +309,10 @@ class Analysis(Protocol, Generic[Row, Out]):
     """
 
     fields: tuple[str, ...]
+    #: Optional (default False): its columns are multiplied in a product of their own over the same draws, so that
+    #: they cannot move another analysis' resampled sums in the last bit, nor theirs be moved (see
+    #: :mod:`lengthlens.stats.products`).
+    own_product: bool
 
     def plan(self, cell: CellRuns, settings: Settings) -> Plan | None: ...
 
@@ -318,10 +322,16 @@ class Analysis(Protocol, Generic[Row, Out]):
 
 
 def group_results(group: Group, analyses: Sequence[Analysis], settings: Settings) -> list[list[Any]]:
-    """Every analysis' rows for one group: plans first, one product per item set, then estimates and rows."""
+    """Every analysis' rows for one group: plans first, one product per item set, then estimates and rows.
+
+    The draws of an item set are made once for every analysis; an analysis with ``own_product`` gets a product of
+    its own over them.
+    """
     products: dict[tuple, tuple[ColumnProduct, np.ndarray]] = {}
+    drawn: dict[tuple, np.ndarray] = {}
     planned: list[list[tuple]] = []
-    for analysis in analyses:
+    for k, analysis in enumerate(analyses):
+        own = k if getattr(analysis, "own_product", False) else None
         mine = []
         for cell in group.cells:
             plan = analysis.plan(cell, settings)
@@ -330,24 +340,25 @@ def group_results(group: Group, analyses: Sequence[Analysis], settings: Settings
             extra = moment_columns(plan.statistics, plan.columns, settings.ci, plan.cell.strata)
             names = (*plan.columns, *extra)
             block = np.column_stack([*plan.columns.values(), *extra.values()]) if names else np.zeros((plan.cell.n_items, 0))
-            product, counts = _product(products, group, plan.cell, settings)
+            product, counts = _product(products, drawn, own, group, plan.cell, settings)
             mine.append((plan, extra, product.add(block), names, product, counts))
         planned.append(mine)
     out = []
+    memo: dict = {}  # statistics of the items evaluated once per draws (the counts in ``drawn`` outlive it)
     for analysis, mine in zip(analyses, planned):
-        results = [_result(plan, extra, names, product.sums(rows), counts, settings)
+        results = [_result(plan, extra, names, product.rows(rows), counts, settings, memo)
                    for plan, extra, rows, names, product, counts in mine]
         out.append(analysis.finish(results, settings))
     return out
 
 
-def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], boot: np.ndarray, counts: np.ndarray,
-            settings: Settings) -> CellResult:
-    """A cell's result from its plan and the resampled sums of its columns (rows of ``boot``, in ``names`` order)."""
+def _result(plan: Plan, extra: Mapping[str, np.ndarray], names: Sequence[str], boot: Sequence[np.ndarray],
+            counts: np.ndarray, settings: Settings, memo: dict | None = None) -> CellResult:
+    """A cell's result from its plan and the resampled sums of its columns (``boot``, in ``names`` order)."""
     r = Resampled(items={**plan.columns, **extra}, boot={n: boot[k] for k, n in enumerate(names)}, counts=counts,
                   strata=plan.cell.strata)
     est, reps = estimates(plan.statistics, r, ci=settings.ci, confidence_level=settings.confidence_level,
-                          keep_replicates=settings.keep_replicates)
+                          keep_replicates=settings.keep_replicates, memo=memo)
     return CellResult(plan, est, reps, r)
 
 
@@ -362,15 +373,19 @@ def resample_plan(plan: Plan, counts: np.ndarray, settings: Settings) -> CellRes
     product = ColumnProduct(np.asarray(counts))
     block = np.column_stack([*plan.columns.values(), *extra.values()]) if names else np.zeros((plan.cell.n_items, 0))
     rows = product.add(block)
-    return _result(plan, extra, names, product.sums(rows), product.counts, settings)
+    return _result(plan, extra, names, product.rows(rows), product.counts, settings)
 
 
-def _product(products: dict, group: Group, cell: CellRuns, settings: Settings) -> tuple[ColumnProduct, np.ndarray]:
-    """The product over a cell's item set, made once per item set: the group's draws, or the cell's own."""
-    key = (cell.items, cell.complete)
+def _product(products: dict, drawn: dict, own: int | None, group: Group, cell: CellRuns, settings: Settings
+             ) -> tuple[ColumnProduct, np.ndarray]:
+    """The product over a cell's item set, made once per item set (and once more for each analysis that keeps its
+    own, ``own``: its position): the group's draws, or the cell's own, drawn once."""
+    items = (cell.items, cell.complete)
+    key = (own, *items)
     if key not in products:
-        counts = _counts(group, cell, settings)
-        products[key] = (ColumnProduct(counts), counts)
+        if items not in drawn:
+            drawn[items] = _counts(group, cell, settings)
+        products[key] = (ColumnProduct(drawn[items], scratch), drawn[items])
     return products[key]
 
 

@@ -82,7 +82,10 @@ class Weighted:
     percentile interval, ``ci="bca"`` BCa with the leave-one-item-out jackknife (``of`` on n_items
     rows of weights). ``max_resamples``: a costly statistic is evaluated on the first that many of the
     cell's draws only. ``point``: its value (or k values) on the data, when the analysis has it; by
-    default ``of`` at weight 1 on every item.
+    default ``of`` at weight 1 on every item. ``key``: what the values depend on besides the draws
+    (hashable, e.g. the data's bytes): statistics with equal keys on the same draws are evaluated once
+    when :func:`estimates` is given a ``memo`` (the baseline's Kaplan–Meier quartiles, the same for
+    every arm on the same baseline runs).
 
     Examples
     --------
@@ -103,6 +106,7 @@ class Weighted:
     max_resamples: int | None = None
     outputs: tuple[str, ...] = ()
     point: Any = None
+    key: Any = None
 
     def __post_init__(self) -> None:
         if self.interval not in WEIGHTED_DEFAULTS:
@@ -475,8 +479,8 @@ class Resampled:
 
 
 def estimates(statistics: Mapping[str, Statistic | Weighted], r: Resampled, *, ci: str = "studentized",
-              confidence_level: float = DEFAULT_CONFIDENCE, outside_range: str = "clip", keep_replicates: bool = False
-              ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
+              confidence_level: float = DEFAULT_CONFIDENCE, outside_range: str = "clip", keep_replicates: bool = False,
+              memo: dict | None = None) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
     """Each statistic's :class:`~lengthlens.results.Estimate`, and its replicates (B,), from one cell's resamples.
 
     Parameters
@@ -497,6 +501,8 @@ def estimates(statistics: Mapping[str, Statistic | Weighted], r: Resampled, *, c
         coverage, while the percentile and BCa intervals cover less at 12 items; benchmarks/ratio_range.py),
         ``percentile``, ``bca`` or ``keep``; the replacement is named in the estimate's note.
     keep_replicates : give each estimate its replicates (:attr:`Estimate.replicates`).
+    memo : values of :class:`Weighted` statistics with a ``key``, by key and draws, shared by calls on the same
+        draws (``r.counts`` must stay alive while it is in use: it is known by its identity).
 
     Returns
     -------
@@ -544,7 +550,7 @@ def estimates(statistics: Mapping[str, Statistic | Weighted], r: Resampled, *, c
             out[name] = Estimate(point[name])
     for name, st in statistics.items():
         if isinstance(st, Weighted):
-            w_est, w_reps = _weighted(st, name, r, methods[name], confidence_level)
+            w_est, w_reps = _weighted(st, name, r, methods[name], confidence_level, memo)
             out.update(w_est)
             reps.update(w_reps)
     names = [n for name, st in statistics.items() for n in (st.names(name) if isinstance(st, Weighted) else (name,))]
@@ -553,14 +559,21 @@ def estimates(statistics: Mapping[str, Statistic | Weighted], r: Resampled, *, c
     return {n: out[n] for n in names}, reps
 
 
-def _weighted(statistic: Weighted, name: str, r: Resampled, method: str, level: float
+def _weighted(statistic: Weighted, name: str, r: Resampled, method: str, level: float, memo: dict | None = None
               ) -> tuple[dict[str, Estimate], dict[str, np.ndarray]]:
     """The estimates of a statistic of the items themselves, from its values at the cell's draws as weights."""
     n = r.n_items
     m = r.n_resamples if statistic.max_resamples is None else min(int(statistic.max_resamples), r.n_resamples)
     names = statistic.names(name)
+    key = None if memo is None or statistic.key is None else (statistic.key, id(r.counts), m, len(names))
     with np.errstate(all="ignore"):
-        values = np.asarray(statistic.of(r.counts[:m]), dtype=np.float64).reshape(m, len(names))
+        if key is not None and key in memo:
+            values = memo[key]
+        else:
+            values = np.asarray(statistic.of(r.counts[:m]), dtype=np.float64).reshape(m, len(names))
+            if key is not None:
+                values.setflags(write=False)
+                memo[key] = values
         if statistic.point is not None:
             point = np.asarray(statistic.point, dtype=np.float64).reshape(len(names))
         else:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any, Literal
 
 import numpy as np
@@ -199,6 +199,11 @@ class Registry:
     @property
     def influence_metrics(self) -> dict[str, tuple[str, str]]:
         """The metrics whose items' influence cells.csv reports, each with the sums (x, y) of its ratio Σx / Σy."""
+        return dict(self._influence_parts)
+
+    @cached_property
+    def _influence_parts(self) -> dict[str, tuple[str, str]]:
+        # Found by evaluating each metric once: once per registry (it is frozen), not at every cell.
         return {m.name: self.ratio_parts(m.name) for m in self.metrics if m.influence}
 
     # --- look-up ------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ are exact in any order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -27,10 +29,16 @@ BLOCK = 1 << 22
 
 
 class ColumnProduct:
-    """``counts @ X`` for blocks X of item columns added one after another, each distinct column multiplied once."""
+    """``counts @ X`` for blocks X of item columns added one after another, each distinct column multiplied once.
 
-    def __init__(self, counts: np.ndarray):
+    ``scratch``: where the product gets a float64 buffer of at least a given size for the converted counts (the
+    engine's keeps one between products: a fresh 32 MB array each time costs its page faults again); default a
+    new array.
+    """
+
+    def __init__(self, counts: np.ndarray, scratch: Callable[[int], np.ndarray] | None = None):
         self.counts = counts
+        self._scratch = scratch or np.empty
         self._index: dict[bytes, int] = {}
         self._columns: list[np.ndarray] = []
         self._product: np.ndarray | None = None
@@ -71,12 +79,24 @@ class ColumnProduct:
                 self._product = distinct @ self.counts.T
             else:
                 self._product = np.empty((distinct.shape[0], B))
+                # The same blocks as ever (the matrix shapes fix how a BLAS kernel adds), converted into one buffer
+                # and multiplied straight into the product.
                 step = max(1, BLOCK // max(n, 1))
+                buf = self._scratch(min(step, B) * n)
                 for start in range(0, B, step):
-                    block = np.asarray(self.counts[start:start + step], dtype=np.float64)
-                    self._product[:, start:start + step] = distinct @ block.T
+                    rows = self.counts[start:start + step]
+                    block = buf[:rows.size].reshape(rows.shape)
+                    np.copyto(block, rows, casting="unsafe")
+                    np.matmul(distinct, block.T, out=self._product[:, start:start + step])
         return self._product
 
     def sums(self, rows: np.ndarray) -> np.ndarray:
         """(len(rows), B) resampled sums of the columns at ``rows`` (from :meth:`add`)."""
         return self.product()[rows]
+
+    def rows(self, rows: np.ndarray) -> list[np.ndarray]:
+        """The resampled sums of the columns at ``rows`` as read-only views (B,) of the product: no copy of a block
+        that several cells' columns share."""
+        product = self.product()
+        product.setflags(write=False)
+        return [product[int(k)] for k in rows]

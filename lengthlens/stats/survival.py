@@ -537,10 +537,11 @@ def km_quantiles_weighted(km: KaplanMeier, time: np.ndarray, event: np.ndarray, 
     >>> e.point, e.low, e.high, e.method
     (180.0, 130.0, 300.0, 'expanded_percentile')
     """
-    return Weighted(partial(km_quantiles_many, np.asarray(time, dtype=float), np.asarray(event, dtype=float),
-                            item=np.asarray(item, dtype=np.intp)),
+    time, event, item = np.asarray(time, dtype=float), np.asarray(event, dtype=float), np.asarray(item, dtype=np.intp)
+    return Weighted(partial(km_quantiles_many, time, event, item=item),
                     "expanded_percentile", max_resamples, tuple(names.format(q) for q in ("q25", "median", "q75")),
-                    point=[np.inf if np.isnan(q.point) else q.point for q in km.quantiles])
+                    point=[np.inf if np.isnan(q.point) else q.point for q in km.quantiles],
+                    key=("km_quantiles", time.tobytes(), event.tobytes(), item.tobytes()))
 
 
 def with_item_intervals(km: KaplanMeier, estimates: Mapping[str, Estimate]) -> KaplanMeier:

@@ -84,3 +84,52 @@ def test_map_ordered_keeps_the_order_and_raises_the_error():
     assert map_ordered(_fail_on_three, items, workers=2, cost=float) == [25, 1, 16, 4]  # spawned processes
     with pytest.raises(ValueError, match="three"):
         map_ordered(_fail_on_three, [1, 3, 2], workers=2, threads=True)
+
+
+def test_an_analysis_with_its_own_product_in_the_shared_pass_gives_its_own_pass_numbers_bit_for_bit(runs):
+    """Cost per correct answer rides in the report's pass on the cell table's draws with a product of its own: the
+    same numbers as its function alone, and the cell table the same as without it, bit for bit."""
+    from lengthlens.analyses.cells import CellsAnalysis
+    from lengthlens.analyses.cost_per_correct import CostPerCorrectAnalysis, cost_per_correct
+
+    settings = engine.Settings(n_resamples=200)
+    alone = cost_per_correct(runs, settings)
+    cells_alone, = engine.run_on(runs, [CellsAnalysis()], settings)
+    cells_shared, shared = engine.run_on(runs, [CellsAnalysis(), CostPerCorrectAnalysis()], settings)
+    assert len(alone) > 0 and alone["rounds_per_correct_ratio_lo"].notna().any()
+    pd.testing.assert_frame_equal(shared, alone, check_exact=True)
+    pd.testing.assert_frame_equal(cells_shared.to_frame(), cells_alone.to_frame(), check_exact=True)
+
+
+def test_a_keyed_statistic_of_the_items_is_evaluated_once_per_draws():
+    """Two cells with the same baseline runs and draws: their baseline KM quartiles are computed once, the same."""
+    from lengthlens.stats.intervals import Resampled, Weighted, estimates
+
+    calls = []
+
+    def median(w):
+        calls.append(w.shape)
+        x = np.array([3.0, 1.0, 4.0, 1.5, 9.0])
+        order = np.argsort(x)
+        c = np.cumsum(w[:, order], axis=1)
+        return x[order][np.argmax(c >= c[:, -1:] / 2, axis=1)]
+
+    draws = np.random.default_rng(3).multinomial(5, [0.2] * 5, size=50)
+    r = Resampled({}, {}, draws)
+    memo: dict = {}
+    first, _ = estimates({"m": Weighted(median, "percentile", key="x")}, r, memo=memo)
+    second, _ = estimates({"m": Weighted(median, "percentile", key="x")}, r, memo=memo)
+    unkeyed, _ = estimates({"m": Weighted(median, "percentile")}, r, memo=memo)
+    assert calls.count((50, 5)) == 2  # on the draws: the keyed statistic once, the unkeyed one (besides each point)
+    assert first["m"] == second["m"] == unkeyed["m"]
+    values = median(draws)
+    assert (first["m"].low, first["m"].high) == tuple(np.percentile(values, [2.5, 97.5]))
+
+
+def test_the_cell_frame_is_made_once_and_each_caller_gets_its_own(runs):
+    table = ll.cells(runs, n_resamples=200)
+    a = table.to_frame()
+    a.loc[:, "lambda"] = -1.0
+    b = table.to_frame()
+    assert (b["lambda"] > 0).all() and b is not a
+    assert b.equals(table.to_frame())
