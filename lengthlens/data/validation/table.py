@@ -105,7 +105,10 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     group's temperature and top_p, and have their item's budget (the most common over the item's baseline
     runs, ties to the largest: a probe at another budget is reported, run by run).
     """
-    table = with_serving(table)
+    full = with_serving(table)
+    # The checks join and sort on the columns they read only: at scale a join of the whole table holds a copy of it.
+    read = [*ARM_KEY, *UNIT_KEY, "status", *GROUP_SETTINGS, *UNIT_SETTINGS, "source", "shared_baseline"]
+    table = full.select([c for c in dict.fromkeys(read) if c in full.columns])
     ok = pl.col("status") == "ok"
     is_base = pl.col("method") == STRICT
     warnings: list[str] = []
@@ -177,10 +180,7 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
         kinds = [f"{r['_mismatch']}{_on_items(r['_items'])}" for r in part.head(_WARN_KINDS).iter_rows(named=True)]
         more = f"; ... and {part.height - _WARN_KINDS} more differences" if part.height > _WARN_KINDS else ""
         warnings.append(f"arm {' / '.join(str(x) for x in arm[:5])}: {n} runs not paired, " + "; ".join(kinds) + more)
-    out = t.with_columns(pl.col("_reason").is_null().alias("paired")).drop(
-        "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", "_base_serving", *[f"_base_{s}" for s in GROUP_SETTINGS],
-        *[f"_unit_{s}" for s in UNIT_SETTINGS], *[f"_item_{s}" for s in UNIT_SETTINGS]
-    )
+    out = full.with_columns(t.get_column("_reason").is_null().alias("paired"))  # t is in the table's row order
     return out, skipped, warnings
 
 
@@ -247,9 +247,11 @@ def drop_mixed_alphas(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     name's alpha (:func:`~lengthlens.data.schema.check_params`); this catches params that are labels
     (a missing alpha counts as a value of its own).
     """
-    per_arm = (table.filter(pl.col("method") != STRICT).group_by(ARM_KEY)
+    # Lazy, so that only the key columns and alpha of the relaxed runs are gathered, not a copy of the table.
+    per_arm = (table.lazy().filter(pl.col("method") != STRICT).group_by(ARM_KEY)
                .agg(pl.col("alpha").n_unique().alias("_n"),
-                    pl.col("alpha").unique().sort().cast(pl.String).fill_null("none").str.join(", ").alias("_alphas")))
+                    pl.col("alpha").unique().sort().cast(pl.String).fill_null("none").str.join(", ").alias("_alphas"))
+               .collect())
     bad = per_arm.filter(pl.col("_n") > 1).drop("_n")
     if bad.height == 0:
         return table, _skips(table.head(0), pl.lit(""), "validate")
