@@ -107,7 +107,7 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     """
     full = with_serving(table)
     # The checks join and sort on the columns they read only: at scale a join of the whole table holds a copy of it.
-    read = [*ARM_KEY, *UNIT_KEY, "status", *GROUP_SETTINGS, *UNIT_SETTINGS, "source", "shared_baseline"]
+    read = [*ARM_KEY, *UNIT_KEY, "status", *GROUP_SETTINGS, *UNIT_SETTINGS, "shared_baseline"]
     table = full.select([c for c in dict.fromkeys(read) if c in full.columns])
     ok = pl.col("status") == "ok"
     is_base = pl.col("method") == STRICT
@@ -169,7 +169,10 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     t = t.with_columns(reason.alias("_reason")).sort("_row")
     # Copies of a shared autoregressive baseline are not listed: the runs as logged are.
     logged = ~pl.col("shared_baseline") if "shared_baseline" in t.columns else pl.lit(True)
-    skipped = _skips(t.filter(pl.col("_reason").is_not_null() & logged), pl.col("_reason"), "pairing")
+    unpaired = t.filter(pl.col("_reason").is_not_null() & logged)
+    # The places of the unpaired runs only: the checks above never needed every run's.
+    unpaired = unpaired.with_columns(full.get_column("source").gather(unpaired.get_column("_row")))
+    skipped = _skips(unpaired, pl.col("_reason"), "pairing")
     # Arms whose settings conflict are named once, beyond the per-run lines in skipped.
     conflicts = (t.filter(ok & pl.col("_mismatch").is_not_null() & logged)
                  .group_by([*ARM_KEY, "_mismatch"], maintain_order=True)
