@@ -146,13 +146,15 @@ class Group:
 
 
 def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, Sequence[str]] | None = None,
-              *, group_key: Sequence[str] = GROUP_KEY) -> list[Group]:
+              *, group_key: Sequence[str] = GROUP_KEY, _consume: bool = False) -> list[Group]:
     """The groups of paired runs ``units`` (one row per paired run, the baseline's fields with ``_star``).
 
     ``fields``: the paired-run columns the analyses read (converted to float64, NaN for null);
     ``items``: each group's resampling units (default: the items its runs cover), keyed by the
     group's names. Groups and cells come in the order of their keys. Only the key columns and
     ``fields`` are taken from ``units``, as whole columns; each cell's arrays are slices of them.
+    ``_consume``: take each field column out of ``units`` as it is converted (for a caller that made
+    ``units`` for this alone: its columns and the arrays are then not held together).
     """
     gkey = list(group_key)
     ckey = [k for k in CELL_KEY if k not in gkey]
@@ -171,7 +173,8 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
         bad = frame.filter(pl.col("_pos").is_null()).row(0, named=True)
         raise KeyError(f"item {bad['item_id']!r} of {tuple(bad[k] for k in gkey)} is not among its group's items")
     pos = frame.get_column("_pos").to_numpy()
-    arrays = {f: _field_array(units.get_column(f), order) for f in present}
+    arrays = {f: _field_array(units.drop_in_place(f) if _consume and f not in frame.columns else units.get_column(f), order)
+              for f in present}
     gid = frame.select(pl.struct(gkey).rle_id()).to_series().to_numpy()
     cid = frame.select(pl.struct([*gkey, *ckey]).rle_id()).to_series().to_numpy()
     keys = frame.select(*gkey, *ckey)
@@ -265,7 +268,7 @@ def pooled_group(units: pl.DataFrame, fields: Sequence[str], key: Mapping[str, A
 
 def group_items(runs: RunSet) -> dict[tuple, list[str]]:
     """Every group's resampling units: the items of its baseline's paired runs, sorted."""
-    base = runs.paired.filter(pl.col("method") == STRICT).select(*GROUP_KEY, "item_id").unique()
+    base = runs.paired.lazy().filter(pl.col("method") == STRICT).select(*GROUP_KEY, "item_id").unique().collect()
     return {names: part.get_column("item_id").sort().to_list() for names, part in _partition(base, list(GROUP_KEY))}
 
 
@@ -440,8 +443,9 @@ def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, wo
     e.g. with channel counts added.
     """
     fields = tuple(dict.fromkeys(f for a in analyses for f in a.fields))
-    if units is None:  # pair only the columns the analyses read
-        units = cell_units(runs.paired, [f.removesuffix("_star") for f in fields])
-    groups = groups_of(units, fields, group_items(runs))
-    del units  # the groups hold what the analyses read: the paired table is not kept while they run
+    if units is None:  # pair only the columns the analyses read; the groups take them over as they convert them
+        groups = groups_of(cell_units(runs.paired, [f.removesuffix("_star") for f in fields]), fields, group_items(runs),
+                           _consume=True)
+    else:
+        groups = groups_of(units, fields, group_items(runs))
     return run(groups, analyses, settings, workers=workers)
