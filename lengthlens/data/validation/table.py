@@ -109,6 +109,12 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     # The checks join and sort on the columns they read only: at scale a join of the whole table holds a copy of it.
     read = [*ARM_KEY, *UNIT_KEY, "status", *GROUP_SETTINGS, *UNIT_SETTINGS, "shared_baseline"]
     table = full.select([c for c in dict.fromkeys(read) if c in full.columns])
+    # The unit joins match on each key string's code (one small integer a run): a join on the strings of seven
+    # keys encodes them whole for both sides. Codes are equal exactly where the strings are (nulls included).
+    coded = {c: f"_c_{c}" for c in (*GROUP_KEY, "item_id")}
+    table = table.with_columns(pl.col(c).cast(pl.String).cast(pl.Categorical).to_physical().alias(k) for c, k in coded.items())
+    gkey = [coded[c] for c in GROUP_KEY]
+    ukey = [coded[c] if c in coded else c for c in UNIT_KEY]
     ok = pl.col("status") == "ok"
     is_base = pl.col("method") == STRICT
     warnings: list[str] = []
@@ -131,14 +137,15 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     has_base = pl.col("_has_base").fill_null(False)
     # Each item's budget as its baseline ran it: the most common over its seeds and turns (ties: the largest), so
     # budgets may differ from item to item while a baseline's odd runs of an item (probes) are still reported.
+    item = [*gkey, coded["item_id"]]
     item_budget = (
-        base.group_by([*GROUP_KEY, "item_id", *UNIT_SETTINGS]).len()
-        .sort([*GROUP_KEY, "item_id", "len", *UNIT_SETTINGS], descending=[*(False for _ in GROUP_KEY), False, True,
-                                                                          *(True for _ in UNIT_SETTINGS)], nulls_last=True)
-        .group_by([*GROUP_KEY, "item_id"], maintain_order=True).first().drop("len")
+        base.group_by([*item, *UNIT_SETTINGS]).len()
+        .sort([*item, "len", *UNIT_SETTINGS], descending=[*(False for _ in item), True, *(True for _ in UNIT_SETTINGS)],
+              nulls_last=True)
+        .group_by(item, maintain_order=True).first().drop("len")
         .rename({s: f"_item_{s}" for s in UNIT_SETTINGS})
     )
-    t = t.join(item_budget, on=[*GROUP_KEY, "item_id"], how="left", nulls_equal=True)
+    t = t.join(item_budget, on=item, how="left", nulls_equal=True)
     base_odd = pl.when(is_base).then(_mismatch(UNIT_SETTINGS, "_item_")).otherwise(None)
     t = t.with_columns(pl.concat_str([_mismatch(GROUP_SETTINGS, "_base_"), base_odd], separator="; ", ignore_nulls=True)
                        .alias("_mismatch"))
@@ -147,11 +154,11 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     # The baseline run of each unit, with its own budget: a relaxed run is compared with the run it pairs with.
     base_units = (
         t.filter(ok & is_base & pl.col("_mismatch").is_null())
-        .select(*GROUP_KEY, *UNIT_KEY, *[pl.col(s).alias(f"_unit_{s}") for s in UNIT_SETTINGS])
-        .unique(subset=[*GROUP_KEY, *UNIT_KEY], keep="first", maintain_order=True)
+        .select(*gkey, *ukey, *[pl.col(s).alias(f"_unit_{s}") for s in UNIT_SETTINGS])
+        .unique(subset=[*gkey, *ukey], keep="first", maintain_order=True)
         .with_columns(pl.lit(True).alias("_unit_in_base"))
     )
-    t = t.join(base_units, on=[*GROUP_KEY, *UNIT_KEY], how="left", nulls_equal=True).with_columns(pl.col("_unit_in_base").fill_null(False))
+    t = t.join(base_units, on=[*gkey, *ukey], how="left", nulls_equal=True).with_columns(pl.col("_unit_in_base").fill_null(False))
     unit_mismatch = pl.when(~is_base & pl.col("_unit_in_base")).then(_mismatch(UNIT_SETTINGS, "_unit_")).otherwise(None)
     t = t.with_columns(pl.concat_str([pl.col("_mismatch"), unit_mismatch], separator="; ", ignore_nulls=True).alias("_mismatch"))
     t = t.with_columns(pl.when(pl.col("_mismatch") == "").then(None).otherwise(pl.col("_mismatch")).alias("_mismatch"))
