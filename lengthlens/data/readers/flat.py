@@ -158,7 +158,7 @@ def read_parquet_parts(paths: list[Path], with_text: bool = True) -> tuple[pl.Da
             lf = pl.concat(frames, how="diagonal_relaxed")
         else:
             lf = pl.scan_parquet([str(p) for p in paths], include_file_paths="_part").select(*keep, "_part")
-        df = contiguous(lf.with_columns(pl.col("_part").cast(pl.Categorical)).collect())
+        df = _contiguous(lf.with_columns(pl.col("_part").cast(pl.Categorical)).collect())
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         where = paths[0] if len(paths) == 1 else paths[0].parent
         raise ValueError(f"{display_path(where)}: unreadable Parquet {'file' if len(paths) == 1 else 'parts'} "
@@ -166,8 +166,8 @@ def read_parquet_parts(paths: list[Path], with_text: bool = True) -> tuple[pl.Da
     return df.drop("_part"), _part_rows(df.get_column("_part")), [n for n in names if n not in _FIELDS]
 
 
-def contiguous(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with each column in one chunk, one column at a time.
+def _contiguous(df: pl.DataFrame) -> pl.DataFrame:
+    """``df``'s columns, each in one chunk, as a new frame; ``df`` is left empty (each column is let go once moved).
 
     A scan gives a column per row group; polars' next operation on the frame would join the chunks of
     every column at once, holding two copies of the table.
