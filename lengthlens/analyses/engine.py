@@ -146,20 +146,26 @@ class Group:
 
 
 def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, Sequence[str]] | None = None,
-              *, group_key: Sequence[str] = GROUP_KEY) -> list[Group]:
+              *, group_key: Sequence[str] = GROUP_KEY, _consume: bool = False) -> list[Group]:
     """The groups of paired runs ``units`` (one row per paired run, the baseline's fields with ``_star``).
 
     ``fields``: the paired-run columns the analyses read (converted to float64, NaN for null);
     ``items``: each group's resampling units (default: the items its runs cover), keyed by the
     group's names. Groups and cells come in the order of their keys. Only the key columns and
     ``fields`` are taken from ``units``, as whole columns; each cell's arrays are slices of them.
+    ``_consume``: take each field column out of ``units`` as it is converted (for a caller that made
+    ``units`` for this alone: its columns and the arrays are then not held together).
     """
     gkey = list(group_key)
     ckey = [k for k in CELL_KEY if k not in gkey]
     present = [f for f in dict.fromkeys(fields) if f in units.columns]
-    frame = units.select(*gkey, *ckey, "item_id", *[pl.col(f).cast(pl.Float64) for f in present])
+    # The keys are joined and sorted apart from the fields, and each field is converted on its own: at scale a
+    # frame of every column, sorted or joined whole, would hold copies of the paired runs.
+    frame = units.select(*gkey, *ckey, "item_id")
     order = frame.select(pl.arg_sort_by([*gkey, *ckey], maintain_order=True)).to_series().to_numpy()
-    if not np.array_equal(order, np.arange(frame.height)):
+    if np.array_equal(order, np.arange(frame.height)):
+        order = None
+    else:
         frame = frame[order]
     index = _item_index(frame, gkey, items)
     frame = frame.join(index, on=[*gkey, "item_id"], how="left", nulls_equal=True, maintain_order="left")
@@ -167,7 +173,8 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
         bad = frame.filter(pl.col("_pos").is_null()).row(0, named=True)
         raise KeyError(f"item {bad['item_id']!r} of {tuple(bad[k] for k in gkey)} is not among its group's items")
     pos = frame.get_column("_pos").to_numpy()
-    arrays = {f: frame.get_column(f).to_numpy() for f in present}
+    arrays = {f: _field_array(units.drop_in_place(f) if _consume and f not in frame.columns else units.get_column(f), order)
+              for f in present}
     gid = frame.select(pl.struct(gkey).rle_id()).to_series().to_numpy()
     cid = frame.select(pl.struct([*gkey, *ckey]).rle_id()).to_series().to_numpy()
     keys = frame.select(*gkey, *ckey)
@@ -189,6 +196,12 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
                                   item=remap[positions], fields=Sums({f: v[c0:c1] for f, v in arrays.items()})))
         out.append(Group(names=names, items=group_items, cells=tuple(cells), draw_names=_draw_names(gkey, names)))
     return out
+
+
+def _field_array(column: pl.Series, order: np.ndarray | None) -> np.ndarray:
+    """One paired-run field as float64 (NaN where not logged), in ``order`` (None: as it is)."""
+    values = column.cast(pl.Float64).to_numpy()
+    return values if order is None else values[order]
 
 
 def _draw_names(gkey: Sequence[str], names: tuple) -> tuple | None:
@@ -255,7 +268,7 @@ def pooled_group(units: pl.DataFrame, fields: Sequence[str], key: Mapping[str, A
 
 def group_items(runs: RunSet) -> dict[tuple, list[str]]:
     """Every group's resampling units: the items of its baseline's paired runs, sorted."""
-    base = runs.paired.filter(pl.col("method") == STRICT).select(*GROUP_KEY, "item_id").unique()
+    base = runs.paired.lazy().filter(pl.col("method") == STRICT).select(*GROUP_KEY, "item_id").unique().collect()
     return {names: part.get_column("item_id").sort().to_list() for names, part in _partition(base, list(GROUP_KEY))}
 
 
@@ -445,6 +458,9 @@ def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, wo
     e.g. with channel counts added.
     """
     fields = tuple(dict.fromkeys(f for a in analyses for f in a.fields))
-    if units is None:  # pair only the columns the analyses read
-        units = cell_units(runs.paired, [f.removesuffix("_star") for f in fields])
-    return run(groups_of(units, fields, group_items(runs)), analyses, settings, workers=workers)
+    if units is None:  # pair only the columns the analyses read; the groups take them over as they convert them
+        groups = groups_of(cell_units(runs.paired, [f.removesuffix("_star") for f in fields]), fields, group_items(runs),
+                           _consume=True)
+    else:
+        groups = groups_of(units, fields, group_items(runs))
+    return run(groups, analyses, settings, workers=workers)

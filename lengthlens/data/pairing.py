@@ -71,8 +71,14 @@ def _cell_pairs(derived: pl.LazyFrame, present: Sequence[str], columns: Sequence
         keep = dict.fromkeys([*CELL_KEY, *UNIT_KEY, "l_bar", "censored", *columns])
         derived = derived.select([c for c in keep if c in present or c in ("l_bar", "censored")])
     units = _paired(derived.filter(pl.col("method") != STRICT), derived.filter(pl.col("method") == STRICT),
-                    (*GROUP_KEY, *UNIT_KEY), "_star")
-    return units.sort([*ARM_KEY, *UNIT_KEY], maintain_order=True).collect()
+                    (*GROUP_KEY, *UNIT_KEY), "_star").collect()
+    return _sorted_by_columns(units, [*ARM_KEY, *UNIT_KEY])
+
+
+def _sorted_by_columns(frame: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """``frame.sort(by, maintain_order=True)``, moving one column at a time: a sort of the whole frame holds it twice."""
+    order = frame.select(pl.arg_sort_by(by, maintain_order=True)).to_series()
+    return pl.DataFrame([frame.drop_in_place(name).gather(order) for name in list(frame.columns)])
 
 
 #: The per-run columns the split into channels adds (:func:`lengthlens.data.channel_counts.run_channels`).

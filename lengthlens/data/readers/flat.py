@@ -158,14 +158,37 @@ def read_parquet_parts(paths: list[Path], with_text: bool = True) -> tuple[pl.Da
             lf = pl.concat(frames, how="diagonal_relaxed")
         else:
             lf = pl.scan_parquet([str(p) for p in paths], include_file_paths="_part").select(*keep, "_part")
-        df = lf.with_columns(pl.col("_part").cast(pl.Categorical)).collect()
+        df = _contiguous(lf.with_columns(pl.col("_part").cast(pl.Categorical)).collect())
     except (pl.exceptions.PolarsError, OSError, ValueError) as exc:
         where = paths[0] if len(paths) == 1 else paths[0].parent
         raise ValueError(f"{display_path(where)}: unreadable Parquet {'file' if len(paths) == 1 else 'parts'} "
                          f"({exc})") from None
-    row = pl.int_range(1, pl.len() + 1, dtype=pl.Int64).over("_part")
-    where = df.select(pl.concat_str(pl.col("_part").cast(pl.String), pl.lit(":"), row.cast(pl.String))).to_series()
-    return df.drop("_part"), where.alias("_where"), [n for n in names if n not in _FIELDS]
+    return df.drop("_part"), _part_rows(df.get_column("_part")), [n for n in names if n not in _FIELDS]
+
+
+def _contiguous(df: pl.DataFrame) -> pl.DataFrame:
+    """``df``'s columns, each in one chunk, as a new frame; ``df`` is left empty (each column is let go once moved).
+
+    A scan gives a column per row group; polars' next operation on the frame would join the chunks of
+    every column at once, holding two copies of the table.
+    """
+    names = df.columns
+    cols = [df.drop_in_place(name).rechunk() for name in names]
+    return pl.DataFrame(cols)
+
+
+def _part_rows(part: pl.Series) -> pl.Series:
+    """Each row's place ``part:row`` (row 1-based within its part), built one stretch of a part at a time: a
+    window over the whole column would hold several full-length copies of the places while it works."""
+    pieces, seen = [], {}
+    for length, name in part.rle().struct.unnest().iter_rows():
+        first = seen.get(name, 0) + 1
+        seen[name] = first - 1 + length
+        rows = pl.int_range(first, first + length, dtype=pl.Int64, eager=True)
+        pieces.append(pl.select(pl.concat_str(pl.lit(f"{name}:"), rows.cast(pl.String))).to_series())
+    if not pieces:
+        return pl.Series("_where", [], dtype=pl.String)
+    return pl.concat(pieces, rechunk=False).alias("_where")
 
 
 def read_flat_frame(path: str | Path, with_text: bool = True) -> tuple[pl.DataFrame, pl.Series, list[str]] | None:

@@ -105,7 +105,16 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     group's temperature and top_p, and have their item's budget (the most common over the item's baseline
     runs, ties to the largest: a probe at another budget is reported, run by run).
     """
-    table = with_serving(table)
+    full = with_serving(table)
+    # The checks join and sort on the columns they read only: at scale a join of the whole table holds a copy of it.
+    read = [*ARM_KEY, *UNIT_KEY, "status", *GROUP_SETTINGS, *UNIT_SETTINGS, "shared_baseline"]
+    table = full.select([c for c in dict.fromkeys(read) if c in full.columns])
+    # The unit joins match on each key string's code (one small integer a run): a join on the strings of seven
+    # keys encodes them whole for both sides. Codes are equal exactly where the strings are (nulls included).
+    coded = {c: f"_c_{c}" for c in (*GROUP_KEY, "item_id")}
+    table = table.with_columns(pl.col(c).cast(pl.String).cast(pl.Categorical).to_physical().alias(k) for c, k in coded.items())
+    gkey = [coded[c] for c in GROUP_KEY]
+    ukey = [coded[c] if c in coded else c for c in UNIT_KEY]
     ok = pl.col("status") == "ok"
     is_base = pl.col("method") == STRICT
     warnings: list[str] = []
@@ -128,14 +137,15 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     has_base = pl.col("_has_base").fill_null(False)
     # Each item's budget as its baseline ran it: the most common over its seeds and turns (ties: the largest), so
     # budgets may differ from item to item while a baseline's odd runs of an item (probes) are still reported.
+    item = [*gkey, coded["item_id"]]
     item_budget = (
-        base.group_by([*GROUP_KEY, "item_id", *UNIT_SETTINGS]).len()
-        .sort([*GROUP_KEY, "item_id", "len", *UNIT_SETTINGS], descending=[*(False for _ in GROUP_KEY), False, True,
-                                                                          *(True for _ in UNIT_SETTINGS)], nulls_last=True)
-        .group_by([*GROUP_KEY, "item_id"], maintain_order=True).first().drop("len")
+        base.group_by([*item, *UNIT_SETTINGS]).len()
+        .sort([*item, "len", *UNIT_SETTINGS], descending=[*(False for _ in item), True, *(True for _ in UNIT_SETTINGS)],
+              nulls_last=True)
+        .group_by(item, maintain_order=True).first().drop("len")
         .rename({s: f"_item_{s}" for s in UNIT_SETTINGS})
     )
-    t = t.join(item_budget, on=[*GROUP_KEY, "item_id"], how="left", nulls_equal=True)
+    t = t.join(item_budget, on=item, how="left", nulls_equal=True)
     base_odd = pl.when(is_base).then(_mismatch(UNIT_SETTINGS, "_item_")).otherwise(None)
     t = t.with_columns(pl.concat_str([_mismatch(GROUP_SETTINGS, "_base_"), base_odd], separator="; ", ignore_nulls=True)
                        .alias("_mismatch"))
@@ -144,11 +154,11 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     # The baseline run of each unit, with its own budget: a relaxed run is compared with the run it pairs with.
     base_units = (
         t.filter(ok & is_base & pl.col("_mismatch").is_null())
-        .select(*GROUP_KEY, *UNIT_KEY, *[pl.col(s).alias(f"_unit_{s}") for s in UNIT_SETTINGS])
-        .unique(subset=[*GROUP_KEY, *UNIT_KEY], keep="first", maintain_order=True)
+        .select(*gkey, *ukey, *[pl.col(s).alias(f"_unit_{s}") for s in UNIT_SETTINGS])
+        .unique(subset=[*gkey, *ukey], keep="first", maintain_order=True)
         .with_columns(pl.lit(True).alias("_unit_in_base"))
     )
-    t = t.join(base_units, on=[*GROUP_KEY, *UNIT_KEY], how="left", nulls_equal=True).with_columns(pl.col("_unit_in_base").fill_null(False))
+    t = t.join(base_units, on=[*gkey, *ukey], how="left", nulls_equal=True).with_columns(pl.col("_unit_in_base").fill_null(False))
     unit_mismatch = pl.when(~is_base & pl.col("_unit_in_base")).then(_mismatch(UNIT_SETTINGS, "_unit_")).otherwise(None)
     t = t.with_columns(pl.concat_str([pl.col("_mismatch"), unit_mismatch], separator="; ", ignore_nulls=True).alias("_mismatch"))
     t = t.with_columns(pl.when(pl.col("_mismatch") == "").then(None).otherwise(pl.col("_mismatch")).alias("_mismatch"))
@@ -166,7 +176,10 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
     t = t.with_columns(reason.alias("_reason")).sort("_row")
     # Copies of a shared autoregressive baseline are not listed: the runs as logged are.
     logged = ~pl.col("shared_baseline") if "shared_baseline" in t.columns else pl.lit(True)
-    skipped = _skips(t.filter(pl.col("_reason").is_not_null() & logged), pl.col("_reason"), "pairing")
+    unpaired = t.filter(pl.col("_reason").is_not_null() & logged)
+    # The places of the unpaired runs only: the checks above never needed every run's.
+    unpaired = unpaired.with_columns(full.get_column("source").gather(unpaired.get_column("_row")))
+    skipped = _skips(unpaired, pl.col("_reason"), "pairing")
     # Arms whose settings conflict are named once, beyond the per-run lines in skipped.
     conflicts = (t.filter(ok & pl.col("_mismatch").is_not_null() & logged)
                  .group_by([*ARM_KEY, "_mismatch"], maintain_order=True)
@@ -177,10 +190,7 @@ def pairing_checks(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, lis
         kinds = [f"{r['_mismatch']}{_on_items(r['_items'])}" for r in part.head(_WARN_KINDS).iter_rows(named=True)]
         more = f"; ... and {part.height - _WARN_KINDS} more differences" if part.height > _WARN_KINDS else ""
         warnings.append(f"arm {' / '.join(str(x) for x in arm[:5])}: {n} runs not paired, " + "; ".join(kinds) + more)
-    out = t.with_columns(pl.col("_reason").is_null().alias("paired")).drop(
-        "_row", "_mismatch", "_unit_in_base", "_reason", "_has_base", "_base_serving", *[f"_base_{s}" for s in GROUP_SETTINGS],
-        *[f"_unit_{s}" for s in UNIT_SETTINGS], *[f"_item_{s}" for s in UNIT_SETTINGS]
-    )
+    out = full.with_columns(t.get_column("_reason").is_null().alias("paired"))  # t is in the table's row order
     return out, skipped, warnings
 
 
@@ -247,9 +257,11 @@ def drop_mixed_alphas(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     name's alpha (:func:`~lengthlens.data.schema.check_params`); this catches params that are labels
     (a missing alpha counts as a value of its own).
     """
-    per_arm = (table.filter(pl.col("method") != STRICT).group_by(ARM_KEY)
+    # Lazy, so that only the key columns and alpha of the relaxed runs are gathered, not a copy of the table.
+    per_arm = (table.lazy().filter(pl.col("method") != STRICT).group_by(ARM_KEY)
                .agg(pl.col("alpha").n_unique().alias("_n"),
-                    pl.col("alpha").unique().sort().cast(pl.String).fill_null("none").str.join(", ").alias("_alphas")))
+                    pl.col("alpha").unique().sort().cast(pl.String).fill_null("none").str.join(", ").alias("_alphas"))
+               .collect())
     bad = per_arm.filter(pl.col("_n") > 1).drop("_n")
     if bad.height == 0:
         return table, _skips(table.head(0), pl.lit(""), "validate")
