@@ -13,13 +13,16 @@ cannot be re-imported (a script read from stdin), the work runs here, one after 
 
 from __future__ import annotations
 
+import itertools
 import os
+import pickle
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import TypeVar
 
-__all__ = ["WORKERS_ENV", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers"]
+__all__ = ["WORKERS_ENV", "Pool", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -140,3 +143,137 @@ def iter_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1) 
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_start) as pool:
         yield from pool.map(fn, items)
+
+
+#: The object :meth:`Pool.map` shares with every item, as unpickled in this worker process (token, object).
+_SHARED: list = [None, None]
+_TOKENS = itertools.count()
+
+
+def _nothing() -> None:
+    return None
+
+
+def _call_shared(token: str, blob: bytes, fn: Callable, item: object) -> object:
+    """``fn(shared, item)`` in a worker, the shared object unpickled once per :meth:`Pool.map` call and process."""
+    if _SHARED[0] != token:
+        _SHARED[:] = [token, pickle.loads(blob)]
+    return fn(_SHARED[1], item)
+
+
+class Pool:
+    """Spawned worker processes that share a list of work with the calling process, started before the work is known.
+
+    ``Pool(workers)`` spawns ``workers - 1`` processes (none for 1, nor where spawned workers cannot start), each
+    running ``warm`` (imports, caches) at once, so that their start is paid while the caller is still busy with
+    something else (the report's figure workers start while the analysis runs). :meth:`map` then computes a list
+    on the workers and on the calling process together.
+
+    Examples
+    --------
+    >>> with Pool(1) as pool:
+    ...     pool.map(pow, [1, 2, 3], shared=2)
+    [2, 4, 8]
+    """
+
+    def __init__(self, workers: int = 1, *, warm: Callable[[], object] | None = None) -> None:
+        self.workers = max(1, int(workers))
+        #: Worker processes started (0: everything runs in the calling process).
+        self.spawned = 0
+        self._executor = None
+        if self.workers > 1 and _can_spawn():
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._executor = ProcessPoolExecutor(max_workers=self.workers - 1, initializer=_worker_start,
+                                                 mp_context=multiprocessing.get_context("spawn"))
+            for _ in range(self.workers - 1):  # each submission past the idle workers spawns one more
+                self._executor.submit(warm or _nothing)
+            self.spawned = self.workers - 1
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (what they have not started is dropped)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+            self.spawned = 0
+
+    def map(self, fn: Callable[[object, T], R], items: Iterable[T], *, shared: object = None,
+            cost: Callable[[T], float] | None = None) -> list[R]:
+        """``[fn(shared, x) for x in items]``, on the workers and this process at once, in the order of ``items``.
+
+        Each process takes the next item as it finishes one (the largest ``cost`` first), so that none is left
+        with a large item at the end; ``shared`` (picklable) crosses to each worker once per call, not per item.
+
+        Parameters
+        ----------
+        fn : a module-level function of ``(shared, item)`` (it crosses to the worker processes by name).
+        items : its inputs (picklable).
+        shared : what every item needs (e.g. the tables the figures read).
+        cost : a rough size of each item's work.
+
+        Returns
+        -------
+        list
+            The results, in the order of ``items``. The exception of the first item that failed is raised here; an
+            item whose worker died is computed here.
+        """
+        from concurrent.futures import BrokenExecutor
+
+        items = list(items)
+        if self._executor is None or len(items) <= 1:
+            with one_blas_thread():
+                return [fn(shared, x) for x in items]
+        order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost is not None else list(range(len(items)))
+        todo = iter(order)
+        lock = threading.Lock()
+        results: dict[int, R] = {}
+        errors: dict[int, BaseException] = {}
+        again: list[int] = []
+        blob = pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL)
+        token = f"{os.getpid()}-{next(_TOKENS)}"
+
+        def take() -> int | None:
+            with lock:
+                return None if errors else next(todo, None)
+
+        def feed() -> None:  # one item in flight per worker: the rest stay here for whoever is free first
+            while (i := take()) is not None:
+                try:
+                    results[i] = self._executor.submit(_call_shared, token, blob, fn, items[i]).result()
+                except BrokenExecutor:  # a worker died (killed, out of memory): its item is done here
+                    again.append(i)
+                    return
+                except BaseException as e:  # noqa: BLE001 - raised in the caller below
+                    errors[i] = e
+
+        feeders = [threading.Thread(target=feed, name=f"lengthlens-feed-{k}", daemon=True)
+                   for k in range(self.workers - 1)]
+        for t in feeders:
+            t.start()
+        try:
+            with one_blas_thread():
+                while (i := take()) is not None:
+                    try:
+                        results[i] = fn(shared, items[i])
+                    except BaseException as e:  # noqa: BLE001 - raised below, once the workers have stopped
+                        errors[i] = e
+        finally:
+            for t in feeders:
+                t.join()
+        with one_blas_thread():
+            for i in sorted(again):
+                if not errors:
+                    try:
+                        results[i] = fn(shared, items[i])
+                    except BaseException as e:  # noqa: BLE001 - raised below
+                        errors[i] = e
+        if errors:
+            raise errors[min(errors)]
+        return [results[i] for i in range(len(items))]
