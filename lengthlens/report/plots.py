@@ -1089,8 +1089,12 @@ def fig_accuracy_vs_length(obj: AnalysisResult | pd.DataFrame, key: VisualKey | 
         several = d["target"].nunique() > 1
         ncol = min(3, len(panels))
         nrow = -(-len(panels) // ncol)
+        # Every panel has the same y axis, set on each rather than shared: a shared axis makes each change visit
+        # every panel, which is quadratic in the panels; the inner panels' tick labels are hidden as sharing would.
         fig, axes = subplots(nrow, ncol, figsize=(max(3.0 * ncol, 6.4), 2.4 * nrow + 0.9), layout="constrained",
-                             squeeze=False, sharey=True)
+                             squeeze=False)
+        for ax in axes[:, 1:].flat:
+            ax.yaxis.set_tick_params(which="both", labelleft=False)
         for ax, (ds, tg, ld) in zip(axes.flat, panels):
             g = d[(d["dataset"] == ds) & (d["target"] == tg) & (d["_s"] == ld)]
             marks = Marks()
