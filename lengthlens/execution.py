@@ -20,9 +20,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import TypeVar
+from typing import Generic, TypeVar
 
-__all__ = ["WORKERS_ENV", "Pool", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers"]
+__all__ = ["WORKERS_ENV", "Pool", "Started", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -224,56 +224,75 @@ class Pool:
             The results, in the order of ``items``. The exception of the first item that failed is raised here; an
             item whose worker died is computed here.
         """
-        from concurrent.futures import BrokenExecutor
+        return self.start(fn, items, shared=shared, cost=cost).results()
 
-        items = list(items)
-        if self._executor is None or len(items) <= 1:
-            with one_blas_thread():
-                return [fn(shared, x) for x in items]
+    def start(self, fn: Callable[[object, T], R], items: Iterable[T], *, shared: object = None,
+              cost: Callable[[T], float] | None = None) -> Started[R]:
+        """:meth:`map`, with the workers starting on the items now and this process joining in only when it asks
+        for the results (:meth:`Started.results`): in between it can do work of its own."""
+        return Started(self._executor, self.workers - 1 if self._executor is not None else 0, fn, list(items),
+                       shared, cost)
+
+
+class Started(Generic[R]):
+    """A :meth:`Pool.map` under way: the workers take the items one at a time; :meth:`results` joins in and waits."""
+
+    def __init__(self, executor: object, feeders: int, fn: Callable, items: list, shared: object,
+                 cost: Callable | None) -> None:
+        self._fn, self._items, self._shared = fn, items, shared
         order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost is not None else list(range(len(items)))
-        todo = iter(order)
-        lock = threading.Lock()
-        results: dict[int, R] = {}
-        errors: dict[int, BaseException] = {}
-        again: list[int] = []
+        self._todo = iter(order)
+        self._lock = threading.Lock()
+        self._results: dict[int, R] = {}
+        self._errors: dict[int, BaseException] = {}
+        self._again: list[int] = []
+        self._feeders: list[threading.Thread] = []
+        if executor is None or len(items) <= 1:
+            return
         blob = pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL)
         token = f"{os.getpid()}-{next(_TOKENS)}"
-
-        def take() -> int | None:
-            with lock:
-                return None if errors else next(todo, None)
-
-        def feed() -> None:  # one item in flight per worker: the rest stay here for whoever is free first
-            while (i := take()) is not None:
-                try:
-                    results[i] = self._executor.submit(_call_shared, token, blob, fn, items[i]).result()
-                except BrokenExecutor:  # a worker died (killed, out of memory): its item is done here
-                    again.append(i)
-                    return
-                except BaseException as e:  # noqa: BLE001 - raised in the caller below
-                    errors[i] = e
-
-        feeders = [threading.Thread(target=feed, name=f"lengthlens-feed-{k}", daemon=True)
-                   for k in range(self.workers - 1)]
-        for t in feeders:
+        self._feeders = [threading.Thread(target=self._feed, args=(executor, token, blob), daemon=True,
+                                          name=f"lengthlens-feed-{k}") for k in range(feeders)]
+        for t in self._feeders:
             t.start()
+
+    def _take(self) -> int | None:
+        with self._lock:
+            return None if self._errors else next(self._todo, None)
+
+    def _feed(self, executor: object, token: str, blob: bytes) -> None:
+        """One item in flight per worker: the rest stay here for whoever is free first."""
+        from concurrent.futures import BrokenExecutor
+
+        while (i := self._take()) is not None:
+            try:
+                self._results[i] = executor.submit(_call_shared, token, blob, self._fn, self._items[i]).result()
+            except BrokenExecutor:  # a worker died (killed, out of memory): its item is done here
+                self._again.append(i)
+                return
+            except BaseException as e:  # noqa: BLE001 - raised in results()
+                self._errors[i] = e
+
+    def _here(self, i: int) -> None:
+        try:
+            self._results[i] = self._fn(self._shared, self._items[i])
+        except BaseException as e:  # noqa: BLE001 - raised in results(), once the workers have stopped
+            self._errors[i] = e
+
+    def results(self) -> list[R]:
+        """The results in the order of the items, this process taking items until none is left; the exception of the
+        first item that failed is raised here."""
         try:
             with one_blas_thread():
-                while (i := take()) is not None:
-                    try:
-                        results[i] = fn(shared, items[i])
-                    except BaseException as e:  # noqa: BLE001 - raised below, once the workers have stopped
-                        errors[i] = e
+                while (i := self._take()) is not None:
+                    self._here(i)
         finally:
-            for t in feeders:
+            for t in self._feeders:
                 t.join()
         with one_blas_thread():
-            for i in sorted(again):
-                if not errors:
-                    try:
-                        results[i] = fn(shared, items[i])
-                    except BaseException as e:  # noqa: BLE001 - raised below
-                        errors[i] = e
-        if errors:
-            raise errors[min(errors)]
-        return [results[i] for i in range(len(items))]
+            for i in sorted(self._again):
+                if not self._errors:
+                    self._here(i)
+        if self._errors:
+            raise self._errors[min(self._errors)]
+        return [self._results[i] for i in range(len(self._items))]
