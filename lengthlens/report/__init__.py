@@ -238,6 +238,8 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     >>> import lengthlens as ll                                          # doctest: +SKIP
     >>> write_report(ll.analyse(ll.load("runs/")), "out/", pdf=False)   # doctest: +SKIP
     """
+    from contextlib import ExitStack
+
     from lengthlens.execution import Pool, map_ordered
     from lengthlens.report import model as M
     from lengthlens.report.context import generated_now
@@ -249,14 +251,16 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     with report_folder(out, report_files(), inputs=analysis.runs.sources) as folder:
         tmp = folder.path
         figs: dict[str, dict[str, Any]] = {}
-        if figures:
-            say("figures")
-            if isinstance(workers, Pool):
-                figs = M.figure_blocks(analysis, pool=workers)
-            else:
-                with Pool(workers, warm=M.warm_up) as pool:
-                    figs = M.figure_blocks(analysis, pool=pool)
-        model = M.build(analysis, figs, generated=generated_now())
+        with ExitStack() as stack:
+            if figures:
+                say("figures")
+                pool = workers if isinstance(workers, Pool) else stack.enter_context(Pool(workers, warm=M.warm_up))
+                # The workers draw while this process builds the model (which does not read the figures' SVG), then
+                # this process joins them.
+                figs, finish = M.start_figures(analysis, pool)
+            model = M.build(analysis, figs, generated=generated_now())
+            if figures:
+                finish()
         # The tables and the two renderers of the one model are written at once: Typst typesets on a thread of its
         # own (it does not hold the interpreter) while the CSVs and the HTML are written.
         jobs = [(name, analysis, model, tmp) for name in ("tables", "report.html", *(["report.pdf"] if pdf else []))]

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from lengthlens.report.columns import Col
 
 __all__ = ["BUILDERS", "REPORT_SECTIONS", "Block", "FigureData", "build", "caption", "collapsible", "draw", "figure_blocks",
-           "figure_data", "figure_jobs", "figure_specs", "for_medium", "grouped", "paragraph", "section_specs", "subheading", "table"]
+           "figure_data", "figure_jobs", "figure_specs", "for_medium", "grouped", "paragraph", "section_specs",
+           "start_figures", "subheading", "table"]
 
 Block = dict[str, Any]
 
@@ -276,32 +277,66 @@ def draw(analysis: AnalysisResult, pool: Pool | None = None) -> list[_Drawn]:
     from lengthlens.execution import Pool
 
     tasks = _figure_tasks(analysis)
-    costs = {key: spec.cost for key, spec, _ds in tasks}
-    pool = pool if pool is not None else Pool(1)
-    drawn = pool.map(_draw_one, [(key, spec.key, ds) for key, spec, ds in tasks], shared=figure_data(analysis),
-                     cost=lambda task: costs[task[0]])
+    drawn = _start(analysis, tasks, pool if pool is not None else Pool(1)).results()
     return [_Drawn(key, spec, svg, cap) for (key, spec, _ds), (svg, cap) in zip(tasks, drawn)]
+
+
+def _start(analysis: AnalysisResult, tasks: list[tuple[str, Figure, str | None]], pool: Pool) -> Any:
+    costs = {key: spec.cost for key, spec, _ds in tasks}
+    return pool.start(_draw_one, [(key, spec.key, ds) for key, spec, ds in tasks], shared=figure_data(analysis),
+                      cost=lambda task: costs[task[0]])
+
+
+def _placed(analysis: AnalysisResult, drawn: Sequence[tuple[str, Figure]]) -> dict[str, Block]:
+    """The figure blocks of ``drawn`` (key, declaration), numbered and placed, their SVG and caption still empty."""
+    from lengthlens.report.context import slug
+
+    order = {s.id: s.order for s in section_specs(analysis)}
+    placed = []
+    for i, (key, spec) in enumerate(drawn):
+        where = spec.section if spec.section in order else "figures"
+        placed.append((order.get(where, 80.0), i, where, key, spec))
+    blocks = {}
+    for n, (_, _, where, key, spec) in enumerate(sorted(placed, key=lambda t: (t[0], t[1])), start=1):
+        blocks[key] = {"type": "figure", "id": f"fig-{slug(key)}", "number": str(n), "caption": "", "svg": "",
+                       "wide": spec.wide, "section": where, "placed": where != "figures"}
+    return blocks
 
 
 def figure_blocks(analysis: AnalysisResult, drawn: list[_Drawn] | None = None, *, pool: Pool | None = None) -> dict[str, Block]:
     """The figures as blocks, keyed as drawn, numbered in the order a reader meets them; ``section``: where each goes
     (its declared section when that is shown, else "figures", the More figures section); ``pool``: the processes that
     draw them (:func:`draw`)."""
+    if drawn is None:
+        blocks, finish = start_figures(analysis, pool)
+        finish()
+        return blocks
     from markupsafe import Markup
 
-    from lengthlens.report.context import slug
-
-    drawn = draw(analysis, pool) if drawn is None else drawn
-    order = {s.id: s.order for s in section_specs(analysis)}
-    placed = []
-    for i, d in enumerate(drawn):
-        where = d.spec.section if d.spec.section in order else "figures"
-        placed.append((order.get(where, 80.0), i, where, d))
-    blocks = {}
-    for n, (_, _, where, d) in enumerate(sorted(placed, key=lambda t: (t[0], t[1])), start=1):
-        blocks[d.key] = {"type": "figure", "id": f"fig-{slug(d.key)}", "number": str(n), "caption": d.caption,
-                         "svg": Markup(d.svg), "wide": d.spec.wide, "section": where, "placed": where != "figures"}
+    blocks = _placed(analysis, [(d.key, d.spec) for d in drawn])
+    for d in drawn:
+        blocks[d.key].update(svg=Markup(d.svg), caption=d.caption)
     return blocks
+
+
+def start_figures(analysis: AnalysisResult, pool: Pool | None = None) -> tuple[dict[str, Block], Callable[[], None]]:
+    """The figure blocks as :func:`figure_blocks` gives them, but their SVG and caption filled in only when the
+    returned function is called: the workers of ``pool`` start drawing now, and this process joins them at that
+    call, so that it can first build the rest of the report (:func:`build` does not read a figure's SVG or caption).
+    """
+    from markupsafe import Markup
+
+    from lengthlens.execution import Pool
+
+    tasks = _figure_tasks(analysis)
+    started = _start(analysis, tasks, pool if pool is not None else Pool(1))
+    blocks = _placed(analysis, [(key, spec) for key, spec, _ds in tasks])
+
+    def finish() -> None:
+        for (key, _spec, _ds), (svg, cap) in zip(tasks, started.results()):
+            blocks[key].update(svg=Markup(svg), caption=cap)
+
+    return blocks, finish
 
 
 # ------------------------------------------------------------------------------------------------
