@@ -104,8 +104,8 @@ def _add_analysis_options(p: argparse.ArgumentParser) -> None:
                         "thinking is wrong) or the study's grade scripts' rules (default %(default)s)")
     p.add_argument("--no-proposals", action="store_true", help="skip the proposals.jsonl aggregation (extra_tokens.csv)")
     p.add_argument("--workers", type=_at_least(1, "--workers"), default=None, metavar="N",
-                   help="worker processes for the analysis of large inputs (default: the cores available, or "
-                        "$LENGTHLENS_WORKERS); the numbers do not depend on it")
+                   help="worker processes for the analysis of large inputs and the report's figures (default: the cores "
+                        "available, or $LENGTHLENS_WORKERS); the numbers and the report do not depend on it")
     p.add_argument("--strict", action="store_true", help="stop with a list of every invalid record instead of skipping them")
     from lengthlens.data.cache import CACHE_DIR_ENV, cache_dir  # imports nothing heavy
 
@@ -203,7 +203,9 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from lengthlens.execution import Pool, resolve_workers
     from lengthlens.report import REPORT_FILES, wording, write_report
+    from lengthlens.report.model import warm_up
     from lengthlens.report.output import check_out
 
     sources: list[Path] = [Path(s) for s in args.runs]
@@ -230,9 +232,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(printable(runs.summary()), file=sys.stderr)
         print(f"lengthlens report: {printable(empty)}", file=sys.stderr)
         return EXIT_INPUT
-    analysis = analyse_from_args(runs, args, progress=progress)
-    written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
-                           progress=progress)
+    # The figures' workers start now: their imports are paid while the analysis runs, not while the figures wait.
+    with Pool(1 if args.no_figures else resolve_workers(args.workers), warm=warm_up) as pool:
+        analysis = analyse_from_args(runs, args, progress=progress)
+        written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
+                               progress=progress, workers=pool)
     progress.close()
     for name, why in written.failed.items():  # the rest of the report stands
         print(f"lengthlens report: {name} not written: {printable(why)}", file=sys.stderr)

@@ -13,17 +13,20 @@ cannot be re-imported (a script read from stdin), the work runs here, one after 
 
 from __future__ import annotations
 
+import itertools
 import os
+import pickle
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["SCRATCH_MAX", "WORKERS_ENV", "iter_ordered", "map_ordered", "one_blas_thread", "resolve_workers", "scratch"]
+__all__ = ["SCRATCH_MAX", "WORKERS_ENV", "Pool", "Started", "iter_ordered", "map_ordered", "one_blas_thread",
+           "resolve_workers", "scratch"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -180,3 +183,156 @@ def iter_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1) 
     with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
                              initializer=_worker_start) as pool:
         yield from pool.map(fn, items)
+
+
+#: The object :meth:`Pool.map` shares with every item, as unpickled in this worker process (token, object).
+_SHARED: list = [None, None]
+_TOKENS = itertools.count()
+
+
+def _nothing() -> None:
+    return None
+
+
+def _call_shared(token: str, blob: bytes, fn: Callable, item: object) -> object:
+    """``fn(shared, item)`` in a worker, the shared object unpickled once per :meth:`Pool.map` call and process."""
+    if _SHARED[0] != token:
+        _SHARED[:] = [token, pickle.loads(blob)]
+    return fn(_SHARED[1], item)
+
+
+class Pool:
+    """Spawned worker processes that share a list of work with the calling process, started before the work is known.
+
+    ``Pool(workers)`` spawns ``workers - 1`` processes (none for 1, nor where spawned workers cannot start), each
+    running ``warm`` (imports, caches) at once, so that their start is paid while the caller is still busy with
+    something else (the report's figure workers start while the analysis runs). :meth:`map` then computes a list
+    on the workers and on the calling process together.
+
+    Examples
+    --------
+    >>> with Pool(1) as pool:
+    ...     pool.map(pow, [1, 2, 3], shared=2)
+    [2, 4, 8]
+    """
+
+    def __init__(self, workers: int = 1, *, warm: Callable[[], object] | None = None) -> None:
+        self.workers = max(1, int(workers))
+        #: Worker processes started (0: everything runs in the calling process).
+        self.spawned = 0
+        self._executor = None
+        if self.workers > 1 and _can_spawn():
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            self._executor = ProcessPoolExecutor(max_workers=self.workers - 1, initializer=_worker_start,
+                                                 mp_context=multiprocessing.get_context("spawn"))
+            for _ in range(self.workers - 1):  # each submission past the idle workers spawns one more
+                self._executor.submit(warm or _nothing)
+            self.spawned = self.workers - 1
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers (what they have not started is dropped)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+            self.spawned = 0
+
+    def map(self, fn: Callable[[object, T], R], items: Iterable[T], *, shared: object = None,
+            cost: Callable[[T], float] | None = None) -> list[R]:
+        """``[fn(shared, x) for x in items]``, on the workers and this process at once, in the order of ``items``.
+
+        Each process takes the next item as it finishes one (the largest ``cost`` first), so that none is left
+        with a large item at the end; ``shared`` (picklable) crosses to each worker once per call, not per item.
+
+        Parameters
+        ----------
+        fn : a module-level function of ``(shared, item)`` (it crosses to the worker processes by name).
+        items : its inputs (picklable).
+        shared : what every item needs (e.g. the tables the figures read).
+        cost : a rough size of each item's work.
+
+        Returns
+        -------
+        list
+            The results, in the order of ``items``. The exception of the first item that failed is raised here; an
+            item whose worker died is computed here.
+        """
+        return self.start(fn, items, shared=shared, cost=cost).results()
+
+    def start(self, fn: Callable[[object, T], R], items: Iterable[T], *, shared: object = None,
+              cost: Callable[[T], float] | None = None) -> Started[R]:
+        """:meth:`map`, with the workers starting on the items now and this process joining in only when it asks
+        for the results (:meth:`Started.results`): in between it can do work of its own."""
+        return Started(self._executor, self.workers - 1 if self._executor is not None else 0, fn, list(items),
+                       shared, cost)
+
+
+class Started(Generic[R]):
+    """A :meth:`Pool.map` under way: the workers take the items one at a time; :meth:`results` joins in and waits."""
+
+    def __init__(self, executor: object, feeders: int, fn: Callable, items: list, shared: object,
+                 cost: Callable | None) -> None:
+        self._fn, self._items, self._shared = fn, items, shared
+        order = sorted(range(len(items)), key=lambda i: -cost(items[i])) if cost is not None else list(range(len(items)))
+        self._todo = iter(order)
+        self._lock = threading.Lock()
+        self._results: dict[int, R] = {}
+        self._errors: dict[int, BaseException] = {}
+        self._again: list[int] = []
+        self._feeders: list[threading.Thread] = []
+        if executor is None or len(items) <= 1:
+            return
+        blob = pickle.dumps(shared, protocol=pickle.HIGHEST_PROTOCOL)
+        token = f"{os.getpid()}-{next(_TOKENS)}"
+        self._feeders = [threading.Thread(target=self._feed, args=(executor, token, blob), daemon=True,
+                                          name=f"lengthlens-feed-{k}") for k in range(feeders)]
+        for t in self._feeders:
+            t.start()
+
+    def _take(self) -> int | None:
+        with self._lock:
+            return None if self._errors else next(self._todo, None)
+
+    def _feed(self, executor: object, token: str, blob: bytes) -> None:
+        """One item in flight per worker: the rest stay here for whoever is free first."""
+        from concurrent.futures import BrokenExecutor
+
+        while (i := self._take()) is not None:
+            try:
+                self._results[i] = executor.submit(_call_shared, token, blob, self._fn, self._items[i]).result()
+            except BrokenExecutor:  # a worker died (killed, out of memory): its item is done here
+                self._again.append(i)
+                return
+            except BaseException as e:  # noqa: BLE001 - raised in results()
+                self._errors[i] = e
+
+    def _here(self, i: int) -> None:
+        try:
+            self._results[i] = self._fn(self._shared, self._items[i])
+        except BaseException as e:  # noqa: BLE001 - raised in results(), once the workers have stopped
+            self._errors[i] = e
+
+    def results(self) -> list[R]:
+        """The results in the order of the items, this process taking items until none is left; the exception of the
+        first item that failed is raised here."""
+        try:
+            with one_blas_thread():
+                while (i := self._take()) is not None:
+                    self._here(i)
+        finally:
+            for t in self._feeders:
+                t.join()
+        with one_blas_thread():
+            for i in sorted(self._again):
+                if not self._errors:
+                    self._here(i)
+        if self._errors:
+            raise self._errors[min(self._errors)]
+        return [self._results[i] for i in range(len(self._items))]

@@ -151,7 +151,7 @@ class AccuracyLengthReport(ReportAnalysis):
             "Longer completions are less often right, and relaxed rules make completions longer: the graded runs of "
             "each rule's Table 3 arm and of its strict baseline, in length bins shared by both arms, with Wilson "
             "intervals; accuracy_length.csv has every bin."), order=57, tables=(), landscape=False),),
-        figures=(Figure("accuracy_vs_length", section="accuracy_length"),))
+        figures=(Figure("accuracy_vs_length", section="accuracy_length", cost=6),))
 
     def run(self, ctx: Context) -> dict[str, pd.DataFrame]:
         chosen = ctx.results.get("table3_cells")

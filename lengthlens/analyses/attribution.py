@@ -252,7 +252,7 @@ class AttributionReport(ReportAnalysis):
             "of the extra length includes 0; the summary counts cells by the share's lower limit (the point-"
             "estimate counts beside them), on all cells and on Table 3's cells."), order=56,
             tables=("attribution_summary", "attribution")),),
-        figures=(Figure("attribution", section="attribution"),))
+        figures=(Figure("attribution", section="attribution", cost=4),))
 
     def resampled(self, ctx: Context) -> tuple[AttributionAnalysis]:
         return (AttributionAnalysis(),)

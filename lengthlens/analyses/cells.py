@@ -709,12 +709,12 @@ class CellsReport(ReportAnalysis):
                       _cell_columns),),
         sections=(Section("illusion", "The length illusion at a glance", order=30, tables=(), landscape=False),
                   Section("cells", "Cells", order=40)),
-        figures=(Figure("gain_vs_lambda", section="illusion", needs=("gain", "lambda")),
-                 Figure("lambda_forest", per="dataset"),
+        figures=(Figure("gain_vs_lambda", section="illusion", needs=("gain", "lambda"), cost=1.5),
+                 Figure("lambda_forest", per="dataset", cost=0.25),
                  Figure("rounds_vs_time", needs=("rounds_ratio", "time_ratio")),
                  Figure("accuracy_vs_gain", needs=("gain", "accuracy_delta_pp"), when=_graded),
-                 Figure("tradeoff", needs=("rounds_ratio", "time_ratio", "accuracy_delta_pp"), when=_graded, wide=True),
-                 Figure("alpha_sweep", needs=("lambda", "alpha"), wide=True)))
+                 Figure("tradeoff", needs=("rounds_ratio", "time_ratio", "accuracy_delta_pp"), when=_graded, wide=True, cost=2),
+                 Figure("alpha_sweep", needs=("lambda", "alpha"), wide=True, cost=4)))
 
     def resampled(self, ctx: Context) -> tuple[CellsAnalysis]:
         return (CellsAnalysis(),)

@@ -159,7 +159,7 @@ class Figure:
     ``section``: the section it is placed in when that section is shown (else under "More figures").
     ``needs``: cells.csv columns that must all be finite in at least one cell (else it is left out rather
     than drawn empty); ``when``: any further condition on the tables; ``per``: ``dataset`` draws one figure
-    per dataset; ``wide``: drawn at the page's full width.
+    per dataset; ``wide``: drawn at the page's full width; ``cost``: how heavy it is to draw, against 1.
     """
 
     key: str
@@ -168,6 +168,8 @@ class Figure:
     when: Callable[[Mapping[str, pd.DataFrame]], bool] | None = None
     per: str | None = None
     wide: bool = False
+    #: A rough weight of drawing it (its panels and marks): the heaviest start first when processes share the figures.
+    cost: float = 1.0
 
 
 @dataclass(frozen=True)

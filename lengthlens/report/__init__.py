@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from jinja2 import Environment
 
     from lengthlens.analyses.analyse import AnalysisResult
+    from lengthlens.execution import Pool
 
 __all__ = ["REPORT_FILES", "Written", "figure_svgs", "figures", "render_html", "render_pdf", "report_files", "write_csvs",
            "write_latex", "write_report"]
@@ -210,7 +211,7 @@ class Written:
 
 
 def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True, latex: bool = False, figures: bool = True,
-                 progress: Callable[[str], None] | None = None) -> Written:
+                 progress: Callable[[str], None] | None = None, workers: int | Pool = 1) -> Written:
     """Write the CSVs, report.html and (by default) report.pdf into ``out``, and LaTeX tables with ``latex``.
 
     The report is written whole or not at all: into a temporary folder beside ``out``, which then takes
@@ -224,6 +225,8 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     out : the output folder (created if missing).
     pdf, latex, figures : write report.pdf; the booktabs tables; the figures.
     progress : called with the name of each stage as it starts (tables, figures, the documents, LaTeX).
+    workers : the processes that draw the figures, this one included (1: nothing is spawned), or a
+        :class:`~lengthlens.execution.Pool` started earlier (e.g. while the analysis ran). The same bytes either way.
 
     Returns
     -------
@@ -235,7 +238,9 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     >>> import lengthlens as ll                                          # doctest: +SKIP
     >>> write_report(ll.analyse(ll.load("runs/")), "out/", pdf=False)   # doctest: +SKIP
     """
-    from lengthlens.execution import map_ordered
+    from contextlib import ExitStack
+
+    from lengthlens.execution import Pool, map_ordered
     from lengthlens.report import model as M
     from lengthlens.report.context import generated_now
     from lengthlens.report.output import report_folder
@@ -246,10 +251,16 @@ def write_report(analysis: AnalysisResult, out: str | Path, *, pdf: bool = True,
     with report_folder(out, report_files(), inputs=analysis.runs.sources) as folder:
         tmp = folder.path
         figs: dict[str, dict[str, Any]] = {}
-        if figures:
-            say("figures")
-            figs = M.figure_blocks(analysis)
-        model = M.build(analysis, figs, generated=generated_now())
+        with ExitStack() as stack:
+            if figures:
+                say("figures")
+                pool = workers if isinstance(workers, Pool) else stack.enter_context(Pool(workers, warm=M.warm_up))
+                # The workers draw while this process builds the model (which does not read the figures' SVG), then
+                # this process joins them.
+                figs, finish = M.start_figures(analysis, pool)
+            model = M.build(analysis, figs, generated=generated_now())
+            if figures:
+                finish()
         # The tables and the two renderers of the one model are written at once: Typst typesets on a thread of its
         # own (it does not hold the interpreter) while the CSVs and the HTML are written.
         jobs = [(name, analysis, model, tmp) for name in ("tables", "report.html", *(["report.pdf"] if pdf else []))]

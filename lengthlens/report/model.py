@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -31,10 +32,12 @@ if TYPE_CHECKING:
 
     from lengthlens.analyses.analyse import AnalysisResult
     from lengthlens.analyses.outputs import Figure, ReportAnalysis, Section
+    from lengthlens.execution import Pool
     from lengthlens.report.columns import Col
 
-__all__ = ["BUILDERS", "REPORT_SECTIONS", "Block", "build", "caption", "collapsible", "draw", "figure_blocks",
-           "figure_jobs", "figure_specs", "for_medium", "grouped", "paragraph", "section_specs", "subheading", "table"]
+__all__ = ["BUILDERS", "REPORT_SECTIONS", "Block", "FigureData", "build", "caption", "collapsible", "draw", "figure_blocks",
+           "figure_data", "figure_jobs", "figure_specs", "for_medium", "grouped", "paragraph", "section_specs",
+           "start_figures", "subheading", "table"]
 
 Block = dict[str, Any]
 
@@ -163,35 +166,70 @@ def _plottable(cells: pd.DataFrame, columns: tuple[str, ...]) -> bool:
     return bool(np.isfinite(cells[list(columns)].to_numpy(dtype=float)).all(axis=1).any())
 
 
-def figure_jobs(analysis: AnalysisResult) -> list[tuple[str, Figure, Callable[[], Any]]]:
-    """What the report draws, as ``(key, declaration, make)``; ``make()`` draws the figure (a matplotlib Figure).
+@dataclass(frozen=True)
+class FigureData:
+    """What the figures read of an analysis: its tables, settings and survival curves. Small and picklable, so that
+    figures can be drawn in worker processes without the runs; made without matplotlib, so that the workers get it
+    before this process has imported that."""
 
-    A figure is drawn when its analysis wrote a table (or declares none), its ``when`` holds and some cell has
-    its ``needs``; ``per="dataset"`` gives one figure per dataset, keyed ``<key>:<dataset>``.
-    """
-    from lengthlens.report import plots as F
+    tables: Mapping[str, Any]
+    settings: Mapping[str, Any]
+    survival: Mapping[str, Any]
 
+    @cached_property
+    def key(self) -> Any:
+        """The report's legend key (:func:`lengthlens.report.plot_style.visual_key`): one for every figure of the
+        report, so that a mark means the same in each; computed where the figures are drawn."""
+        from lengthlens.report.plot_style import visual_key
+
+        return visual_key(self)
+
+
+def figure_data(analysis: AnalysisResult) -> FigureData:
+    """The :class:`FigureData` of an analysis."""
+    return FigureData(dict(analysis.tables), dict(getattr(analysis, "settings", {}) or {}),
+                      dict(getattr(analysis, "survival", {}) or {}))
+
+
+def _figure_tasks(analysis: AnalysisResult) -> list[tuple[str, Figure, str | None]]:
+    """What the report draws, as ``(key, declaration, dataset)`` (dataset: for a figure drawn per dataset, else None)."""
     cells = analysis.tables["cells"]
-    vk = F.visual_key(analysis)  # one legend key for every figure of the report: a mark means the same in each
-    jobs: list[tuple[str, Figure, Callable[[], Any]]] = []
+    tasks: list[tuple[str, Figure, str | None]] = []
     for spec, owner in figure_specs(analysis):
-        if spec.key not in F.FIGURES:
-            raise KeyError(f"analysis {owner.name!r} declares figure {spec.key!r}, which lengthlens.report.plots.FIGURES "
-                           "does not draw")
-        fn = F.FIGURES[spec.key][0]
         written = [t.name for t in owner.outputs.tables if t.name in analysis.tables]
         if owner.outputs.tables and not written:
             continue
         if spec.when is not None and not spec.when(analysis.tables):
             continue
         if spec.per == "dataset" and not cells.empty:
-            for ds in sorted(cells["dataset"].unique()):
-                jobs.append((f"{spec.key}:{ds}", spec, lambda fn=fn, ds=ds: fn(cells, dataset=ds, key=vk)))
+            tasks += [(f"{spec.key}:{ds}", spec, ds) for ds in sorted(cells["dataset"].unique())]
             continue
         if not _plottable(cells, spec.needs):
             continue
-        jobs.append((spec.key, spec, lambda fn=fn: fn(analysis, key=vk)))
-    return jobs
+        tasks.append((spec.key, spec, None))
+    return tasks
+
+
+def _make(data: FigureData, figure: str, dataset: str | None) -> Any:
+    """Draw one figure (a matplotlib Figure) from ``data``: ``figure`` is its key in FIGURES."""
+    from lengthlens.report import plots as F
+
+    if figure not in F.FIGURES:
+        raise KeyError(f"an analysis declares figure {figure!r}, which lengthlens.report.plots.FIGURES does not draw")
+    fn = F.FIGURES[figure][0]
+    if dataset is not None:
+        return fn(data.tables["cells"], dataset=dataset, key=data.key)
+    return fn(data, key=data.key)
+
+
+def figure_jobs(analysis: AnalysisResult) -> list[tuple[str, Figure, Callable[[], Any]]]:
+    """What the report draws, as ``(key, declaration, make)``; ``make()`` draws the figure (a matplotlib Figure).
+
+    A figure is drawn when its analysis wrote a table (or declares none), its ``when`` holds and some cell has
+    its ``needs``; ``per="dataset"`` gives one figure per dataset, keyed ``<key>:<dataset>``.
+    """
+    data = figure_data(analysis)
+    return [(key, spec, lambda spec=spec, ds=ds: _make(data, spec.key, ds)) for key, spec, ds in _figure_tasks(analysis)]
 
 
 @dataclass(frozen=True)
@@ -211,35 +249,94 @@ def caption(key: str, fig: Any) -> str:
     return F.figure_caption(key, fig)
 
 
-def draw(analysis: AnalysisResult) -> list[_Drawn]:
-    """Every figure of the report drawn once, as SVG, with its caption."""
+def _draw_one(data: FigureData, task: tuple[str, str, str | None]) -> tuple[str, str]:
+    """One figure drawn as (SVG, caption), here or in a worker process: ``task`` is (key, figure, dataset)."""
     from lengthlens.report.plot_style import to_svg
 
-    out = []
-    for key, spec, make in figure_jobs(analysis):
-        fig = make()
-        out.append(_Drawn(key, spec, to_svg(fig), caption(key, fig)))
-    return out
+    key, figure, dataset = task
+    fig = _make(data, figure, dataset)
+    return to_svg(fig), caption(key, fig)
 
 
-def figure_blocks(analysis: AnalysisResult, drawn: list[_Drawn] | None = None) -> dict[str, Block]:
-    """The figures as blocks, keyed as drawn, numbered in the order a reader meets them; ``section``: where each goes
-    (its declared section when that is shown, else "figures", the More figures section)."""
-    from markupsafe import Markup
+def warm_up() -> None:
+    """Import the figures' modules and the analyses' (whose results :class:`FigureData` holds) and write one small
+    figure, so that a worker's start (imports, fonts) is paid before the figures are; run by each worker of the
+    :class:`~lengthlens.execution.Pool` that draws them."""
+    from lengthlens.analyses import registry  # noqa: F401 - imported for its cost
+    from lengthlens.report import plots  # noqa: F401
+    from lengthlens.report.plot_style import subplots, to_svg
 
+    fig, ax = subplots(figsize=(1, 1))
+    ax.set_title("x")
+    to_svg(fig)
+
+
+def draw(analysis: AnalysisResult, pool: Pool | None = None) -> list[_Drawn]:
+    """Every figure of the report drawn once, as SVG, with its caption; shared by the processes of ``pool`` (a
+    :class:`~lengthlens.execution.Pool`; none: here), the heaviest first. The same bytes whichever process draws."""
+    from lengthlens.execution import Pool
+
+    tasks = _figure_tasks(analysis)
+    drawn = _start(analysis, tasks, pool if pool is not None else Pool(1)).results()
+    return [_Drawn(key, spec, svg, cap) for (key, spec, _ds), (svg, cap) in zip(tasks, drawn)]
+
+
+def _start(analysis: AnalysisResult, tasks: list[tuple[str, Figure, str | None]], pool: Pool) -> Any:
+    costs = {key: spec.cost for key, spec, _ds in tasks}
+    return pool.start(_draw_one, [(key, spec.key, ds) for key, spec, ds in tasks], shared=figure_data(analysis),
+                      cost=lambda task: costs[task[0]])
+
+
+def _placed(analysis: AnalysisResult, drawn: Sequence[tuple[str, Figure]]) -> dict[str, Block]:
+    """The figure blocks of ``drawn`` (key, declaration), numbered and placed, their SVG and caption still empty."""
     from lengthlens.report.context import slug
 
-    drawn = draw(analysis) if drawn is None else drawn
     order = {s.id: s.order for s in section_specs(analysis)}
     placed = []
-    for i, d in enumerate(drawn):
-        where = d.spec.section if d.spec.section in order else "figures"
-        placed.append((order.get(where, 80.0), i, where, d))
+    for i, (key, spec) in enumerate(drawn):
+        where = spec.section if spec.section in order else "figures"
+        placed.append((order.get(where, 80.0), i, where, key, spec))
     blocks = {}
-    for n, (_, _, where, d) in enumerate(sorted(placed, key=lambda t: (t[0], t[1])), start=1):
-        blocks[d.key] = {"type": "figure", "id": f"fig-{slug(d.key)}", "number": str(n), "caption": d.caption,
-                         "svg": Markup(d.svg), "wide": d.spec.wide, "section": where, "placed": where != "figures"}
+    for n, (_, _, where, key, spec) in enumerate(sorted(placed, key=lambda t: (t[0], t[1])), start=1):
+        blocks[key] = {"type": "figure", "id": f"fig-{slug(key)}", "number": str(n), "caption": "", "svg": "",
+                       "wide": spec.wide, "section": where, "placed": where != "figures"}
     return blocks
+
+
+def figure_blocks(analysis: AnalysisResult, drawn: list[_Drawn] | None = None, *, pool: Pool | None = None) -> dict[str, Block]:
+    """The figures as blocks, keyed as drawn, numbered in the order a reader meets them; ``section``: where each goes
+    (its declared section when that is shown, else "figures", the More figures section); ``pool``: the processes that
+    draw them (:func:`draw`)."""
+    if drawn is None:
+        blocks, finish = start_figures(analysis, pool)
+        finish()
+        return blocks
+    from markupsafe import Markup
+
+    blocks = _placed(analysis, [(d.key, d.spec) for d in drawn])
+    for d in drawn:
+        blocks[d.key].update(svg=Markup(d.svg), caption=d.caption)
+    return blocks
+
+
+def start_figures(analysis: AnalysisResult, pool: Pool | None = None) -> tuple[dict[str, Block], Callable[[], None]]:
+    """The figure blocks as :func:`figure_blocks` gives them, but their SVG and caption filled in only when the
+    returned function is called: the workers of ``pool`` start drawing now, and this process joins them at that
+    call, so that it can first build the rest of the report (:func:`build` does not read a figure's SVG or caption).
+    """
+    from markupsafe import Markup
+
+    from lengthlens.execution import Pool
+
+    tasks = _figure_tasks(analysis)
+    started = _start(analysis, tasks, pool if pool is not None else Pool(1))
+    blocks = _placed(analysis, [(key, spec) for key, spec, _ds in tasks])
+
+    def finish() -> None:
+        for (key, _spec, _ds), (svg, cap) in zip(tasks, started.results()):
+            blocks[key].update(svg=Markup(svg), caption=cap)
+
+    return blocks, finish
 
 
 # ------------------------------------------------------------------------------------------------

@@ -780,24 +780,31 @@ def fig_alpha_sweep(obj: AnalysisResult | pd.DataFrame, key: VisualKey | None = 
                              sharex="col", sharey="row")
         fig.subplots_adjust(left=0.75 / width, right=1 - right / width, bottom=0.5 / height, top=1 - top / height,
                             wspace=0.12, hspace=0.14)
+        # Each rule's cells in α order and split into lines once, as arrays: the 25 panels index them by position.
+        by_method = {}
+        for m in methods:
+            g = df[df["method"] == m].sort_values("alpha", kind="mergesort")
+            by_method[m] = (g, few.loc[g.index].to_numpy(), g["alpha"].to_numpy(float),
+                            sorted(g.groupby(["target", "draft", "benchmark", "_s"]).indices.items()))
         for i, (metric, label, log) in enumerate(rows):
             stem = "accuracy_delta" if metric == "accuracy_delta_pp" else metric
             lims = [df.loc[~few, f"{stem}_lo"], df.loc[~few, f"{stem}_hi"]] if f"{stem}_lo" in df else []
             ylim = robust_log_limits([df[metric]], lims) if log else robust_linear_limits([df[metric]], lims)
             for ax, m in zip(axes[i], methods):
-                g = df[df["method"] == m].sort_values("alpha", kind="mergesort")
+                g, few_g, alpha_g, lines = by_method[m]
+                y_g = g[metric].to_numpy(float)
+                ci_g = (g[f"{stem}_lo"].to_numpy(float), g[f"{stem}_hi"].to_numpy(float)) if f"{stem}_lo" in g else None
                 marks = Marks()
-                for (tg, dr, b, s), at in sorted(g.groupby(["target", "draft", "benchmark", "_s"]).indices.items()):
-                    gl = g.iloc[at]
-                    f = few.loc[gl.index].to_numpy()
-                    x, yv = gl["alpha"].to_numpy(float), gl[metric].to_numpy(float)
+                for (tg, dr, b, s), at in lines:
+                    f = few_g[at]
+                    x, yv = alpha_g[at], y_g[at]
                     color = key.shade(m, s)
                     style = key.dashes(s) if record.loads else pair_styles[(tg, dr)]
                     marks.line(x, yv, color=color, alpha=0.8, linewidth=0.9, dashes=style)
                     marks.points(x[~f], yv[~f], marker=key.marker(b), size=16, color=color)
                     marks.points(x[f], yv[f], marker=key.marker(b), size=14, color="white", edgecolor=color)
-                    if f"{stem}_lo" in gl:
-                        lo, hi, _k = clip_marks(ax, gl[f"{stem}_lo"].to_numpy(float)[~f], gl[f"{stem}_hi"].to_numpy(float)[~f],
+                    if ci_g is not None:
+                        lo, hi, _k = clip_marks(ax, ci_g[0][at][~f], ci_g[1][at][~f],
                                                 x[~f], ylim, vertical=True, marks=marks, record=record)
                         marks.vbars(x[~f], lo, hi, color=color, alpha=0.3, linewidth=0.8)
                         record.intervals += int((np.isfinite(lo) & np.isfinite(hi)).sum())
@@ -1089,8 +1096,12 @@ def fig_accuracy_vs_length(obj: AnalysisResult | pd.DataFrame, key: VisualKey | 
         several = d["target"].nunique() > 1
         ncol = min(3, len(panels))
         nrow = -(-len(panels) // ncol)
+        # Every panel has the same y axis, set on each rather than shared: a shared axis makes each change visit
+        # every panel, which is quadratic in the panels; the inner panels' tick labels are hidden as sharing would.
         fig, axes = subplots(nrow, ncol, figsize=(max(3.0 * ncol, 6.4), 2.4 * nrow + 0.9), layout="constrained",
-                             squeeze=False, sharey=True)
+                             squeeze=False)
+        for ax in axes[:, 1:].flat:
+            ax.yaxis.set_tick_params(which="both", labelleft=False)
         for ax, (ds, tg, ld) in zip(axes.flat, panels):
             g = d[(d["dataset"] == ds) & (d["target"] == tg) & (d["_s"] == ld)]
             marks = Marks()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 import polars as pl
@@ -12,7 +14,7 @@ from lengthlens.analyses import engine
 from lengthlens.analyses.analyse import analyse, attribution, censoring_table
 from lengthlens.analyses.tables import table3_cells
 from lengthlens.data.pairing import cell_units
-from lengthlens.execution import map_ordered
+from lengthlens.execution import Pool, map_ordered
 from lengthlens.stats.metrics import Sums
 
 
@@ -133,3 +135,33 @@ def test_the_cell_frame_is_made_once_and_each_caller_gets_its_own(runs):
     b = table.to_frame()
     assert (b["lambda"] > 0).all() and b is not a
     assert b.equals(table.to_frame())
+
+
+def _scaled(shared: int, x: int) -> tuple[int, int]:
+    if x == 3:
+        raise ValueError("three")
+    return shared * x, os.getpid()
+
+
+def _die_in_a_worker(parent: int, x: int) -> int:
+    if os.getpid() != parent:
+        os._exit(1)  # a worker killed mid-item (e.g. out of memory)
+    return 2 * x
+
+
+def test_pool_shares_the_work_with_the_caller_in_order():
+    items = [5, 1, 4, 2, 7, 6]
+    with Pool(2) as pool:
+        assert pool.spawned == 1
+        got = pool.map(_scaled, items, shared=10, cost=float)
+        assert [v for v, _pid in got] == [50, 10, 40, 20, 70, 60]
+        with pytest.raises(ValueError, match="three"):
+            pool.map(_scaled, [1, 3, 2], shared=1)
+    with Pool(1) as pool:  # nothing is spawned: everything runs here
+        assert pool.spawned == 0
+        assert {pid for _v, pid in pool.map(_scaled, items, shared=1)} == {os.getpid()}
+
+
+def test_an_item_whose_worker_died_is_computed_by_the_caller():
+    with Pool(2) as pool:
+        assert pool.map(_die_in_a_worker, [1, 2, 3, 4], shared=os.getpid()) == [2, 4, 6, 8]

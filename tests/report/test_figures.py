@@ -272,3 +272,19 @@ def test_to_svg_lays_out_once_and_draws_once(example_analysis, monkeypatch):
     want = np.array([ax.get_position().bounds for ax in ref.axes])
     np.testing.assert_allclose(got, want, atol=1e-6)  # in figure fractions: < 0.001 pt on a 9-inch figure
     assert fig.get_layout_engine() is not None  # the caller's figure keeps its engine
+
+
+def test_a_figure_drawn_in_a_worker_process_is_the_same_bytes(example_analysis):
+    """The figures shared with a spawned worker (``--workers 2``) come back as the SVG and caption drawn here."""
+    from lengthlens.execution import Pool
+    from lengthlens.report import model as M
+
+    tasks = [(key, spec.key, ds) for key, spec, ds in M._figure_tasks(example_analysis)
+             if spec.key in ("lambda_forest", "rounds_vs_time", "time_model")]
+    data = M.figure_data(example_analysis)
+    here = [M._draw_one(data, t) for t in tasks]
+    with Pool(2, warm=M.warm_up) as pool:
+        assert pool.spawned == 1
+        shared = pool.map(M._draw_one, tasks, shared=data)
+    assert len(tasks) >= 3
+    assert shared == here
