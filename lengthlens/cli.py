@@ -190,8 +190,9 @@ def _nothing_to_analyse(runs) -> str | None:
     return None
 
 
-def analyse_from_args(runs, args: argparse.Namespace, progress=None):
-    """lengthlens.analyses.analyse.analyse with the shared command-line options (worker processes: the cores, by default)."""
+def analyse_from_args(runs, args: argparse.Namespace, progress=None, pool=None):
+    """lengthlens.analyses.analyse.analyse with the shared command-line options (worker processes: the cores, by default;
+    ``pool``: processes already started, which the resampling then uses)."""
     from lengthlens.analyses.analyse import analyse
     from lengthlens.execution import resolve_workers
 
@@ -199,7 +200,7 @@ def analyse_from_args(runs, args: argparse.Namespace, progress=None):
     return analyse(runs, n_resamples=args.n_resamples, seed=args.seed, ci=args.ci, alphas=args.alphas,
                    proposals=not args.no_proposals, aft_ci=args.aft_ci, include_small=args.include_small,
                    progress=progress, workers=resolve_workers(args.workers), margin_pp=getattr(args, "margin", 2.0),
-                   **extra)
+                   pool=pool, **extra)
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -232,9 +233,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(printable(runs.summary()), file=sys.stderr)
         print(f"lengthlens report: {printable(empty)}", file=sys.stderr)
         return EXIT_INPUT
-    # The figures' workers start now: their imports are paid while the analysis runs, not while the figures wait.
-    with Pool(1 if args.no_figures else resolve_workers(args.workers), warm=warm_up) as pool:
-        analysis = analyse_from_args(runs, args, progress=progress)
+    # The workers start now, their imports paid while the pairs are made; the resampling runs on them and this
+    # process, then the figures do (no second set of processes is started).
+    with Pool(resolve_workers(args.workers), warm=None if args.no_figures else warm_up) as pool:
+        analysis = analyse_from_args(runs, args, progress=progress, pool=pool)
         written = write_report(analysis, out, pdf=not args.no_pdf, latex=args.latex, figures=not args.no_figures,
                                progress=progress, workers=pool)
     progress.close()

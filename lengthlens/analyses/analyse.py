@@ -31,6 +31,8 @@ from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, D
 if TYPE_CHECKING:
     import pandas as pd
 
+    from lengthlens.execution import Pool
+
 __all__ = ["AnalysisResult", "UndeclaredOutput", "analyse", "attribution", "censoring_table"]
 
 
@@ -88,7 +90,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
             alphas: Literal["loosest", "all"] = "loosest", n_resamples_aft: int = DEFAULT_AFT_RESAMPLES,
             proposals: bool = True, aft_ci: Literal["sandwich", "bootstrap"] = "sandwich",
             include_small: bool = False, progress: Callable[[str], None] | None = None, workers: int = 1,
-            margin_pp: float = DEFAULT_MARGIN_PP, analyses: Sequence[ReportAnalysis] | None = None) -> AnalysisResult:
+            margin_pp: float = DEFAULT_MARGIN_PP, analyses: Sequence[ReportAnalysis] | None = None,
+            pool: Pool | None = None) -> AnalysisResult:
     """Compute every table of the report from loaded runs (nothing is written or printed).
 
     Parameters
@@ -105,6 +108,8 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     margin_pp : the rule verdicts' non-inferiority margin in points (:func:`lengthlens.rules`).
     analyses : the analyses to run, in order (default: :func:`lengthlens.analyses.registry.analyses`; the
         cells come first, every other analysis reads them).
+    pool : worker processes already started (:class:`lengthlens.execution.Pool`, e.g. the report's figure
+        workers): the resampling runs on them and this process instead of spawning ``workers`` processes of its own.
 
     Returns
     -------
@@ -136,7 +141,7 @@ def analyse(runs: RunSet, *, n_resamples: int = DEFAULT_N_RESAMPLES, seed: int =
     ctx.units = runs.derived.units([*fields, *(f for step in steps for f in step.reads)])
     engine = [a for _, parts in resampled for a in parts]
     if engine:
-        out = iter(run_on(runs, engine, settings, workers=workers, units=ctx.units))
+        out = iter(run_on(runs, engine, settings, workers=workers, units=ctx.units, pool=pool))
         ctx.resampled = {step.name: [next(out) for _ in parts] for step, parts in resampled}
     for step in steps:
         if (step.stage or step.name) != stage.current:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 import polars as pl
@@ -33,6 +33,9 @@ from lengthlens.stats.metrics import Sums
 from lengthlens.stats.products import ColumnProduct
 from lengthlens.stats.resample import DEFAULT_CONFIDENCE, DEFAULT_N_RESAMPLES, DEFAULT_SEED, draw_counts
 from lengthlens.results import Estimate
+
+if TYPE_CHECKING:
+    from lengthlens.execution import Pool
 
 __all__ = ["Analysis", "CellRuns", "CellResult", "Group", "Plan", "Settings", "group_items", "groups_of", "pooled_group",
            "resample_plan", "run", "run_on"]
@@ -423,14 +426,15 @@ def _counts(group: Group, cell: CellRuns, settings: Settings) -> np.ndarray:
 # Execution
 # ------------------------------------------------------------------------------------------------
 
-def run(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, *, workers: int = 1) -> list[Any]:
+def run(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, *, workers: int = 1,
+        pool: Pool | None = None) -> list[Any]:
     """Each analysis' result over every group: ``analysis.collect(rows of every group, in group order)``.
 
     ``workers`` above 1 computes the groups in that many worker processes when the groups hold at
     least :data:`PROCESS_MIN_RUNS` paired runs (the analyses must then be picklable); the numbers are
     the same either way.
     """
-    per_group = _map(groups, analyses, settings, workers)
+    per_group = _map(groups, analyses, settings, workers, pool)
     return [analysis.collect([row for part in per_group for row in part[k]], settings)
             for k, analysis in enumerate(analyses)]
 
@@ -439,23 +443,34 @@ def _job(job: tuple[Group, Sequence[Analysis], Settings]) -> list[list[Any]]:
     return group_results(*job)
 
 
-def _map(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, workers: int) -> list[list[list[Any]]]:
-    """Each group's rows: in worker processes when that pays and the analyses can cross to them, else here."""
+def _shared_job(shared: tuple[Sequence[Analysis], Settings], group: Group) -> list[list[Any]]:
+    return group_results(group, *shared)
+
+
+def _map(groups: Sequence[Group], analyses: Sequence[Analysis], settings: Settings, workers: int,
+         pool: Pool | None = None) -> list[list[list[Any]]]:
+    """Each group's rows: in worker processes when that pays and the analyses can cross to them, else here.
+
+    A ``pool`` with workers running (:class:`~lengthlens.execution.Pool`) computes them on its workers and this
+    process together, with no process started for them; else ``workers`` processes are spawned for the groups.
+    """
     from lengthlens.stats import metrics
 
     jobs = [(g, analyses, settings) for g in groups]
     # A metric added at run time (metrics.extended) is not in the module the workers import: then serially.
     portable = metrics.registry() is metrics.REGISTRY
     big = sum(g.n_runs for g in groups) >= PROCESS_MIN_RUNS
+    if portable and big and pool is not None and pool.spawned:
+        return pool.map(_shared_job, groups, shared=(analyses, settings), cost=lambda g: g.n_runs)
     return map_ordered(_job, jobs, workers=workers if portable and big else 1, cost=lambda job: job[0].n_runs)
 
 
 def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, workers: int = 1,
-           units: pl.DataFrame | None = None) -> list[Any]:
+           units: pl.DataFrame | None = None, pool: Pool | None = None) -> list[Any]:
     """:func:`run` on loaded runs: each relaxed run paired with its baseline run, grouped, every analysis' result.
 
     ``units``: the paired runs (:func:`lengthlens.data.pairing.cell_units`) when the caller has them,
-    e.g. with channel counts added.
+    e.g. with channel counts added; ``pool``: worker processes already started (:func:`run`).
     """
     fields = tuple(dict.fromkeys(f for a in analyses for f in a.fields))
     if units is None:  # pair only the columns the analyses read; the groups take them over as they convert them
@@ -463,4 +478,4 @@ def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, wo
                            _consume=True)
     else:
         groups = groups_of(units, fields, group_items(runs))
-    return run(groups, analyses, settings, workers=workers)
+    return run(groups, analyses, settings, workers=workers, pool=pool)

@@ -68,10 +68,16 @@ def test_worker_processes_give_the_serial_numbers_bit_for_bit(runs, monkeypatch)
     serial = analyse(runs, n_resamples=200, workers=1)
     monkeypatch.setattr(engine, "PROCESS_MIN_RUNS", 0)  # the example is small: send it to processes anyway
     spawned = analyse(runs, n_resamples=200, workers=2)
-    for name in ("cells", "censoring", "attribution"):
-        pd.testing.assert_frame_equal(spawned.tables[name], serial.tables[name], check_exact=True)
-    assert np.array_equal(spawned.cells.replicates["accuracy_delta_pp"], serial.cells.replicates["accuracy_delta_pp"],
-                          equal_nan=True)
+    from lengthlens.execution import Pool
+
+    with Pool(2) as pool:  # the report's way: one started worker and this process share the groups
+        pooled = analyse(runs, n_resamples=200, workers=2, pool=pool)
+        assert pool.spawned == 1
+    for other in (spawned, pooled):
+        for name in ("cells", "censoring", "attribution", "cost_per_correct"):
+            pd.testing.assert_frame_equal(other.tables[name], serial.tables[name], check_exact=True)
+        assert np.array_equal(other.cells.replicates["accuracy_delta_pp"], serial.cells.replicates["accuracy_delta_pp"],
+                              equal_nan=True)
 
 
 def _fail_on_three(x: int) -> int:
