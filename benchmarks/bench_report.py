@@ -74,7 +74,7 @@ def _tree_memory(pid: int) -> int:
 
 def run_child(cmd: list[str]) -> dict:
     """Run ``cmd``; its wall and CPU seconds (worker processes included), the peak of its process tree's memory
-    (GB, sampled every 20 ms; the kernel's max-RSS counter of a child starts at its parent's size, so it is not
+    (GB, sampled every 200 ms; the kernel's max-RSS counter of a child starts at its parent's size, so it is not
     used) and its stages. Raises on failure."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     with tempfile.TemporaryFile() as err:
@@ -83,7 +83,9 @@ def run_child(cmd: list[str]) -> dict:
         peak, stop = [0], threading.Event()
 
         def sample() -> None:
-            while not stop.wait(0.02):
+            # Reading /proc/PID/smaps_rollup walks the process's page tables on one of the two cores the timed
+            # command runs on: sampled often, the sampler itself slows the command it times. Peaks last longer.
+            while not stop.wait(0.2):
                 peak[0] = max(peak[0], _tree_memory(proc.pid))
 
         sampler = threading.Thread(target=sample, daemon=True)
