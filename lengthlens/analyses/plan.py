@@ -18,6 +18,7 @@ parameters: :attr:`Design.simulated_power`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -204,15 +205,7 @@ def _items_needed(unit_var: float, tau2: float, k: int, n_seeds: int, rho: float
     def ok(n: int) -> bool:
         return pooled_power(effect, _se(unit_var, tau2, k, n, n_seeds, rho), k, alpha) >= power
 
-    if not ok(MAX_ITEMS):
-        return None
-    lo, hi = SMALL_N_ITEMS, MAX_ITEMS
-    if ok(lo):
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
-    return hi
+    return _fewest(ok, SMALL_N_ITEMS, MAX_ITEMS)
 
 
 def _datasets_needed(unit_var: float, tau2: float, rho: float, effect: float, alpha: float, power: float) -> int | None:
@@ -220,9 +213,13 @@ def _datasets_needed(unit_var: float, tau2: float, rho: float, effect: float, al
     def ok(k: int) -> bool:
         return pooled_power(effect, _se(unit_var, tau2, k, MAX_ITEMS, 1, rho), k, alpha) >= power
 
-    if not ok(MAX_DATASETS):
+    return _fewest(ok, 2, MAX_DATASETS)
+
+
+def _fewest(ok: Callable[[int], bool], lo: int, hi: int) -> int | None:
+    """The smallest n in [lo, hi] where ``ok`` (which only turns from False to True as n grows) holds; None if not at hi."""
+    if not ok(hi):
         return None
-    lo, hi = 2, MAX_DATASETS
     if ok(lo):
         return lo
     while hi - lo > 1:
