@@ -119,6 +119,14 @@ def _worker_start() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+def _spawned(n: int):
+    """A process pool of ``n`` spawned workers, each held to one BLAS thread (:func:`_worker_start`)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start)
+
+
 def map_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1, cost: Callable[[T], float] | None = None,
                 threads: bool = False) -> list[R]:
     """``[fn(x) for x in items]``, computed by ``workers`` spawned processes (or threads), in the order of ``items``.
@@ -153,11 +161,7 @@ def map_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1, c
         with one_blas_thread(), ThreadPoolExecutor(max_workers=n, thread_name_prefix="lengthlens") as pool:
             futures = {i: pool.submit(fn, items[i]) for i in order}
             return [futures[i].result() for i in range(len(items))]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_start) as pool:
+    with _spawned(n) as pool:
         futures = {i: pool.submit(fn, items[i]) for i in order}
         return [futures[i].result() for i in range(len(items))]
 
@@ -177,11 +181,7 @@ def iter_ordered(fn: Callable[[T], R], items: Iterable[T], *, workers: int = 1) 
             for x in items:
                 yield fn(x)
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_worker_start) as pool:
+    with _spawned(n) as pool:
         yield from pool.map(fn, items)
 
 
@@ -222,11 +222,7 @@ class Pool:
         self.spawned = 0
         self._executor = None
         if self.workers > 1 and _can_spawn():
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            self._executor = ProcessPoolExecutor(max_workers=self.workers - 1, initializer=_worker_start,
-                                                 mp_context=multiprocessing.get_context("spawn"))
+            self._executor = _spawned(self.workers - 1)
             for _ in range(self.workers - 1):  # each submission past the idle workers spawns one more
                 self._executor.submit(warm or _nothing)
             self.spawned = self.workers - 1
