@@ -271,7 +271,8 @@ def pooled_group(units: pl.DataFrame, fields: Sequence[str], key: Mapping[str, A
 
 def group_items(runs: RunSet) -> dict[tuple, list[str]]:
     """Every group's resampling units: the items of its baseline's paired runs, sorted."""
-    base = runs.paired.lazy().filter(pl.col("method") == STRICT).select(*GROUP_KEY, "item_id").unique().collect()
+    base = (runs.table.lazy().filter(pl.col("paired") & (pl.col("method") == STRICT)).select(*GROUP_KEY, "item_id")
+            .unique().collect())
     return {names: part.get_column("item_id").sort().to_list() for names, part in _partition(base, list(GROUP_KEY))}
 
 
@@ -474,7 +475,9 @@ def run_on(runs: RunSet, analyses: Sequence[Analysis], settings: Settings, *, wo
     """
     fields = tuple(dict.fromkeys(f for a in analyses for f in a.fields))
     if units is None:  # pair only the columns the analyses read; the groups take them over as they convert them
-        groups = groups_of(cell_units(runs.paired, [f.removesuffix("_star") for f in fields]), fields, group_items(runs),
+        # A lazy filter: the pairing then reads only those columns of the paired runs, never a copy of them all.
+        paired = runs.table.lazy().filter(pl.col("paired"))
+        groups = groups_of(cell_units(paired, [f.removesuffix("_star") for f in fields]), fields, group_items(runs),
                            _consume=True)
     else:
         groups = groups_of(units, fields, group_items(runs))

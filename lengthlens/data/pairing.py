@@ -55,23 +55,27 @@ def pair(x: pl.DataFrame, y: pl.DataFrame, *, on: tuple[str, ...] = (*GROUP_KEY,
     return _paired(x.lazy(), y.lazy(), on, suffix).collect()
 
 
-def cell_units(paired_runs: pl.DataFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
+def cell_units(paired_runs: pl.DataFrame | pl.LazyFrame, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """Every relaxed ok run joined with its strict baseline run (one row per cell unit), sorted canonically.
 
-    ``columns``: the run columns to keep on both sides besides the keys (default all; the derived ``l_bar``
-    and ``censored`` are kept either way). One lazy plan (derive, split, join, sort): polars then holds no
-    intermediate copy of the runs, and reads only the columns asked for.
+    ``columns``: the run columns to keep on both sides besides the keys (default all, with the derived ``l_bar``;
+    the derived ``censored`` is kept either way). One lazy plan (derive, split, join, sort): polars then
+    holds no intermediate copy of the runs, and reads only the columns asked for.
     """
-    return _cell_pairs(with_derived(paired_runs.lazy()), paired_runs.columns, columns)
+    return _cell_pairs(with_derived(paired_runs.lazy()), paired_runs.collect_schema().names(), columns)
 
 
 def _cell_pairs(derived: pl.LazyFrame, present: Sequence[str], columns: Sequence[str] | None) -> pl.DataFrame:
     """:func:`cell_units` on runs that already have their derived columns (``present``: the runs' own columns)."""
+    on = (*GROUP_KEY, *UNIT_KEY)
+    relaxed, strict = derived.filter(pl.col("method") != STRICT), derived.filter(pl.col("method") == STRICT)
     if columns is not None:
-        keep = dict.fromkeys([*CELL_KEY, *UNIT_KEY, "l_bar", "censored", *columns])
-        derived = derived.select([c for c in keep if c in present or c in ("l_bar", "censored")])
-    units = _paired(derived.filter(pl.col("method") != STRICT), derived.filter(pl.col("method") == STRICT),
-                    (*GROUP_KEY, *UNIT_KEY), "_star").collect()
+        # The baseline side carries only the columns asked for: its arm is the strict one, and at scale each
+        # extra column of the pairs is a column of every paired run.
+        asked = [c for c in dict.fromkeys([*columns, "censored"]) if c in present or c in ("l_bar", "censored")]
+        relaxed = relaxed.select([c for c in dict.fromkeys([*CELL_KEY, *UNIT_KEY, *asked]) if c in present or c in asked])
+        strict = strict.select([c for c in dict.fromkeys([*on, *asked]) if c in present or c in asked])
+    units = _paired(relaxed, strict, on, "_star").collect()
     return _sorted_by_columns(units, [*ARM_KEY, *UNIT_KEY])
 
 
