@@ -170,23 +170,28 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
         order = None
     else:
         frame = frame[order]
-    index = _item_index(frame, gkey, items)
-    frame = frame.join(index, on=[*gkey, "item_id"], how="left", nulls_equal=True, maintain_order="left")
-    if frame.get_column("_pos").null_count():
-        bad = frame.filter(pl.col("_pos").is_null()).row(0, named=True)
-        raise KeyError(f"item {bad['item_id']!r} of {tuple(bad[k] for k in gkey)} is not among its group's items")
-    pos = frame.get_column("_pos").to_numpy()
-    arrays = {f: _field_array(units.drop_in_place(f) if _consume and f not in frame.columns else units.get_column(f), order)
-              for f in present}
-    gid = frame.select(pl.struct(gkey).rle_id()).to_series().to_numpy()
+    # Each run's item is looked up by its group's number, not by the group's key strings: a join on those
+    # would copy every key column of every paired run.
+    gid = frame.select(pl.struct(gkey).rle_id()).to_series()
     cid = frame.select(pl.struct([*gkey, *ckey]).rle_id()).to_series().to_numpy()
     keys = frame.select(*gkey, *ckey)
+    groups = _segments(gid.to_numpy())
+    names_of = [tuple(keys.row(g0)[:len(gkey)]) for g0, _ in groups]
+    run_items = pl.DataFrame([gid.alias("_g"), frame.get_column("item_id")])
+    index = _item_index(run_items, names_of, items)
+    pos = run_items.join(index, on=["_g", "item_id"], how="left", nulls_equal=True, maintain_order="left").get_column("_pos")
+    del run_items
+    if pos.null_count():
+        row = int(pos.is_null().arg_max())
+        bad = frame.row(row, named=True)
+        raise KeyError(f"item {bad['item_id']!r} of {tuple(bad[k] for k in gkey)} is not among its group's items")
+    pos = pos.to_numpy()
+    arrays = {f: _field_array(units.drop_in_place(f) if _consume and f not in frame.columns else units.get_column(f), order)
+              for f in present}
     out = []
-    for g0, g1 in _segments(gid):
-        names = tuple(keys.row(g0)[:len(gkey)])
+    for g, ((g0, g1), names) in enumerate(zip(groups, names_of)):
         group_items = tuple(items[names]) if items is not None else tuple(
-            index.filter(pl.all_horizontal([pl.col(k).eq_missing(v) for k, v in zip(gkey, names)]))
-            .sort("_pos").get_column("item_id").to_list())
+            index.filter(pl.col("_g") == g).get_column("item_id").to_list())
         cells = []
         for c0, c1 in _segments(cid[g0:g1]):
             c0, c1 = g0 + c0, g0 + c1
@@ -222,13 +227,14 @@ def _segments(ids: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), np.r_[starts[1:], ids.size].tolist()))
 
 
-def _item_index(frame: pl.DataFrame, gkey: list[str], items: Mapping[tuple, Sequence[str]] | None) -> pl.DataFrame:
-    """Each group's items with their position: the given ones, or (default) the items its runs cover, sorted."""
+def _item_index(runs: pl.DataFrame, names: Sequence[tuple], items: Mapping[tuple, Sequence[str]] | None) -> pl.DataFrame:
+    """Each group's items with their position, by group number ``_g`` (``names``: each number's key): the given
+    ones, or (default) the items its runs ``runs`` (``_g``, ``item_id``) cover, sorted."""
     if items is None:
-        index = frame.select(*gkey, "item_id").unique().sort([*gkey, "item_id"])
-        return index.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over(gkey).alias("_pos"))
-    rows = [(*names, it, i) for names, its in items.items() for i, it in enumerate(its)]
-    schema = {**{k: frame.schema[k] for k in gkey}, "item_id": frame.schema["item_id"], "_pos": pl.Int64}
+        index = runs.unique().sort(["_g", "item_id"])
+        return index.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("_g").alias("_pos"))
+    rows = [(g, it, i) for g, key in enumerate(names) for i, it in enumerate(items.get(key, ()))]
+    schema = {"_g": runs.schema["_g"], "item_id": runs.schema["item_id"], "_pos": pl.Int64}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
