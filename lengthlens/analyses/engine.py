@@ -170,38 +170,43 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
         order = None
     else:
         frame = frame[order]
-    # Each run's item is looked up by its group's number, not by the group's key strings: a join on those
-    # would copy every key column of every paired run.
-    gid = frame.select(pl.struct(gkey).rle_id()).to_series()
     cid = frame.select(pl.struct([*gkey, *ckey]).rle_id()).to_series().to_numpy()
     keys = frame.select(*gkey, *ckey)
-    groups = _segments(gid.to_numpy())
+    groups = _segments(frame.select(pl.struct(gkey).rle_id()).to_series().to_numpy())
     names_of = [tuple(keys.row(g0)[:len(gkey)]) for g0, _ in groups]
-    run_items = pl.DataFrame([gid.alias("_g"), frame.get_column("item_id")])
-    index = _item_index(run_items, names_of, items)
-    pos = run_items.join(index, on=["_g", "item_id"], how="left", nulls_equal=True, maintain_order="left").get_column("_pos")
-    del run_items
-    if pos.null_count():
-        row = int(pos.is_null().arg_max())
-        bad = frame.row(row, named=True)
-        raise KeyError(f"item {bad['item_id']!r} of {tuple(bad[k] for k in gkey)} is not among its group's items")
-    pos = pos.to_numpy()
-    arrays = {f: _field_array(units.drop_in_place(f) if _consume and f not in frame.columns else units.get_column(f), order)
-              for f in present}
+    # Each run's item is looked up among its own group's items, one group at a time: a join of every run on the
+    # key strings would copy every key column of every paired run.
+    item_ids = frame.get_column("item_id")
+    group_items_of, pos = [], np.empty(frame.height, dtype=np.int64)
+    for (g0, g1), names in zip(groups, names_of):
+        own = item_ids.slice(g0, g1 - g0)
+        listed = pl.Series("item_id", items.get(names, ()) if items is not None else own.unique().sort(),
+                           dtype=item_ids.dtype)
+        at = own.replace_strict(listed, pl.int_range(listed.len(), dtype=pl.Int64, eager=True), default=None)
+        if at.null_count():
+            raise KeyError(f"item {own.filter(at.is_null())[0]!r} of {names} is not among its group's items")
+        group_items_of.append(tuple(listed.to_list()))
+        pos[g0:g1] = at.to_numpy()
+    cell_segments = [[(g0 + c0, g0 + c1) for c0, c1 in _segments(cid[g0:g1])] for g0, g1 in groups]
+    cell_keys = [[dict(zip([*gkey, *ckey], keys.row(c0))) for c0, _ in segs] for segs in cell_segments]
+    key_columns = frame.columns
+    del frame, keys, cid, item_ids
+    if _consume:  # the key strings are read: free them before the fields are converted
+        for c in key_columns:
+            if c not in present and c in units.columns:
+                units.drop_in_place(c)
+    arrays = {f: _field_array(units.drop_in_place(f) if _consume else units.get_column(f), order) for f in present}
     out = []
-    for g, ((g0, g1), names) in enumerate(zip(groups, names_of)):
-        group_items = tuple(items[names]) if items is not None else tuple(
-            index.filter(pl.col("_g") == g).get_column("item_id").to_list())
+    for names, group_items, segs, ckeys in zip(names_of, group_items_of, cell_segments, cell_keys):
         cells = []
-        for c0, c1 in _segments(cid[g0:g1]):
-            c0, c1 = g0 + c0, g0 + c1
+        for (c0, c1), ck in zip(segs, ckeys):
             positions = pos[c0:c1]
             own = np.unique(positions)
             remap = np.full(len(group_items), -1, dtype=np.int64)
             remap[own] = np.arange(own.size)
-            cells.append(CellRuns(key=dict(zip(CELL_KEY, (dict(zip([*gkey, *ckey], keys.row(c0)))[k] for k in CELL_KEY))),
-                                  group=names, n_items_group=len(group_items), items=tuple(group_items[i] for i in own),
-                                  item=remap[positions], fields=Sums({f: v[c0:c1] for f, v in arrays.items()})))
+            cells.append(CellRuns(key={k: ck[k] for k in CELL_KEY}, group=names, n_items_group=len(group_items),
+                                  items=tuple(group_items[i] for i in own), item=remap[positions],
+                                  fields=Sums({f: v[c0:c1] for f, v in arrays.items()})))
         out.append(Group(names=names, items=group_items, cells=tuple(cells), draw_names=_draw_names(gkey, names)))
     return out
 
@@ -225,17 +230,6 @@ def _segments(ids: np.ndarray) -> list[tuple[int, int]]:
         return []
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     return list(zip(starts.tolist(), np.r_[starts[1:], ids.size].tolist()))
-
-
-def _item_index(runs: pl.DataFrame, names: Sequence[tuple], items: Mapping[tuple, Sequence[str]] | None) -> pl.DataFrame:
-    """Each group's items with their position, by group number ``_g`` (``names``: each number's key): the given
-    ones, or (default) the items its runs ``runs`` (``_g``, ``item_id``) cover, sorted."""
-    if items is None:
-        index = runs.unique().sort(["_g", "item_id"])
-        return index.with_columns(pl.int_range(pl.len(), dtype=pl.Int64).over("_g").alias("_pos"))
-    rows = [(g, it, i) for g, key in enumerate(names) for i, it in enumerate(items.get(key, ()))]
-    schema = {"_g": runs.schema["_g"], "item_id": runs.schema["item_id"], "_pos": pl.Int64}
-    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def pooled_group(units: pl.DataFrame, fields: Sequence[str], key: Mapping[str, Any], strata_key: Sequence[str],
