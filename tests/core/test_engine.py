@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,31 @@ def test_groups_hold_each_cells_runs_summed_by_item_as_a_polars_group_by_does(ru
     assert np.array_equal(got["output_tokens"].to_numpy(), want["output_tokens"].to_numpy().astype(float))
     assert np.array_equal(got["n"].to_numpy(), want["n"].to_numpy().astype(float))
     assert sum(g.n_runs for g in groups) == units.height
+
+
+def test_groups_are_the_same_from_shuffled_pairs_and_without_given_items(runs):
+    """The groups do not depend on the pairs' row order, and without ``items`` a group's items are the sorted ones
+    its runs cover (the example's baselines cover every item their relaxed runs have)."""
+    units = cell_units(runs.paired)
+    fields = ("output_tokens", "output_tokens_star")
+    want = engine.groups_of(units, fields, engine.group_items(runs))
+    shuffled = units[np.random.default_rng(0).permutation(units.height)]
+    for got in (engine.groups_of(shuffled, fields, engine.group_items(runs)), engine.groups_of(units, fields)):
+        assert [g.names for g in got] == [g.names for g in want]
+        for g, w in zip(got, want):
+            assert g.items == w.items and [c.key for c in g.cells] == [c.key for c in w.cells]
+            for c, cw in zip(g.cells, w.cells):
+                assert c.items == cw.items
+                assert np.array_equal(c.by_item(c.fields["output_tokens"]), cw.by_item(cw.fields["output_tokens"]))
+
+
+def test_a_run_whose_item_is_not_among_its_groups_items_is_named(runs):
+    units = cell_units(runs.paired)
+    items = engine.group_items(runs)
+    names = next(iter(items))
+    dropped = items[names][0]
+    with pytest.raises(KeyError, match=f"item '{dropped}' of {re.escape(str(names))} is not among its group's items"):
+        engine.groups_of(units, ("output_tokens",), {**items, names: items[names][1:]})
 
 
 def test_a_subset_keeps_the_items_its_runs_cover():
