@@ -111,3 +111,23 @@ def test_the_real_logs_break_no_rule(shared_data):
     reasons = runs.skipped.filter(pl.col("stage") != "pairing")["reason"].to_list()
     assert all(r.startswith("duplicate of ") for r in reasons), reasons  # old_runs repeats 24 runs of runs/
     assert runs.n_found == 2495 and len(reasons) == 24
+
+
+def test_one_params_label_at_two_alphas_in_two_arms_is_kept_and_an_arm_mixing_them_is_skipped_whole():
+    """An arm is skipped for its own alphas, not for another arm's: a label may mean alpha 0.3 on one dataset and
+    0.5 on another."""
+    from lengthlens.data.validation.table import drop_mixed_alphas
+
+    def runs(dataset, alphas):
+        return [{"target": "T", "draft": "D", "dataset": dataset, "method": "cactus", "params": "fp16", "serving": "",
+                 "alpha": a, "item_id": f"q{i}", "seed": 0, "turn": 1, "source": f"{dataset}.jsonl:{i + 1}"}
+                for i, a in enumerate(alphas)]
+
+    base = [{**r, "method": "strict", "params": "", "alpha": None} for r in runs("a", [0.0, 0.0])]
+    table = pl.DataFrame(base + runs("a", [0.3, 0.3]) + runs("b", [0.5, 0.5]))
+    kept, skipped = drop_mixed_alphas(table)
+    assert kept.equals(table) and skipped.height == 0
+    kept, skipped = drop_mixed_alphas(pl.DataFrame(base + runs("a", [0.3, 0.3]) + runs("b", [0.5, 0.3])))
+    assert kept.height == 4 and set(kept["dataset"]) == {"a"}
+    assert skipped["path"].to_list() == ["b.jsonl:1", "b.jsonl:2"]
+    assert all("different alphas (0.3, 0.5)" in r for r in skipped["reason"])

@@ -258,7 +258,14 @@ def drop_mixed_alphas(table: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     (a missing alpha counts as a value of its own).
     """
     # Lazy, so that only the key columns and alpha of the relaxed runs are gathered, not a copy of the table.
-    per_arm = (table.lazy().filter(pl.col("method") != STRICT).group_by(ARM_KEY)
+    relaxed = table.lazy().filter(pl.col("method") != STRICT)
+    # An arm's alphas are among those of its method and params: only the runs of a (method, params) with
+    # several are grouped by the whole arm key, which at scale encodes every run's key strings.
+    several = (relaxed.group_by("method", "params").agg(pl.col("alpha").n_unique().alias("_n"))
+               .filter(pl.col("_n") > 1).drop("_n").collect())
+    if several.height == 0:
+        return table, _skips(table.head(0), pl.lit(""), "validate")
+    per_arm = (relaxed.join(several.lazy(), on=["method", "params"], how="semi", nulls_equal=True).group_by(ARM_KEY)
                .agg(pl.col("alpha").n_unique().alias("_n"),
                     pl.col("alpha").unique().sort().cast(pl.String).fill_null("none").str.join(", ").alias("_alphas"))
                .collect())
