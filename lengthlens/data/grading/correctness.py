@@ -50,18 +50,17 @@ def find_grade_files(raw_roots: Iterable[Path]) -> list[tuple[Path, Path]]:
 
 
 def read_grade_file(path: str | Path, max_bytes: int | None = None) -> pl.DataFrame:
-    """:func:`~lengthlens.data.grading.load_grade_file` after the checks every input file gets.
+    """:func:`~lengthlens.data.grading.load_grade_file` after the checks every input file gets, reading it once.
 
     A grade file that cannot be used is a :class:`~lengthlens.data.errors.LoadError` naming it in
     one line: left out, it would silently change accuracies. Checked: a regular file under the size
     cap, valid UTF-8 JSON with no key given twice, and the study's entries with the types they need.
     """
-    from lengthlens.data.grading import load_grade_file
+    from lengthlens.data.grading.study import grade_frame
 
     where = display_path(path)
     try:
-        decode_json(read_file(path, max_file_bytes(max_bytes)))
-        return load_grade_file(path)
+        return grade_frame(decode_json(read_file(path, max_file_bytes(max_bytes))), path)
     except FileNotFoundError:
         raise LoadError(f"{where}: grade file not found") from None
     except JSONProblem as exc:

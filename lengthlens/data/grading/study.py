@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -36,7 +37,31 @@ def load_grade_file(path: str | Path) -> pl.DataFrame:
     ``correct`` its meaning (:data:`VERDICTS`).
     """
     path = Path(path)
-    data = json.loads(path.read_text(encoding="utf-8"))
+    return grade_frame(json.loads(path.read_text(encoding="utf-8")), path)
+
+
+def grade_frame(data: Any, path: str | Path) -> pl.DataFrame:
+    """:func:`load_grade_file` of a grade file already parsed (``data``; ``path`` names it and gives the dataset).
+
+    Parameters
+    ----------
+    data
+        The file's JSON: a list of runs, or ``{"runs": [...], "dataset": ...}``.
+    path
+        The file, for the dataset (its stem, unless ``data`` names one) and for error messages.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per graded run, with the columns of :data:`GRADE_FILE_COLUMNS`.
+
+    Examples
+    --------
+    >>> grade_frame([{"case": 3, "method": "strict", "params": "", "seed": 0, "verdict": "correct"}],
+    ...             "grades/gsm8k.json").select("dataset", "item_id", "correct").row(0)
+    ('gsm8k', '3', True)
+    """
+    path = Path(path)
     runs = data["runs"] if isinstance(data, dict) else data
     if not isinstance(runs, list):
         raise ValueError(f"{path}: expected a list of runs (or {{'runs': [...]}}), got {type(runs).__name__}")
