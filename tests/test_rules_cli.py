@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,9 @@ def test_report_prints_one_verdict_line_per_rule_first(reported, capsys):
     assert f"R/R* {fast['rounds_ratio']:.2f} [{fast['rounds_ratio_lo']:.2f}, {fast['rounds_ratio_hi']:.2f}] faster" in lines[1]
     assert fast["verdict_rounds"] == "faster" and fast["n_cells"] == 6 and fast["n_items"] == 90
     lossy = rules_csv.loc["lossy"]
-    assert f"Δacc {lossy['accuracy_delta_pp']:+.1f} pp" in lines[2] and lossy["verdict_accuracy"] == "worse"
+    # a loss is quoted with a minus sign, as the heading's margin is: a hyphen reads as a dash in print
+    assert lossy["accuracy_delta_pp"] < 0 and f"Δacc −{-lossy['accuracy_delta_pp']:.1f} pp [−" in lines[2]
+    assert lossy["verdict_accuracy"] == "worse" and not re.search(r"-\d", lines[2])
     assert "(6 cells, 90 items)" in lines[2]
 
 
@@ -69,3 +72,17 @@ def test_verdict_line_says_why_an_interval_off_1_is_still_open():
     line = rule_verdict_line(r)
     assert line == ("x: R/R* 0.86 [0.77, 0.97] can't tell (Holm p 0.08); T/T* not computed; accuracy ungraded "
                     "(6 cells, 72 items; 2 probe cells left out)")
+
+
+def test_verdict_line_quotes_a_loss_with_a_minus_sign_and_no_detectable_loss_past_100_points():
+    r = pd.Series({"target": "all", "draft": "all", "serving": "", "method": "x", "rounds_ratio": 1.2,
+                   "rounds_ratio_lo": 0.9, "rounds_ratio_hi": 1.6, "rounds_ratio_k": 3, "rounds_ratio_p_holm": 0.5,
+                   "verdict_rounds": "can't tell", "time_ratio": float("nan"), "time_ratio_lo": float("nan"),
+                   "time_ratio_hi": float("nan"), "time_ratio_k": 0, "verdict_time": "not computed",
+                   "verdict_accuracy": "can't tell", "accuracy_delta_pp": -9.44, "accuracy_delta_pp_lo": -50.6,
+                   "accuracy_delta_pp_hi": 31.8, "accuracy_delta_pp_k": 3, "accuracy_mdd_pp": 122.0, "n_cells": 3,
+                   "n_items": 40, "n_cells_accuracy": 3, "n_items_accuracy": 40, "n_probes_excluded": 0})
+    assert rule_verdict_line(r).endswith(
+        "Δacc −9.4 pp [−50.6, +31.8] can't tell (not even a loss of 100 pp would be seen 80 % of the time) "
+        "(3 cells, 40 items)")
+    assert "(a loss of 37 pp would be seen 80 % of the time)" in rule_verdict_line(r.copy().replace(122.0, 37.0))

@@ -163,6 +163,11 @@ def _n(k: int, one: str, many: str | None = None) -> str:
     return f"{k} {one if k == 1 else (many or one + 's')}"
 
 
+def _pp(x: float, sign: bool = True) -> str:
+    """Accuracy points with one decimal as prose sets them: a minus sign (−), not a hyphen; ``+`` too with ``sign``."""
+    return format(x, "+.1f" if sign else ".1f").replace("-", "−")
+
+
 def verdict_sentence(r: Any, tasks: Sequence[str] = ()) -> str:
     """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv; ``tasks``: the datasets of its
     cells, named when there are a few)."""
@@ -305,9 +310,9 @@ def _load_line(load: str, r: pd.Series) -> str:
              x("time_ratio_mean", "T/T*", unit="x")]
     g = int(r.get("n_graded", 0) or 0)
     if g:
-        ci = (f" [{r['accuracy_delta_pp_mean_lo']:.1f}, {r['accuracy_delta_pp_mean_hi']:.1f}]"
+        ci = (f" [{_pp(r['accuracy_delta_pp_mean_lo'], False)}, {_pp(r['accuracy_delta_pp_mean_hi'], False)}]"
               if np.isfinite(r.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
-        parts.append(f"accuracy {r['accuracy_delta_pp_mean']:+.1f} points{ci}, {int(r['n_drop_2pp'])} of {g} graded cells "
+        parts.append(f"accuracy {_pp(r['accuracy_delta_pp_mean'])} points{ci}, {int(r['n_drop_2pp'])} of {g} graded cells "
                      f"lost more than {ACCURACY_DROP_PP:g} points by the one-sided test")
     return f"{load}: {int(r['n_cells'])} cells, " + ", ".join(parts) + "."
 
@@ -368,13 +373,14 @@ def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
     graded = int(a["n_graded"])
     if not graded:
         return ""
-    ci = (f" [{a['accuracy_delta_pp_mean_lo']:.1f}, {a['accuracy_delta_pp_mean_hi']:.1f}]"
+    ci = (f" [{_pp(a['accuracy_delta_pp_mean_lo'], False)}, {_pp(a['accuracy_delta_pp_mean_hi'], False)}]"
           if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
     mdd = float(a.get("accuracy_mdd_pp_median", np.nan))
+    # A drop is at most 100 points: a larger minimum detectable drop means that no drop is detected.
     power = (f"; at the median cell that test detects a true drop of {mdd:.0f} points with 80 % power"
-             if np.isfinite(mdd) else
-             "; at the median cell that test detects no drop with 80 % power" if mdd == np.inf else "")
-    return (f"; accuracy changed by {a['accuracy_delta_pp_mean']:.1f} points on average{ci}: "
+             if np.isfinite(mdd) and mdd <= 100 else
+             "; at the median cell that test detects no drop with 80 % power" if mdd > 100 else "")
+    return (f"; accuracy changed by {_pp(a['accuracy_delta_pp_mean'], False)} points on average{ci}: "
             f"{int(a['n_drop_2pp'])} of {graded} graded cells lost more than {ACCURACY_DROP_PP:g} points by a one-sided "
             f"test at {ALPHA_ONE_SIDED:.1%} ({int(a['n_drop_2pp_point'])} by the point rule of the study){power}; "
             + _family_clause(a, family))
@@ -752,11 +758,12 @@ def rule_verdict_line(r: Any) -> str:
     if r["verdict_accuracy"] == "ungraded" or r[f"{d}_k"] == 0:
         acc = "accuracy ungraded"
     elif not np.isfinite(r[f"{d}_lo"]):
-        acc = f"Δacc {r[d]:+.1f} pp from one cell: can't tell"
+        acc = f"Δacc {_pp(r[d])} pp from one cell: can't tell"
     else:
         mdd = r["accuracy_mdd_pp"]
-        acc = (f"Δacc {r[d]:+.1f} pp [{r[f'{d}_lo']:+.1f}, {r[f'{d}_hi']:+.1f}] {r['verdict_accuracy']}"
-               + (f" (a loss of {mdd:.0f} pp would be seen 80 % of the time)" if np.isfinite(mdd) else ""))
+        acc = (f"Δacc {_pp(r[d])} pp [{_pp(r[f'{d}_lo'])}, {_pp(r[f'{d}_hi'])}] {r['verdict_accuracy']}"
+               + (f" (a loss of {mdd:.0f} pp would be seen 80 % of the time)" if np.isfinite(mdd) and mdd <= 100 else
+                  " (not even a loss of 100 pp would be seen 80 % of the time)" if mdd > 100 else ""))
     behind = f"{_n(int(r['n_cells']), 'cell')}, {int(r['n_items'])} items"
     if int(r["n_cells_accuracy"]) and int(r["n_cells_accuracy"]) != int(r["n_cells"]):
         behind += f"; accuracy {_n(int(r['n_cells_accuracy']), 'cell')}, {int(r['n_items_accuracy'])} graded items"

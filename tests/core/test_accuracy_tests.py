@@ -241,3 +241,6 @@ def test_headline_says_when_no_cell_of_the_family_could_reach_significance():
     assert "1 of 25 graded cells lost more than 2 points by a one-sided test at 2.5%" in none
     some = wording._accuracy_clause(a, AccuracyFamily(66, 66 * 0.5**12, 0))
     assert "0 significant after a Holm correction over 66 cells" in some
+    assert "accuracy changed by −12.0 points on average [−20.0, −4.0]" in some  # minus signs, not hyphens
+    beyond = wording._accuracy_clause(a.copy().replace(61.0, 104.0), AccuracyFamily(66, 66 * 0.5**12, 0))
+    assert "that test detects no drop with 80 % power" in beyond and "104" not in beyond
