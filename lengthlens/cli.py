@@ -183,7 +183,7 @@ def _nothing_to_analyse(runs) -> str | None:
 
     if runs.table.height == 0:
         return "nothing was loaded: every run was skipped (see the reasons above or use --strict)"
-    if runs.paired.filter(pl.col("method") != "strict").height == 0:
+    if not runs.table.select((pl.col("paired") & (pl.col("method") != "strict")).any()).item():
         top = runs.skipped.group_by("reason").len().sort("len", descending=True).head(1)
         why = f"; most common reason: {top['reason'][0]} ({top['len'][0]} runs)" if top.height else ""
         return f"no cell could be formed (no arm has ok runs paired with a baseline){why}"

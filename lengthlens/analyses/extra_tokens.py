@@ -331,7 +331,7 @@ def extra_tokens_table(runs: "RunSet", units: pl.DataFrame) -> pd.DataFrame | No
     def raw(col: str) -> pl.Expr:
         return ~pl.col(col).str.contains(r":\d+$").fill_null(True)
 
-    paired = runs.paired.filter(raw("source"))
+    paired = runs.table.filter(pl.col("paired") & raw("source"))
     if paired.is_empty():
         return None
     units = units.filter(raw("source") & raw("source_star"))
