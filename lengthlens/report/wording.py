@@ -168,6 +168,12 @@ def _pp(x: float, sign: bool = True) -> str:
     return format(x, "+.1f" if sign else ".1f").replace("-", "−")
 
 
+def _detectable_drop(mdd: float) -> float:
+    """A minimum detectable drop in points as the headline and the rule lines read it: inf (no drop detectable) past
+    100 points, the largest drop there is."""
+    return np.inf if mdd > 100 else mdd
+
+
 def verdict_sentence(r: Any, tasks: Sequence[str] = ()) -> str:
     """A rule's verdicts in one sentence a reader can quote (a row of verdicts.csv; ``tasks``: the datasets of its
     cells, named when there are a few)."""
@@ -375,11 +381,10 @@ def _accuracy_clause(a: pd.Series, family: AccuracyFamily | None = None) -> str:
         return ""
     ci = (f" [{_pp(a['accuracy_delta_pp_mean_lo'], False)}, {_pp(a['accuracy_delta_pp_mean_hi'], False)}]"
           if np.isfinite(a.get("accuracy_delta_pp_mean_lo", np.nan)) else "")
-    mdd = float(a.get("accuracy_mdd_pp_median", np.nan))
-    # A drop is at most 100 points: a larger minimum detectable drop means that no drop is detected.
+    mdd = _detectable_drop(float(a.get("accuracy_mdd_pp_median", np.nan)))
     power = (f"; at the median cell that test detects a true drop of {mdd:.0f} points with 80 % power"
-             if np.isfinite(mdd) and mdd <= 100 else
-             "; at the median cell that test detects no drop with 80 % power" if mdd > 100 else "")
+             if np.isfinite(mdd) else
+             "; at the median cell that test detects no drop with 80 % power" if mdd == np.inf else "")
     return (f"; accuracy changed by {_pp(a['accuracy_delta_pp_mean'], False)} points on average{ci}: "
             f"{int(a['n_drop_2pp'])} of {graded} graded cells lost more than {ACCURACY_DROP_PP:g} points by a one-sided "
             f"test at {ALPHA_ONE_SIDED:.1%} ({int(a['n_drop_2pp_point'])} by the point rule of the study){power}; "
@@ -760,10 +765,10 @@ def rule_verdict_line(r: Any) -> str:
     elif not np.isfinite(r[f"{d}_lo"]):
         acc = f"Δacc {_pp(r[d])} pp from one cell: can't tell"
     else:
-        mdd = r["accuracy_mdd_pp"]
+        mdd = _detectable_drop(r["accuracy_mdd_pp"])
         acc = (f"Δacc {_pp(r[d])} pp [{_pp(r[f'{d}_lo'])}, {_pp(r[f'{d}_hi'])}] {r['verdict_accuracy']}"
-               + (f" (a loss of {mdd:.0f} pp would be seen 80 % of the time)" if np.isfinite(mdd) and mdd <= 100 else
-                  " (not even a loss of 100 pp would be seen 80 % of the time)" if mdd > 100 else ""))
+               + (f" (a loss of {mdd:.0f} pp would be seen 80 % of the time)" if np.isfinite(mdd) else
+                  " (not even a loss of 100 pp would be seen 80 % of the time)" if mdd == np.inf else ""))
     behind = f"{_n(int(r['n_cells']), 'cell')}, {int(r['n_items'])} items"
     if int(r["n_cells_accuracy"]) and int(r["n_cells_accuracy"]) != int(r["n_cells"]):
         behind += f"; accuracy {_n(int(r['n_cells_accuracy']), 'cell')}, {int(r['n_items_accuracy'])} graded items"
