@@ -180,20 +180,18 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
     group_items_of, pos = [], np.empty(frame.height, dtype=np.int64)
     for (g0, g1), names in zip(groups, names_of):
         own = item_ids.slice(g0, g1 - g0)
-        listed = pl.Series("item_id", items.get(names, ()) if items is not None else own.unique().sort(),
-                           dtype=item_ids.dtype)
-        at = own.replace_strict(listed, pl.int_range(listed.len(), dtype=pl.Int64, eager=True), default=None)
-        if at.null_count():
-            raise KeyError(f"item {own.filter(at.is_null())[0]!r} of {names} is not among its group's items")
-        group_items_of.append(tuple(listed.to_list()))
-        pos[g0:g1] = at.to_numpy()
+        listed, at = _item_positions(own, items.get(names, ()) if items is not None else None)
+        if (at < 0).any():
+            raise KeyError(f"item {own[int(np.argmax(at < 0))]!r} of {names} is not among its group's items")
+        group_items_of.append(listed)
+        pos[g0:g1] = at
     cell_segments = [[(g0 + c0, g0 + c1) for c0, c1 in _segments(cid[g0:g1])] for g0, g1 in groups]
     cell_keys = [[dict(zip([*gkey, *ckey], keys.row(c0))) for c0, _ in segs] for segs in cell_segments]
     key_columns = frame.columns
     del frame, keys, cid, item_ids
     if _consume:  # the key strings are read: free them before the fields are converted
         for c in key_columns:
-            if c not in present and c in units.columns:
+            if c not in present:
                 units.drop_in_place(c)
     arrays = {f: _field_array(units.drop_in_place(f) if _consume else units.get_column(f), order) for f in present}
     out = []
@@ -209,6 +207,14 @@ def groups_of(units: pl.DataFrame, fields: Sequence[str], items: Mapping[tuple, 
                                   fields=Sums({f: v[c0:c1] for f, v in arrays.items()})))
         out.append(Group(names=names, items=group_items, cells=tuple(cells), draw_names=_draw_names(gkey, names)))
     return out
+
+
+def _item_positions(item_ids: pl.Series, listed: Sequence[str] | None = None) -> tuple[tuple[str, ...], np.ndarray]:
+    """The items ``listed`` (default: the distinct ``item_ids``, sorted) and each run's position among them (−1: not
+    listed), by one hash lookup per run."""
+    order = pl.Series("item_id", listed if listed is not None else item_ids.unique().sort(), dtype=item_ids.dtype)
+    at = item_ids.replace_strict(order, pl.int_range(order.len(), dtype=pl.Int64, eager=True), default=-1)
+    return tuple(order.to_list()), at.to_numpy()
 
 
 def _field_array(column: pl.Series, order: np.ndarray | None) -> np.ndarray:
@@ -249,10 +255,8 @@ def pooled_group(units: pl.DataFrame, fields: Sequence[str], key: Mapping[str, A
     offset = 0
     parts = units.select(*skey, "item_id").partition_by(skey, maintain_order=True, as_dict=True)
     for names, part in parts.items():
-        own = tuple(pl.Series(part.get_column("item_id").unique()).sort().to_list())
-        position = {it: i for i, it in enumerate(own)}
-        index.append(np.fromiter((offset + position[it] for it in part.get_column("item_id").to_list()), dtype=np.int64,
-                                 count=part.height))
+        own, at = _item_positions(part.get_column("item_id"))
+        index.append(offset + at)
         offset += len(own)
         names_s.append(tuple(names))
         items_s.append(own)
